@@ -1,0 +1,28 @@
+"""delayline: durable delayed messages for Apache Kafka.
+
+A producer writes a schedule to a schedules topic; delayline delivers its payload
+to the target topic at the due time, exactly once.
+"""
+
+import logging
+
+from delayline.client import AsyncScheduler, ClientConfig, RetryPolicy, Scheduler
+from delayline.errors import DelaylineError
+from delayline.model import Cancel, Invalid, Schedule
+
+__version__ = "0.1.0"
+
+# A library logs; the application decides where it goes.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+__all__ = [
+    "AsyncScheduler",
+    "Cancel",
+    "ClientConfig",
+    "DelaylineError",
+    "Invalid",
+    "RetryPolicy",
+    "Schedule",
+    "Scheduler",
+    "__version__",
+]

@@ -1,0 +1,178 @@
+"""What the sync and async schedulers share: building records and placing them."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer
+
+from delayline.client.partitioner import partition_for
+from delayline.client.retry import plan_retry
+from delayline.clock import Clock, SystemClock, datetime_to_ms
+from delayline.config import ClientConfig, RetryPolicy
+from delayline.contract import OutgoingRecord, build_schedule, render_cancel, render_schedule
+from delayline.errors import InvalidScheduleError, KafkaUnavailableError, TopicConfigError
+from delayline.model import Schedule
+
+log = logging.getLogger(__name__)
+
+HeadersArg = Mapping[str, str | bytes | None] | Iterable[tuple[str, str | bytes | None]] | None
+
+
+class SchedulerCore:
+    """Producer, partition lookup and record building; no delivery waiting."""
+
+    def __init__(self, config: ClientConfig | str, clock: Clock | None) -> None:
+        self.config = ClientConfig(bootstrap_servers=config) if isinstance(config, str) else config
+        self.clock = clock or SystemClock()
+        self.producer = Producer(self.config.producer_config())
+        self._partitions: int | None = None
+
+    def partitions(self) -> int:
+        """Partition count of the schedules topic, looked up once."""
+        if self._partitions is None:
+            self._partitions = topic_partition_count(
+                self.producer, self.config.schedules_topic, self.config
+            )
+        return self._partitions
+
+    def schedule_record(
+        self,
+        schedule_id: str,
+        payload: bytes | str,
+        target_topic: str,
+        due_ms: int,
+        target_key: bytes | str | None,
+        headers: HeadersArg,
+    ) -> tuple[Schedule, OutgoingRecord]:
+        if not isinstance(schedule_id, str):
+            raise InvalidScheduleError(
+                f"schedule id must be a str, got {type(schedule_id).__name__}"
+            )
+        schedule = build_schedule(
+            schedule_id,
+            _to_bytes(payload, "payload"),
+            target_topic,
+            due_ms,
+            target_key=None if target_key is None else _to_bytes(target_key, "target_key"),
+            extra_headers=normalize_headers(headers),
+        )
+        partition = partition_for(schedule_id.encode(), self.partitions())
+        return schedule, render_schedule(schedule, self.config.schedules_topic, partition)
+
+    def cancel_record(self, schedule_id: str) -> OutgoingRecord:
+        if not schedule_id or not isinstance(schedule_id, str):
+            raise InvalidScheduleError("schedule id must be a non-empty str")
+        partition = partition_for(schedule_id.encode(), self.partitions())
+        return render_cancel(schedule_id, self.config.schedules_topic, partition)
+
+    def retry_record(
+        self,
+        schedule_id: str,
+        payload: bytes | str,
+        target_topic: str,
+        attempt: int | None,
+        previous_headers: HeadersArg,
+        target_key: bytes | str | None,
+        policy: RetryPolicy | None,
+    ) -> tuple[Schedule, OutgoingRecord]:
+        due_ms, headers = plan_retry(
+            normalize_headers(previous_headers),
+            self.clock.now_ms(),
+            policy or RetryPolicy(),
+            attempt,
+        )
+        return self.schedule_record(schedule_id, payload, target_topic, due_ms, target_key, headers)
+
+    def due_ms(self, at: datetime | None, delay: timedelta | float | None) -> int:
+        """Resolve exactly one of ``at`` (aware datetime) and ``delay`` (timedelta or
+        seconds) to epoch milliseconds."""
+        if (at is None) == (delay is None):
+            raise InvalidScheduleError("give exactly one of at= and delay=")
+        if at is not None:
+            if not isinstance(at, datetime):
+                raise InvalidScheduleError(f"at= must be a datetime, got {type(at).__name__}")
+            try:
+                return datetime_to_ms(at)
+            except ValueError as exc:
+                raise InvalidScheduleError(str(exc)) from exc
+        seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)  # type: ignore[arg-type]
+        if not seconds >= 0:  # also rejects NaN
+            raise InvalidScheduleError(f"delay must be zero or more seconds, got {seconds}")
+        return self.clock.now_ms() + round(seconds * 1000)
+
+    def when_ms(self, when: datetime | timedelta) -> int:
+        """``send_later``'s ``when``: a datetime is absolute, a timedelta relative."""
+        if isinstance(when, datetime):
+            return self.due_ms(when, None)
+        if isinstance(when, timedelta):
+            return self.due_ms(None, when)
+        raise InvalidScheduleError(
+            f"when must be a datetime or timedelta, got {type(when).__name__}"
+        )
+
+
+def produce(producer: Producer, record: OutgoingRecord, on_delivery: Any) -> None:
+    """Hand ``record`` to librdkafka, waiting for queue space if it is full."""
+    kwargs: dict[str, Any] = {
+        "topic": record.topic,
+        "key": record.key,
+        "value": record.value,
+        "headers": list(record.headers),
+        "on_delivery": on_delivery,
+    }
+    if record.partition is not None:
+        kwargs["partition"] = record.partition
+    while True:
+        try:
+            producer.produce(**kwargs)
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
+def topic_partition_count(producer: Producer, topic: str, config: ClientConfig) -> int:
+    """Ask the cluster how many partitions ``topic`` has.
+
+    Raises:
+        KafkaUnavailableError: no answer within ``config.metadata_timeout_ms``.
+        TopicConfigError: the topic does not exist.
+    """
+    try:
+        metadata = producer.list_topics(topic, timeout=config.metadata_timeout_ms / 1000)
+    except KafkaException as exc:
+        raise KafkaUnavailableError(
+            f"Kafka at {config.bootstrap_servers} did not answer within "
+            f"{config.metadata_timeout_ms / 1000:g} s: {exc.args[0]}"
+        ) from exc
+    info = metadata.topics.get(topic)
+    if info is None or info.error is not None or not info.partitions:
+        raise TopicConfigError(
+            f"topic {topic!r} does not exist on {config.bootstrap_servers}; "
+            "create it with `delayline topics create`"
+        )
+    return len(info.partitions)
+
+
+def normalize_headers(headers: HeadersArg) -> list[tuple[str, bytes | None]]:
+    """Accept a mapping or pairs, with str or bytes values; return byte pairs."""
+    if headers is None:
+        return []
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    out: list[tuple[str, bytes | None]] = []
+    for name, value in pairs:
+        if not isinstance(name, str) or not name:
+            raise InvalidScheduleError(f"header names must be non-empty strings, got {name!r}")
+        out.append((name, None if value is None else _to_bytes(value, f"header {name}")))
+    return out
+
+
+def _to_bytes(value: bytes | str, what: str) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise InvalidScheduleError(f"{what} must be bytes or str, got {type(value).__name__}")

@@ -1,0 +1,189 @@
+"""The blocking client, on confluent-kafka."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any
+
+from delayline.client._core import HeadersArg, SchedulerCore, produce
+from delayline.clock import Clock
+from delayline.config import ClientConfig, RetryPolicy
+from delayline.contract import OutgoingRecord
+from delayline.errors import DeliveryError, KafkaUnavailableError
+from delayline.model import Schedule
+
+log = logging.getLogger(__name__)
+
+
+class Scheduler:
+    """Writes schedules and cancels to the schedules topic.
+
+    Writes are asynchronous: each call queues a record and returns; :meth:`flush`
+    (also run on close) waits until Kafka acknowledged every queued record and
+    raises :class:`~delayline.errors.DeliveryError` naming the ids that failed.
+    Records are idempotent and acknowledged by all in-sync replicas. A schedule and
+    its cancel always land in the same partition (Java-compatible murmur2).
+
+    Example:
+        >>> with Scheduler("127.0.0.1:9092") as s:            # doctest: +SKIP
+        ...     s.schedule("order-42-reminder", b"{...}", "reminders", delay=90)
+    """
+
+    def __init__(self, config: ClientConfig | str, *, clock: Clock | None = None) -> None:
+        """Create a client.
+
+        Args:
+            config: A :class:`ClientConfig`, or just the bootstrap servers.
+            clock: Source of "now" for ``delay=``; the system clock by default.
+        """
+        self._core = SchedulerCore(config, clock)
+        self._lock = threading.Lock()
+        self._failures: list[tuple[str, str]] = []
+
+    @property
+    def config(self) -> ClientConfig:
+        """The settings in use."""
+        return self._core.config
+
+    def schedule(
+        self,
+        id: str,
+        payload: bytes | str,
+        target_topic: str,
+        *,
+        at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        target_key: bytes | str | None = None,
+        headers: HeadersArg = None,
+    ) -> Schedule:
+        """Queue a schedule: deliver ``payload`` to ``target_topic`` at ``at`` or after ``delay``.
+
+        A later schedule with the same ``id`` replaces this one.
+
+        Args:
+            id: Schedule id, unique per pending schedule.
+            payload: Value of the delivered record (str is UTF-8 encoded).
+            target_topic: Where to deliver.
+            at: Absolute due time, a timezone-aware datetime.
+            delay: Relative due time, a timedelta or seconds.
+            target_key: Key of the delivered record; ``None`` delivers a null key.
+            headers: Extra headers carried onto the delivered record.
+
+        Returns:
+            The schedule as written.
+
+        Raises:
+            InvalidScheduleError: the arguments break the contract.
+            KafkaUnavailableError: the cluster did not answer the metadata request.
+            TopicConfigError: the schedules topic does not exist.
+        """
+        due_ms = self._core.due_ms(at, delay)
+        schedule, record = self._core.schedule_record(
+            id, payload, target_topic, due_ms, target_key, headers
+        )
+        self._send(id, record)
+        return schedule
+
+    def send_later(
+        self, key: bytes | str | None, value: bytes | str, topic: str, when: datetime | timedelta
+    ) -> str:
+        """Deliver ``value`` with ``key`` to ``topic`` at ``when`` (``kafka-scheduler`` API).
+
+        Args:
+            key: Key of the delivered record.
+            value: Value of the delivered record.
+            topic: Where to deliver.
+            when: Aware datetime (absolute) or timedelta (from now).
+
+        Returns:
+            The generated schedule id, for :meth:`cancel`.
+        """
+        schedule_id = str(uuid.uuid4())
+        schedule, record = self._core.schedule_record(
+            schedule_id, value, topic, self._core.when_ms(when), key, None
+        )
+        self._send(schedule.id, record)
+        return schedule_id
+
+    def cancel(self, id: str) -> None:
+        """Queue a cancel (tombstone) for ``id``. Cancelling an unknown id is harmless."""
+        self._send(id, self._core.cancel_record(id))
+
+    def schedule_retry(
+        self,
+        id: str,
+        payload: bytes | str,
+        target_topic: str,
+        *,
+        previous_headers: HeadersArg = None,
+        attempt: int | None = None,
+        target_key: bytes | str | None = None,
+        policy: RetryPolicy | None = None,
+    ) -> Schedule:
+        """Schedule another try of a failed message with exponential backoff.
+
+        The attempt number comes from ``attempt`` or the ``retry-attempt`` header of
+        ``previous_headers`` (plus one). The delivered record carries
+        ``retry-attempt`` and ``retry-original-timestamp`` (epoch ms of the first try).
+
+        Raises:
+            RetriesExhaustedError: the attempt is beyond ``policy.max_attempts``.
+        """
+        schedule, record = self._core.retry_record(
+            id, payload, target_topic, attempt, previous_headers, target_key, policy
+        )
+        self._send(id, record)
+        return schedule
+
+    def flush(self, timeout_ms: int | None = None) -> None:
+        """Wait until every queued record is acknowledged.
+
+        Raises:
+            DeliveryError: some records were refused; the error lists their ids.
+            KafkaUnavailableError: records were still unacknowledged at the timeout.
+        """
+        timeout_s = (
+            timeout_ms if timeout_ms is not None else self.config.delivery_timeout_ms
+        ) / 1000
+        remaining = self._core.producer.flush(timeout_s)
+        with self._lock:
+            failures, self._failures = self._failures, []
+        if failures:
+            raise DeliveryError(failures)
+        if remaining:
+            raise KafkaUnavailableError(
+                f"{remaining} record(s) still unacknowledged after {timeout_s:g} s"
+            )
+
+    def close(self) -> None:
+        """Flush and release the producer."""
+        self.flush()
+
+    def __enter__(self) -> Scheduler:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            # Do not hide the original error behind a flush failure.
+            self._core.producer.flush(self.config.delivery_timeout_ms / 1000)
+
+    def _send(self, schedule_id: str, record: OutgoingRecord) -> None:
+        def on_delivery(err: Any, _msg: Any) -> None:
+            if err is not None:
+                log.warning("record for schedule %s not written: %s", schedule_id, err)
+                with self._lock:
+                    self._failures.append((schedule_id, str(err)))
+
+        produce(self._core.producer, record, on_delivery)
+        self._core.producer.poll(0)

@@ -1,0 +1,98 @@
+"""Configuration objects. Frozen, with units in the names."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_SCHEDULES_TOPIC = "delayline-schedules"
+DEFAULT_DEAD_LETTER_TOPIC = "delayline-dead-letters"
+DEFAULT_HISTORY_TOPIC = "delayline-history"
+DEFAULT_BOOTSTRAP_SERVERS = "127.0.0.1:9092"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """Settings of the producer-side client.
+
+    Attributes:
+        bootstrap_servers: Kafka bootstrap list, ``host:port[,host:port]``.
+        schedules_topic: Topic schedules and cancels are written to.
+        metadata_timeout_ms: How long to wait for the cluster to answer a metadata
+            request before reporting it unreachable.
+        delivery_timeout_ms: Upper bound on a record's time from produce to ack.
+        producer_overrides: Extra librdkafka settings, applied last.
+    """
+
+    bootstrap_servers: str = DEFAULT_BOOTSTRAP_SERVERS
+    schedules_topic: str = DEFAULT_SCHEDULES_TOPIC
+    metadata_timeout_ms: int = 10_000
+    delivery_timeout_ms: int = 30_000
+    producer_overrides: tuple[tuple[str, str], ...] = field(default=())
+
+    def producer_config(self) -> dict[str, Any]:
+        """librdkafka settings: idempotent, fully acknowledged writes."""
+        conf = kafka_client_config(
+            self.bootstrap_servers,
+            **{
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "delivery.timeout.ms": self.delivery_timeout_ms,
+                # Metadata errors surface fast instead of after librdkafka's long default.
+                "socket.connection.setup.timeout.ms": min(self.metadata_timeout_ms, 30_000),
+            },
+        )
+        conf.update(dict(self.producer_overrides))
+        return conf
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Exponential backoff for :meth:`Scheduler.schedule_retry`.
+
+    Attempt ``n`` (1-based) waits ``min(initial_delay_ms * multiplier**(n-1), max_delay_ms)``.
+
+    Attributes:
+        initial_delay_ms: Delay of the first retry.
+        max_delay_ms: Ceiling of any single delay.
+        multiplier: Growth factor between attempts.
+        max_attempts: Highest attempt number allowed.
+    """
+
+    initial_delay_ms: int = 5_000
+    max_delay_ms: int = 3_600_000
+    multiplier: float = 2.0
+    max_attempts: int = 50
+
+    def __post_init__(self) -> None:
+        if self.initial_delay_ms < 0 or self.max_delay_ms < self.initial_delay_ms:
+            raise ValueError("need 0 <= initial_delay_ms <= max_delay_ms")
+        if self.multiplier < 1 or self.max_attempts < 1:
+            raise ValueError("need multiplier >= 1 and max_attempts >= 1")
+
+    def delay_ms(self, attempt: int) -> int:
+        """Delay before retry number ``attempt`` (1-based)."""
+        if attempt < 1:
+            raise ValueError(f"attempt numbers start at 1, got {attempt}")
+        delay = float(self.initial_delay_ms)
+        for _ in range(attempt - 1):
+            delay *= self.multiplier
+            if delay >= self.max_delay_ms:
+                return self.max_delay_ms
+        return min(int(delay), self.max_delay_ms)
+
+
+RDKAFKA_LOGGER = logging.getLogger("delayline.rdkafka")
+"""librdkafka's own log lines (connection refused, retries) go here, not to stderr.
+
+It is quiet unless raised to DEBUG (``delayline -v``): delayline reports the
+errors that matter itself, in one line, with what to do.
+"""
+RDKAFKA_LOGGER.setLevel(logging.CRITICAL)
+
+
+def kafka_client_config(bootstrap_servers: str, **extra: Any) -> dict[str, Any]:
+    """Base settings for any librdkafka client delayline creates."""
+    return {"bootstrap.servers": bootstrap_servers, "logger": RDKAFKA_LOGGER, **extra}

@@ -1,0 +1,75 @@
+"""Header names and value formats of the schedules-topic contract.
+
+The names are those of the ``kafka-message-scheduler`` design, so producers
+written for it work unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+from delayline.model import MAX_EPOCH_MS
+
+EPOCH = "scheduler-epoch"
+TARGET_TOPIC = "scheduler-target-topic"
+TARGET_KEY = "scheduler-target-key"
+CONTROL_HEADERS = frozenset({EPOCH, TARGET_TOPIC, TARGET_KEY})
+"""Headers that steer delivery; each may appear at most once on a schedule."""
+
+# Added to the delivered record.
+TIMESTAMP = "scheduler-timestamp"
+KEY = "scheduler-key"
+TOPIC = "scheduler-topic"
+DELIVERY_HEADERS = frozenset({TIMESTAMP, KEY, TOPIC})
+
+RESERVED_HEADERS = CONTROL_HEADERS | DELIVERY_HEADERS
+"""Names a client's extra headers may not use."""
+
+_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
+_NOT_FINITE = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
+
+
+class EpochError(ValueError):
+    """An epoch header value is unusable; the message is the reason."""
+
+
+def parse_epoch_ms(text: str) -> int:
+    """Parse Unix seconds as a decimal string into epoch milliseconds.
+
+    ``"1893456000"`` and ``"1893456000.250"`` are accepted. Digits beyond the
+    millisecond round up, so a schedule never fires before the instant written.
+
+    Raises:
+        EpochError: the value is empty, not a plain decimal number, not finite,
+            negative, or beyond 9999-12-31.
+    """
+    stripped = text.strip()
+    if not stripped:
+        raise EpochError("empty")
+    if _NOT_FINITE.fullmatch(stripped):
+        raise EpochError(f"not a finite number: {_clip(stripped)}")
+    if not _DECIMAL.fullmatch(stripped):
+        raise EpochError(f"not a decimal number of seconds: {_clip(stripped)}")
+    try:
+        seconds = Decimal(stripped)
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
+        raise EpochError(f"not a decimal number of seconds: {_clip(stripped)}") from exc
+    if seconds < 0:
+        raise EpochError(f"negative: {_clip(stripped)}")
+    millis = seconds * 1000
+    epoch_ms = int(millis.to_integral_value(rounding="ROUND_CEILING"))
+    if epoch_ms > MAX_EPOCH_MS:
+        raise EpochError(f"beyond year 9999: {_clip(stripped)}")
+    return epoch_ms
+
+
+def format_epoch(epoch_ms: int) -> str:
+    """Render epoch milliseconds as Unix seconds: ``"1893456000"`` or ``"1893456000.250"``."""
+    seconds, millis = divmod(epoch_ms, 1000)
+    return str(seconds) if millis == 0 else f"{seconds}.{millis:03d}"
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    """Quote a value for a reason string without letting it grow unbounded."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")

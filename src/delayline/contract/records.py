@@ -1,0 +1,224 @@
+"""Records in and out of Kafka, and their translation to and from the model.
+
+Parsing never raises: any input becomes a :class:`~delayline.model.Schedule`,
+a :class:`~delayline.model.Cancel` or an :class:`~delayline.model.Invalid` with
+a reason, so one bad record can never stop the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from delayline.contract import headers as h
+from delayline.contract.topics import topic_name_problem
+from delayline.errors import InvalidScheduleError
+from delayline.model import Cancel, Headers, Invalid, Parsed, Schedule, SourceRef
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumedRecord:
+    """A record as read from Kafka, independent of the client library.
+
+    Attributes:
+        topic: Source topic.
+        partition: Source partition.
+        offset: Offset within the partition.
+        timestamp_ms: Record timestamp, epoch milliseconds.
+        key: Raw key, or ``None``.
+        value: Raw value, or ``None`` for a tombstone.
+        headers: Headers in wire order; names may repeat.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = ()
+
+    @property
+    def source(self) -> SourceRef:
+        """Where this record came from."""
+        return SourceRef(self.topic, self.partition, self.offset, self.timestamp_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingRecord:
+    """A record to produce.
+
+    Attributes:
+        topic: Destination topic.
+        key: Key bytes or ``None``.
+        value: Value bytes, or ``None`` for a tombstone.
+        headers: Headers in order.
+        partition: Exact partition, or ``None`` to let the writer choose.
+    """
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = ()
+    partition: int | None = None
+
+
+def parse_record(record: ConsumedRecord) -> Parsed:
+    """Translate a schedules-topic record into the model.
+
+    A null value is a cancel. Otherwise the control headers must be present once
+    each (``scheduler-target-key`` is optional) and valid.
+
+    Returns:
+        A ``Schedule``, a ``Cancel`` or an ``Invalid`` carrying the reason; never raises.
+    """
+    source = record.source
+    try:
+        return _parse(record, source)
+    except Exception as exc:
+        return Invalid(f"unparseable record: {type(exc).__name__}", source)
+
+
+def _parse(record: ConsumedRecord, source: SourceRef) -> Parsed:
+    if record.key is None or record.key == b"":
+        return Invalid("missing schedule id (record key is empty)", source)
+    try:
+        schedule_id = record.key.decode("utf-8")
+    except UnicodeDecodeError:
+        return Invalid("schedule id (record key) is not valid UTF-8", source)
+    if record.value is None:
+        return Cancel(schedule_id, source)
+
+    control: dict[str, bytes | None] = {}
+    for name, value in record.headers:
+        if name in h.CONTROL_HEADERS:
+            if name in control:
+                return Invalid(f"header {name} appears more than once", source)
+            control[name] = value
+
+    epoch_raw = control.get(h.EPOCH)
+    if epoch_raw is None:
+        return Invalid(f"missing header {h.EPOCH}", source)
+    try:
+        due_ms = h.parse_epoch_ms(epoch_raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return Invalid(f"header {h.EPOCH} is not valid UTF-8", source)
+    except h.EpochError as exc:
+        return Invalid(f"header {h.EPOCH} {exc}", source)
+
+    topic_raw = control.get(h.TARGET_TOPIC)
+    if topic_raw is None:
+        return Invalid(f"missing header {h.TARGET_TOPIC}", source)
+    try:
+        target_topic = topic_raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return Invalid(f"header {h.TARGET_TOPIC} is not valid UTF-8", source)
+    problem = topic_name_problem(target_topic)
+    if problem is not None:
+        return Invalid(f"header {h.TARGET_TOPIC} is not a valid topic name: {problem}", source)
+
+    return Schedule(
+        id=schedule_id,
+        due_ms=due_ms,
+        target_topic=target_topic,
+        target_key=control.get(h.TARGET_KEY),
+        payload=record.value,
+        headers=tuple(record.headers),
+        source=source,
+    )
+
+
+def build_schedule(
+    schedule_id: str,
+    payload: bytes,
+    target_topic: str,
+    due_ms: int,
+    *,
+    target_key: bytes | None = None,
+    extra_headers: Iterable[tuple[str, bytes | None]] = (),
+) -> Schedule:
+    """Build a schedule as a producer writes it, control headers first.
+
+    Raises:
+        InvalidScheduleError: the contract would reject the result, or an extra
+            header uses a reserved ``scheduler-*`` name.
+    """
+    if not schedule_id:
+        raise InvalidScheduleError("schedule id must not be empty")
+    problem = topic_name_problem(target_topic)
+    if problem is not None:
+        raise InvalidScheduleError(f"target topic is not a valid topic name: {problem}")
+    if due_ms < 0:
+        raise InvalidScheduleError(f"due time {due_ms} ms is before 1970")
+    extra = tuple(extra_headers)
+    for name, _ in extra:
+        if name in h.RESERVED_HEADERS:
+            raise InvalidScheduleError(f"header {name} is reserved; use the matching argument")
+    control: list[tuple[str, bytes | None]] = [
+        (h.EPOCH, h.format_epoch(due_ms).encode()),
+        (h.TARGET_TOPIC, target_topic.encode()),
+    ]
+    if target_key is not None:
+        control.append((h.TARGET_KEY, target_key))
+    schedule = Schedule(schedule_id, due_ms, target_topic, target_key, payload, (*control, *extra))
+    # The writer must never produce what the reader would refuse.
+    check = parse_record(
+        ConsumedRecord("check", 0, 0, 0, schedule_id.encode(), payload, schedule.headers)
+    )
+    if isinstance(check, Invalid):
+        raise InvalidScheduleError(check.reason)
+    return schedule
+
+
+def render_schedule(
+    schedule: Schedule, schedules_topic: str, partition: int | None
+) -> OutgoingRecord:
+    """The schedules-topic record a producer writes for ``schedule``."""
+    return OutgoingRecord(
+        schedules_topic, schedule.id.encode(), schedule.payload, schedule.headers, partition
+    )
+
+
+def render_cancel(schedule_id: str, schedules_topic: str, partition: int | None) -> OutgoingRecord:
+    """The tombstone a producer writes to cancel ``schedule_id``."""
+    return OutgoingRecord(schedules_topic, schedule_id.encode(), None, (), partition)
+
+
+def render_delivery(schedule: Schedule) -> OutgoingRecord:
+    """The record delivered to the target topic when ``schedule`` falls due.
+
+    Key is the target key, value the payload, headers every input header plus
+    ``scheduler-timestamp`` (input record timestamp, Unix seconds),
+    ``scheduler-key`` (schedule id) and ``scheduler-topic`` (source topic).
+
+    Raises:
+        ValueError: ``schedule`` was not read from Kafka (it has no source).
+    """
+    source = _require_source(schedule)
+    added: Headers = (
+        (h.TIMESTAMP, h.format_epoch(source.timestamp_ms).encode()),
+        (h.KEY, schedule.id.encode()),
+        (h.TOPIC, source.topic.encode()),
+    )
+    return OutgoingRecord(
+        schedule.target_topic, schedule.target_key, schedule.payload, (*schedule.headers, *added)
+    )
+
+
+def render_tombstone(schedule: Schedule) -> OutgoingRecord:
+    """The tombstone that forgets ``schedule`` once delivered.
+
+    It goes to the exact topic and partition the schedule came from, never
+    through a client partitioner, so compaction removes the right record.
+
+    Raises:
+        ValueError: ``schedule`` was not read from Kafka (it has no source).
+    """
+    source = _require_source(schedule)
+    return OutgoingRecord(source.topic, schedule.id.encode(), None, (), source.partition)
+
+
+def _require_source(schedule: Schedule) -> SourceRef:
+    if schedule.source is None:
+        raise ValueError(f"schedule {schedule.id!r} has no source record")
+    return schedule.source

@@ -1,0 +1,71 @@
+"""The delayline error tree.
+
+Every error delayline raises derives from :class:`DelaylineError`. Each class
+says whether retrying the same call later can succeed (``retriable``), so callers
+can decide without parsing messages, in the manner of aiokafka.
+"""
+
+from __future__ import annotations
+
+
+class DelaylineError(Exception):
+    """Root of every error delayline raises on purpose."""
+
+    retriable: bool = False
+    """True when the same call may succeed if repeated later unchanged."""
+
+
+class ConfigError(DelaylineError, ValueError):
+    """A setting, flag or argument is invalid; fix it and try again."""
+
+
+class InvalidScheduleError(DelaylineError, ValueError):
+    """The caller asked to write a schedule the contract would reject."""
+
+
+class KafkaUnavailableError(DelaylineError):
+    """The Kafka cluster did not answer in time; it may come back."""
+
+    retriable = True
+
+
+class DeliveryError(DelaylineError):
+    """Kafka refused or lost a record the client produced.
+
+    Attributes:
+        failures: ``(schedule id, reason)`` for each record that failed.
+    """
+
+    retriable = True
+
+    def __init__(self, failures: list[tuple[str, str]]) -> None:
+        self.failures = failures
+        shown = ", ".join(f"{sid!r}: {why}" for sid, why in failures[:5])
+        more = f" (and {len(failures) - 5} more)" if len(failures) > 5 else ""
+        super().__init__(f"{len(failures)} record(s) not written: {shown}{more}")
+
+
+class TopicConfigError(DelaylineError):
+    """An existing topic is configured in a way delayline cannot work with."""
+
+
+class RetriesExhaustedError(DelaylineError):
+    """A retry helper was asked for an attempt beyond the policy's maximum."""
+
+
+class InfraError(DelaylineError):
+    """Local infrastructure (jars, Java, the local broker) could not be prepared."""
+
+
+class BrokerAlreadyRunningError(InfraError):
+    """A broker already runs on this data directory."""
+
+
+class BrokerNotRunningError(InfraError):
+    """No broker runs on this data directory."""
+
+
+class BrokerStartError(InfraError):
+    """The local broker exited or did not become ready in time."""
+
+    retriable = True

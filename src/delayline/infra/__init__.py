@@ -1,0 +1,1 @@
+"""Local infrastructure for development and tests: the jar cache and a local broker."""

@@ -1,0 +1,378 @@
+"""A single-node KRaft Apache Kafka broker on loopback, for development and tests.
+
+The broker is a detached ``java -cp`` process over the cached broker jars. Its
+data directory holds everything: the generated config, Kafka's log dirs, the
+log file, the PID file and a lock. The lock (``flock``) is inherited by the
+broker process, so two brokers can never share a data directory, even when
+two ``start`` commands race.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from delayline.config import kafka_client_config
+from delayline.errors import (
+    BrokerAlreadyRunningError,
+    BrokerNotRunningError,
+    BrokerStartError,
+    ConfigError,
+    InfraError,
+)
+from delayline.infra.jars import classpath, resolve_jars
+
+log = logging.getLogger(__name__)
+
+_MAIN_CLASS = "kafka.Kafka"
+_STORAGE_TOOL = "kafka.tools.StorageTool"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Where and how the local broker runs.
+
+    Attributes:
+        data_dir: Everything the broker owns lives here.
+        port: Client listener port on 127.0.0.1.
+        controller_port: KRaft controller port; ``port + 1`` when ``None``.
+        heap_mb: JVM heap.
+        start_timeout_ms: How long ``start`` waits for the broker to answer.
+        stop_timeout_ms: Grace period after SIGTERM before SIGKILL.
+        jar_cache_dir: Jar cache; the default cache when ``None``.
+    """
+
+    data_dir: Path = field(default_factory=lambda: Path(".delayline/broker"))
+    port: int = 9092
+    controller_port: int | None = None
+    heap_mb: int = 512
+    start_timeout_ms: int = 90_000
+    stop_timeout_ms: int = 30_000
+    jar_cache_dir: Path | None = None
+
+    @property
+    def host(self) -> str:
+        """The loopback address the broker binds."""
+        return "127.0.0.1"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """What clients pass as ``bootstrap.servers``."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def controller(self) -> int:
+        """The controller port in use."""
+        return self.controller_port if self.controller_port is not None else self.port + 1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerStatus:
+    """What ``status`` found: ``pid`` is ``None`` when nothing runs."""
+
+    pid: int | None
+    bootstrap_servers: str
+    log_file: Path
+
+    @property
+    def running(self) -> bool:
+        """Whether a broker process owns the data directory."""
+        return self.pid is not None
+
+
+class LocalBroker:
+    """Start, stop and inspect the broker of one data directory."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        if not 0 < config.port < 65536 or not 0 < config.controller < 65536:
+            raise ConfigError(f"ports must be 1-65535, got {config.port}/{config.controller}")
+        if config.port == config.controller:
+            raise ConfigError("client and controller ports must differ")
+        self.config = config
+        self.data_dir = config.data_dir.resolve()
+        self.log_file = self.data_dir / "broker.log"
+        self.pid_file = self.data_dir / "broker.pid"
+        self._lock_file = self.data_dir / "broker.lock"
+        self._props = self.data_dir / "server.properties"
+        self._log_dirs = self.data_dir / "kraft"
+
+    def status(self) -> BrokerStatus:
+        """Report whether a broker owns this data directory, and its PID."""
+        pid = self._running_pid()
+        return BrokerStatus(pid, self.config.bootstrap_servers, self.log_file)
+
+    def start(self, progress: Callable[[str], None] = lambda _msg: None) -> BrokerStatus:
+        """Start the broker and wait until it answers metadata requests.
+
+        Formats the data directory on first start.
+
+        Raises:
+            BrokerAlreadyRunningError: a broker already owns the data directory.
+            BrokerStartError: the port is taken, or the broker exited or did not
+                answer within ``start_timeout_ms``; the log tail is in the message.
+            InfraError: Java or the jars are missing.
+        """
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        lock_fd = os.open(self._lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise BrokerAlreadyRunningError(
+                    f"a broker already runs on {self.data_dir} (pid {self._read_pid()}); "
+                    "stop it with `delayline broker stop`"
+                ) from None
+            for port in (self.config.port, self.config.controller):
+                _require_free_port(self.config.host, port)
+            java = shutil.which("java")
+            if java is None:
+                raise InfraError("java is not on PATH; install Java 17 or newer")
+            cp = classpath(resolve_jars("broker", self.config.jar_cache_dir))
+            self._write_config()
+            if not (self._log_dirs / "meta.properties").exists():
+                progress(f"formatting {self._log_dirs}")
+                self._format(java, cp)
+            proc = self._launch(java, cp, lock_fd)
+        finally:
+            # The broker inherited the lock; our copy is no longer needed.
+            os.close(lock_fd)
+        self.pid_file.write_text(f"{proc.pid}\n")
+        progress(f"broker pid {proc.pid}, waiting for {self.config.bootstrap_servers}")
+        self._wait_ready(proc)
+        return self.status()
+
+    def stop(self) -> int:
+        """Stop the broker by its own PID: SIGTERM, then SIGKILL after the grace period.
+
+        Returns:
+            The PID that was stopped.
+
+        Raises:
+            BrokerNotRunningError: no broker owns the data directory.
+        """
+        pid = self._running_pid()
+        if pid is None:
+            raise BrokerNotRunningError(f"no broker runs on {self.data_dir}")
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.config.stop_timeout_ms / 1000
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.1)
+        if _alive(pid):
+            log.warning(
+                "broker %d ignored SIGTERM for %d ms; killing it", pid, self.config.stop_timeout_ms
+            )
+            os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.05)
+        self.pid_file.unlink(missing_ok=True)
+        return pid
+
+    def _running_pid(self) -> int | None:
+        if not self._lock_file.exists():
+            return None
+        fd = os.open(self._lock_file, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return self._read_pid()
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
+
+    def _read_pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if _is_our_broker(pid, self.data_dir) else None
+
+    def _write_config(self) -> None:
+        c = self.config
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{c.host}:{c.controller}",
+            "listeners": f"PLAINTEXT://{c.host}:{c.port},CONTROLLER://{c.host}:{c.controller}",
+            "advertised.listeners": f"PLAINTEXT://{c.host}:{c.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(self._log_dirs),
+            # One node: every internal topic has one replica.
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "num.partitions": "1",
+            # Compaction of the schedules topic kicks in quickly on a dev box.
+            "log.cleaner.backoff.ms": "5000",
+        }
+        self._props.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        (self.data_dir / "log4j2.xml").write_text(_LOG4J2)
+
+    def _jvm(self, java: str, cp: str) -> list[str]:
+        return [
+            java,
+            f"-Xms{min(256, self.config.heap_mb)}m",
+            f"-Xmx{self.config.heap_mb}m",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.xml'}",
+            f"-Ddelayline.broker.dir={self.data_dir}",
+            "-cp",
+            cp,
+        ]
+
+    def _format(self, java: str, cp: str) -> None:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cmd = [
+            *self._jvm(java, cp),
+            _STORAGE_TOOL,
+            "format",
+            "-t",
+            cluster_id,
+            "-c",
+            str(self._props),
+        ]
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise BrokerStartError(
+                f"formatting {self._log_dirs} failed:\n{result.stdout}{result.stderr}"
+            )
+
+    def _launch(self, java: str, cp: str, lock_fd: int) -> subprocess.Popen[bytes]:
+        with self.log_file.open("ab") as out:
+            return subprocess.Popen(
+                [*self._jvm(java, cp), _MAIN_CLASS, str(self._props)],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                pass_fds=(lock_fd,),
+                start_new_session=True,  # survives the shell that started it
+                cwd=self.data_dir,
+            )
+
+    def _wait_ready(self, proc: subprocess.Popen[bytes]) -> None:
+        admin: AdminClient | None = None
+        deadline = time.monotonic() + self.config.start_timeout_ms / 1000
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                self.pid_file.unlink(missing_ok=True)
+                tail = self._log_tail()
+                raise BrokerStartError(
+                    f"broker exited with code {proc.returncode}; last log lines:\n{tail}"
+                )
+            # A listening socket first, so the admin client is not made to retry in a loop.
+            if admin is None and _accepts(self.config.host, self.config.port):
+                admin = AdminClient(kafka_client_config(self.config.bootstrap_servers))
+            if admin is not None:
+                with contextlib.suppress(KafkaException):
+                    if admin.list_topics(timeout=1).brokers:
+                        return
+            time.sleep(0.2)
+        proc.kill()
+        proc.wait()
+        self.pid_file.unlink(missing_ok=True)
+        raise BrokerStartError(
+            f"broker did not answer on {self.config.bootstrap_servers} within "
+            f"{self.config.start_timeout_ms / 1000:g} s; last log lines:\n{self._log_tail()}"
+        )
+
+    def _log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+def _require_free_port(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            raise BrokerStartError(
+                f"port {port} on {host} is in use; pick another with --port"
+            ) from None
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of this very process still answers kill(0); check its state.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _is_our_broker(pid: int, data_dir: Path) -> bool:
+    """Guard against a recycled PID: the process must be a broker of this directory."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return (
+        _MAIN_CLASS.encode() in cmdline and f"-Ddelayline.broker.dir={data_dir}".encode() in cmdline
+    )
+
+
+def free_port() -> int:
+    """An ephemeral loopback port free right now (for tests)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# The broker logs to stdout, which start() sends to broker.log: one file, and
+# JVM crash output lands beside the broker's own lines.
+_LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="WARN">
+  <Appenders>
+    <Console name="out" target="SYSTEM_OUT">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+    </Console>
+  </Appenders>
+  <Loggers>
+    <Logger name="kafka" level="INFO"/>
+    <Logger name="org.apache.kafka" level="INFO"/>
+    <Logger name="state.change.logger" level="WARN"/>
+    <Logger name="kafka.request.logger" level="WARN"/>
+    <Root level="WARN"><AppenderRef ref="out"/></Root>
+  </Loggers>
+</Configuration>
+"""

@@ -1,0 +1,141 @@
+"""Create delayline's topics and check existing ones are fit for use."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+)
+
+from delayline.config import (
+    DEFAULT_BOOTSTRAP_SERVERS,
+    DEFAULT_DEAD_LETTER_TOPIC,
+    DEFAULT_HISTORY_TOPIC,
+    DEFAULT_SCHEDULES_TOPIC,
+    kafka_client_config,
+)
+from delayline.contract.topics import topic_name_problem
+from delayline.errors import ConfigError, KafkaUnavailableError, TopicConfigError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicsConfig:
+    """The topics delayline owns.
+
+    Attributes:
+        bootstrap_servers: Kafka bootstrap list.
+        schedules_topic: Compacted system of record for pending schedules.
+        dead_letter_topic: Rejected records with a reason header.
+        history_topic: What fired; ``None`` to go without.
+        partitions: Partitions of each topic created.
+        replication_factor: Replicas of each topic created.
+        timeout_ms: Per admin request.
+    """
+
+    bootstrap_servers: str = DEFAULT_BOOTSTRAP_SERVERS
+    schedules_topic: str = DEFAULT_SCHEDULES_TOPIC
+    dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC
+    history_topic: str | None = DEFAULT_HISTORY_TOPIC
+    partitions: int = 4
+    replication_factor: int = 1
+    timeout_ms: int = 15_000
+
+    def wanted(self) -> dict[str, str]:
+        """Topic name to required ``cleanup.policy``."""
+        wanted = {self.schedules_topic: "compact", self.dead_letter_topic: "delete"}
+        if self.history_topic:
+            wanted[self.history_topic] = "delete"
+        for name in wanted:
+            problem = topic_name_problem(name)
+            if problem is not None:
+                raise ConfigError(f"topic name {name!r} is invalid: {problem}")
+        if len(wanted) != (3 if self.history_topic else 2):
+            raise ConfigError("schedules, dead-letter and history topics must be distinct")
+        return wanted
+
+
+def ensure_topics(config: TopicsConfig) -> dict[str, str]:
+    """Create the missing topics; verify the cleanup policy of existing ones.
+
+    Safe to run any number of times, also concurrently with another instance.
+
+    Returns:
+        Topic name to what happened: ``"created"`` or ``"exists"``.
+
+    Raises:
+        TopicConfigError: an existing topic has the wrong ``cleanup.policy``
+            (the schedules topic must be compacted; the others must not be).
+        KafkaUnavailableError: the cluster did not answer in time.
+    """
+    if config.partitions < 1 or config.replication_factor < 1:
+        raise ConfigError("partitions and replication factor must be at least 1")
+    wanted = config.wanted()
+    admin = AdminClient(kafka_client_config(config.bootstrap_servers))
+    timeout_s = config.timeout_ms / 1000
+    existing = _existing_topics(admin, config)
+    outcome: dict[str, str] = {}
+    to_create = [
+        NewTopic(
+            name,
+            num_partitions=config.partitions,
+            replication_factor=config.replication_factor,
+            config={"cleanup.policy": policy},
+        )
+        for name, policy in wanted.items()
+        if name not in existing
+    ]
+    if to_create:
+        for name, future in admin.create_topics(to_create, operation_timeout=timeout_s).items():
+            try:
+                future.result(timeout=timeout_s)
+                outcome[name] = "created"
+                log.info("created topic %s (cleanup.policy=%s)", name, wanted[name])
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise TopicConfigError(
+                        f"could not create topic {name}: {exc.args[0].str()}"
+                    ) from exc
+                existing.add(name)  # another instance won the race; check it below
+    for name in wanted:
+        if name in existing:
+            _check_policy(admin, name, wanted[name], timeout_s)
+            outcome[name] = "exists"
+    return outcome
+
+
+def _existing_topics(admin: AdminClient, config: TopicsConfig) -> set[str]:
+    try:
+        metadata = admin.list_topics(timeout=config.timeout_ms / 1000)
+    except KafkaException as exc:
+        raise KafkaUnavailableError(
+            f"Kafka at {config.bootstrap_servers} did not answer within "
+            f"{config.timeout_ms / 1000:g} s: {exc.args[0]}"
+        ) from exc
+    return set(metadata.topics)
+
+
+def _check_policy(admin: AdminClient, name: str, policy: str, timeout_s: float) -> None:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+    try:
+        entries = admin.describe_configs([resource])[resource].result(timeout=timeout_s)
+    except KafkaException as exc:
+        raise KafkaUnavailableError(
+            f"could not read config of topic {name}: {exc.args[0]}"
+        ) from exc
+    actual = entries["cleanup.policy"].value if "cleanup.policy" in entries else "delete"
+    policies = set((actual or "").split(","))
+    ok = "compact" in policies if policy == "compact" else "compact" not in policies
+    if not ok:
+        need = "compacted (cleanup.policy=compact)" if policy == "compact" else "not compacted"
+        raise TopicConfigError(
+            f"topic {name} exists with cleanup.policy={actual} but must be {need}; "
+            f"fix with: kafka-configs --alter --entity-type topics --entity-name {name} "
+            f"--add-config cleanup.policy={policy}"
+        )

@@ -87,9 +87,18 @@ def _run_maven(
         )
     with tempfile.TemporaryDirectory(dir=root, prefix=f".{profile}-") as tmp:
         cmd = [
-            mvn, "-B", "-q", "-s", str(settings), "-f", str(pom), "-P", profile,
-            "dependency:copy-dependencies", f"-DoutputDirectory={tmp}",
-        ]  # fmt: skip
+            mvn,
+            "-B",
+            "-q",
+            "-s",
+            str(settings),
+            "-f",
+            str(pom),
+            "-P",
+            profile,
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={tmp}",
+        ]
         result = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])

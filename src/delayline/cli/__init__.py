@@ -1,0 +1,60 @@
+"""The ``delayline`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from delayline import __version__
+from delayline.cli import broker, demo, jars, produce, topics
+from delayline.config import RDKAFKA_LOGGER
+from delayline.errors import DelaylineError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (also used to render docs)."""
+    parser = argparse.ArgumentParser(
+        prog="delayline",
+        description="Durable delayed messages for Apache Kafka. "
+        "Every flag can also be set by the environment variable named in its help.",
+    )
+    parser.add_argument("--version", action="version", version=f"delayline {__version__}")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="more log output (-vv includes librdkafka)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (broker, topics, produce, jars, demo):
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``delayline`` console script."""
+    args = build_parser().parse_args(argv)
+    level = (
+        logging.WARNING
+        if args.verbose == 0
+        else logging.INFO
+        if args.verbose == 1
+        else logging.DEBUG
+    )
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.verbose >= 2:
+        RDKAFKA_LOGGER.setLevel(logging.DEBUG)
+    try:
+        return int(args.func(args))
+    except DelaylineError as exc:
+        hint = " (retriable)" if exc.retriable else ""
+        print(f"delayline: error: {exc}{hint}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

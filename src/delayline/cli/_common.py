@@ -1,0 +1,95 @@
+"""Helpers every subcommand shares: env-backed flags, output, error exit."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from delayline.config import DEFAULT_BOOTSTRAP_SERVERS, DEFAULT_SCHEDULES_TOPIC
+from delayline.units import parse_duration_ms
+
+
+def env_flag(
+    parser: argparse.ArgumentParser | Any,
+    *names: str,
+    env: str,
+    help: str,
+    default: Any = None,
+    type: Callable[[str], Any] = str,
+    **kwargs: Any,
+) -> None:
+    """Add a flag whose default comes from environment variable ``env``.
+
+    The variable is named in ``--help``. argparse runs ``type`` on string
+    defaults too, so a bad value in the environment is reported like a bad flag.
+    """
+    shown = "" if default is None else f"; default {default}"
+    parser.add_argument(
+        *names,
+        default=os.environ.get(env, default),
+        type=type,
+        help=f"{help} [env {env}{shown}]",
+        **kwargs,
+    )
+
+
+def add_bootstrap(parser: argparse.ArgumentParser) -> None:
+    """``--bootstrap-servers``, on every command that talks to Kafka."""
+    env_flag(
+        parser,
+        "--bootstrap-servers",
+        "-b",
+        env="DELAYLINE_BOOTSTRAP_SERVERS",
+        default=DEFAULT_BOOTSTRAP_SERVERS,
+        help="Kafka bootstrap servers, host:port[,host:port]",
+    )
+
+
+def add_schedules_topic(parser: argparse.ArgumentParser) -> None:
+    """``--schedules-topic``."""
+    env_flag(
+        parser,
+        "--schedules-topic",
+        env="DELAYLINE_SCHEDULES_TOPIC",
+        default=DEFAULT_SCHEDULES_TOPIC,
+        help="topic schedules are written to",
+    )
+
+
+def add_timeout(parser: argparse.ArgumentParser) -> None:
+    """``--timeout``: how long to wait for Kafka before giving up."""
+    env_flag(
+        parser,
+        "--timeout",
+        env="DELAYLINE_TIMEOUT",
+        default="10s",
+        type=duration_arg(parse_duration_ms),
+        dest="timeout_ms",
+        metavar="DURATION",
+        help="how long to wait for Kafka to answer",
+    )
+
+
+def duration_arg(parse: Callable[[str], int]) -> Callable[[str], int]:
+    """Wrap a parser so argparse reports its ValueError text verbatim."""
+
+    def convert(text: str) -> int:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
+
+
+def say(message: str) -> None:
+    """One line for people, on stdout."""
+    print(message, flush=True)
+
+
+def warn(message: str) -> None:
+    """One warning line on stderr."""
+    print(f"delayline: warning: {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,48 @@
+"""``delayline demo``: see delayline work on this machine."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from delayline.cli._common import env_flag, say
+from delayline.demo import DemoConfig, default_demo_dir, run_demo
+from delayline.infra.broker import BrokerConfig
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``demo``."""
+    parser = sub.add_parser(
+        "demo",
+        help="start a local broker, write some schedules, show them",
+        description="Start (or reuse) the local broker, create the topics, schedule a few "
+        "messages with the Python client and show them on the schedules topic.",
+    )
+    env_flag(
+        parser,
+        "--port",
+        env="DELAYLINE_BROKER_PORT",
+        default=9092,
+        type=int,
+        help="client port of the local broker",
+    )
+    env_flag(
+        parser,
+        "--data-dir",
+        env="DELAYLINE_BROKER_DATA_DIR",
+        default=str(default_demo_dir()),
+        type=Path,
+        help="data directory of the local broker",
+    )
+    parser.add_argument(
+        "--keep-broker", action="store_true", help="leave the broker running if the demo started it"
+    )
+    parser.set_defaults(func=_demo)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    config = DemoConfig(
+        broker=BrokerConfig(data_dir=args.data_dir, port=args.port), keep_broker=args.keep_broker
+    )
+    run_demo(config, say)
+    return 0

@@ -1,0 +1,35 @@
+"""``delayline jars``: fill the jar cache ahead of time (``make test`` does)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from delayline.cli._common import env_flag, say
+from delayline.infra.jars import CACHE_ENV, PROFILES, default_cache_dir, resolve_jars
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``jars``."""
+    parser = sub.add_parser(
+        "jars",
+        help="resolve the Kafka broker and Spark connector jars into the local cache",
+    )
+    parser.add_argument("profile", nargs="?", choices=[*PROFILES, "all"], default="all")
+    env_flag(
+        parser,
+        "--cache-dir",
+        env=CACHE_ENV,
+        default=str(default_cache_dir()),
+        type=Path,
+        help="jar cache directory",
+    )
+    parser.set_defaults(func=_jars)
+
+
+def _jars(args: argparse.Namespace) -> int:
+    for profile in PROFILES if args.profile == "all" else (args.profile,):
+        found = resolve_jars(profile, args.cache_dir)
+        size_mb = sum(j.stat().st_size for j in found) / 1e6
+        say(f"{profile}: {len(found)} jars, {size_mb:.1f} MB in {found[0].parent}")
+    return 0

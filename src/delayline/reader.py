@@ -1,0 +1,114 @@
+"""Read a topic from the beginning up to its current end, as ConsumedRecords.
+
+For inspection (``demo``, tests, listing), not for the pipeline: it assigns
+partitions directly, commits nothing, and stops at the end offsets it saw first.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+
+from delayline.config import kafka_client_config
+from delayline.contract import ConsumedRecord
+from delayline.errors import KafkaUnavailableError, TopicConfigError
+
+
+def read_topic(
+    bootstrap_servers: str,
+    topic: str,
+    *,
+    timeout_ms: int = 10_000,
+    read_committed: bool = True,
+) -> list[ConsumedRecord]:
+    """Every record of ``topic`` up to the end offsets at call time, in partition order.
+
+    Args:
+        bootstrap_servers: Kafka bootstrap list.
+        topic: Topic to read.
+        timeout_ms: Bound on the whole read.
+        read_committed: Skip records of aborted or open transactions.
+
+    Raises:
+        TopicConfigError: the topic does not exist.
+        KafkaUnavailableError: Kafka did not answer, or the read did not finish in time.
+    """
+    consumer = Consumer(
+        kafka_client_config(
+            bootstrap_servers,
+            **{
+                "group.id": f"delayline-reader-{uuid.uuid4()}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+                "enable.partition.eof": True,
+            },
+        )
+    )
+    deadline = time.monotonic() + timeout_ms / 1000
+    try:
+        try:
+            metadata = consumer.list_topics(topic, timeout=timeout_ms / 1000)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"Kafka at {bootstrap_servers} did not answer: {exc}"
+            ) from exc
+        info = metadata.topics.get(topic)
+        if info is None or info.error is not None:
+            raise TopicConfigError(f"topic {topic!r} does not exist")
+        pending: dict[int, int] = {}
+        for p in info.partitions:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, p), timeout=timeout_ms / 1000
+            )
+            if high > low:
+                pending[p] = high
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
+        out: list[ConsumedRecord] = []
+        while pending:
+            if time.monotonic() > deadline:
+                raise KafkaUnavailableError(f"reading {topic} did not finish in {timeout_ms} ms")
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            error = msg.error()
+            if error is not None:
+                # EOF is reached early when the tail holds only transaction markers.
+                if error.code() == KafkaError._PARTITION_EOF:
+                    pending.pop(msg.partition() or 0, None)
+                    continue
+                raise KafkaUnavailableError(f"reading {topic}: {error}")
+            record = to_consumed_record(msg)
+            out.append(record)
+            if record.offset + 1 >= pending.get(record.partition, 0):
+                pending.pop(record.partition, None)
+        return sorted(out, key=lambda r: (r.partition, r.offset))
+    finally:
+        consumer.close()
+
+
+def to_consumed_record(msg: Message) -> ConsumedRecord:
+    """Copy a confluent-kafka message into the library-neutral record type."""
+    raw = msg.headers() or []
+    headers = raw.items() if isinstance(raw, dict) else raw
+    return ConsumedRecord(
+        topic=msg.topic() or "",
+        partition=msg.partition() or 0,
+        offset=msg.offset() or 0,
+        timestamp_ms=msg.timestamp()[1],
+        key=_as_bytes(msg.key()),
+        value=_as_bytes(msg.value()),
+        headers=tuple((name, _as_bytes(value)) for name, value in headers),
+    )
+
+
+def _as_bytes(value: str | bytes | None) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value

@@ -36,6 +36,11 @@ def env_flag(
     )
 
 
+def env_bool(env: str) -> bool:
+    """Whether environment variable ``env`` is set to a true value (1, true, yes, on)."""
+    return os.environ.get(env, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
 def add_bootstrap(parser: argparse.ArgumentParser) -> None:
     """``--bootstrap-servers``, on every command that talks to Kafka."""
     env_flag(

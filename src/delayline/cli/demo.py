@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from delayline.cli._common import env_flag, say
+from delayline.cli._common import env_bool, env_flag, say
 from delayline.demo import DemoConfig, default_demo_dir, run_demo
 from delayline.infra.broker import BrokerConfig
 
@@ -35,7 +35,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="data directory of the local broker",
     )
     parser.add_argument(
-        "--keep-broker", action="store_true", help="leave the broker running if the demo started it"
+        "--keep-broker",
+        action="store_true",
+        default=env_bool("DELAYLINE_DEMO_KEEP_BROKER"),
+        help="leave the broker running if the demo started it [env DELAYLINE_DEMO_KEEP_BROKER=1]",
     )
     parser.set_defaults(func=_demo)
 

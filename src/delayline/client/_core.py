@@ -88,21 +88,8 @@ class SchedulerCore:
         return self.schedule_record(schedule_id, payload, target_topic, due_ms, target_key, headers)
 
     def due_ms(self, at: datetime | None, delay: timedelta | float | None) -> int:
-        """Resolve exactly one of ``at`` (aware datetime) and ``delay`` (timedelta or
-        seconds) to epoch milliseconds."""
-        if (at is None) == (delay is None):
-            raise InvalidScheduleError("give exactly one of at= and delay=")
-        if at is not None:
-            if not isinstance(at, datetime):
-                raise InvalidScheduleError(f"at= must be a datetime, got {type(at).__name__}")
-            try:
-                return datetime_to_ms(at)
-            except ValueError as exc:
-                raise InvalidScheduleError(str(exc)) from exc
-        seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)  # type: ignore[arg-type]
-        if not seconds >= 0:  # also rejects NaN
-            raise InvalidScheduleError(f"delay must be zero or more seconds, got {seconds}")
-        return self.clock.now_ms() + round(seconds * 1000)
+        """See :func:`resolve_due_ms`; "now" is this client's clock."""
+        return resolve_due_ms(at, delay, self.clock.now_ms())
 
     def when_ms(self, when: datetime | timedelta) -> int:
         """``send_later``'s ``when``: a datetime is absolute, a timedelta relative."""
@@ -113,6 +100,28 @@ class SchedulerCore:
         raise InvalidScheduleError(
             f"when must be a datetime or timedelta, got {type(when).__name__}"
         )
+
+
+def resolve_due_ms(at: datetime | None, delay: timedelta | float | None, now_ms: int) -> int:
+    """Resolve exactly one of ``at`` (aware datetime) and ``delay`` (timedelta or seconds).
+
+    Raises:
+        InvalidScheduleError: both or neither given, a naive datetime, or a
+            negative or NaN delay.
+    """
+    if (at is None) == (delay is None):
+        raise InvalidScheduleError("give exactly one of at= and delay=")
+    if at is not None:
+        if not isinstance(at, datetime):
+            raise InvalidScheduleError(f"at= must be a datetime, got {type(at).__name__}")
+        try:
+            return datetime_to_ms(at)
+        except ValueError as exc:
+            raise InvalidScheduleError(str(exc)) from exc
+    seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)  # type: ignore[arg-type]
+    if not seconds >= 0:  # also rejects NaN
+        raise InvalidScheduleError(f"delay must be zero or more seconds, got {seconds}")
+    return now_ms + round(seconds * 1000)
 
 
 def produce(producer: Producer, record: OutgoingRecord, on_delivery: Any) -> None:

@@ -1,0 +1,80 @@
+"""Property tests: the writer and the reader agree; the reader never raises."""
+
+from __future__ import annotations
+
+import string
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from delayline.contract import ConsumedRecord, build_schedule, parse_record, render_schedule
+from delayline.model import MAX_EPOCH_MS, Cancel, Invalid, Schedule
+
+topic_names = st.text(
+    string.ascii_letters + string.digits + "._-", min_size=1, max_size=249
+).filter(lambda t: t not in {".", ".."})
+header_names = st.text(min_size=1, max_size=20).filter(lambda n: not n.startswith("scheduler-"))
+header_values = st.one_of(st.none(), st.binary(max_size=40))
+
+
+@given(
+    schedule_id=st.text(min_size=1, max_size=60),
+    payload=st.binary(max_size=200),
+    target_topic=topic_names,
+    due_ms=st.integers(min_value=0, max_value=MAX_EPOCH_MS),
+    target_key=st.one_of(st.none(), st.binary(max_size=40)),
+    extra=st.lists(st.tuples(header_names, header_values), max_size=5),
+    partition=st.integers(min_value=0, max_value=100),
+    offset=st.integers(min_value=0, max_value=2**62),
+)
+def test_what_the_client_writes_parses_back_to_the_same_schedule(
+    schedule_id: str,
+    payload: bytes,
+    target_topic: str,
+    due_ms: int,
+    target_key: bytes | None,
+    extra: list[tuple[str, bytes | None]],
+    partition: int,
+    offset: int,
+) -> None:
+    written = build_schedule(
+        schedule_id, payload, target_topic, due_ms, target_key=target_key, extra_headers=extra
+    )
+    out = render_schedule(written, "schedules", partition)
+    read = parse_record(
+        ConsumedRecord("schedules", partition, offset, 0, out.key, out.value, out.headers)
+    )
+    assert read == written
+    assert isinstance(read, Schedule)
+    assert read.source is not None
+    assert read.source.offset == offset
+
+
+control = st.sampled_from(["scheduler-epoch", "scheduler-target-topic", "scheduler-target-key"])
+any_header = st.tuples(st.one_of(control, st.text(max_size=20)), header_values)
+epochish = st.tuples(
+    st.just("scheduler-epoch"),
+    st.one_of(
+        st.integers().map(lambda i: str(i).encode()),
+        st.floats(allow_nan=True, allow_infinity=True).map(lambda f: repr(f).encode()),
+        st.decimals(allow_nan=True).map(lambda d: str(d).encode()),
+        st.binary(max_size=30),
+    ),
+)
+
+
+@given(
+    key=st.one_of(st.none(), st.binary(max_size=40)),
+    value=st.one_of(st.none(), st.binary(max_size=100)),
+    headers=st.lists(st.one_of(any_header, epochish), max_size=8),
+    timestamp=st.integers(min_value=-(2**63), max_value=2**63 - 1),
+)
+def test_arbitrary_records_never_raise(
+    key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]], timestamp: int
+) -> None:
+    parsed = parse_record(ConsumedRecord("t", 0, 0, timestamp, key, value, tuple(headers)))
+    assert isinstance(parsed, Schedule | Cancel | Invalid)
+    if isinstance(parsed, Invalid):
+        assert parsed.reason
+    if isinstance(parsed, Schedule):
+        assert 0 <= parsed.due_ms <= MAX_EPOCH_MS

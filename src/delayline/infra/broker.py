@@ -170,14 +170,14 @@ class LocalBroker:
             raise BrokerNotRunningError(f"no broker runs on {self.data_dir}")
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + self.config.stop_timeout_ms / 1000
-        while time.monotonic() < deadline and _alive(pid):
+        while time.monotonic() < deadline and pid_alive(pid):
             time.sleep(0.1)
-        if _alive(pid):
+        if pid_alive(pid):
             log.warning(
                 "broker %d ignored SIGTERM for %d ms; killing it", pid, self.config.stop_timeout_ms
             )
             os.kill(pid, signal.SIGKILL)
-            while _alive(pid):
+            while pid_alive(pid):
                 time.sleep(0.05)
         self.pid_file.unlink(missing_ok=True)
         return pid
@@ -325,7 +325,8 @@ def _accepts(host: str, port: int) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs. A zombie (exited, not yet reaped) counts as gone."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -1,0 +1,48 @@
+# delayline: the two commands a newcomer needs are `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup jars lint test test-unit test-integration demo broker-start broker-stop clean
+
+# Create the venv and install delayline with its dev tools; redone when pyproject changes.
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "delayline needs Python >= 3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@
+
+setup: $(STAMP) jars
+
+# Resolve the Kafka broker and Spark connector jars into the local cache (once).
+jars: $(STAMP)
+	$(BIN)/delayline jars
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy
+
+test: setup lint
+	$(BIN)/pytest tests
+
+test-unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+test-integration: setup
+	$(BIN)/pytest tests/integration
+
+demo: setup
+	$(BIN)/delayline demo
+
+broker-start: setup
+	$(BIN)/delayline broker start
+
+broker-stop: $(STAMP)
+	$(BIN)/delayline broker stop
+
+clean:
+	-$(BIN)/delayline broker stop 2>/dev/null
+	rm -rf $(VENV) .delayline .pytest_cache .mypy_cache .ruff_cache .hypothesis

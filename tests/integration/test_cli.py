@@ -1,0 +1,136 @@
+"""The ``delayline`` command as a user runs it: a real process, a real broker."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from delayline.contract import parse_record
+from delayline.infra.broker import free_port, pid_alive
+from delayline.model import Cancel, Schedule
+from delayline.reader import read_topic
+from delayline.testing import create_topic, unique_topic
+
+
+def delayline(
+    *args: str, stdin: bytes | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "delayline", *args],
+        input=stdin.decode() if stdin is not None else None,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_broker_lifecycle(tmp_path: Path, kafka_bootstrap: str) -> None:
+    port, controller = free_port(), free_port()
+    flags = ["--data-dir", str(tmp_path / "b"), "--port", str(port)]
+    if controller == port + 1:  # pragma: no cover - the default controller port is port+1
+        pytest.skip("port+1 collides")
+
+    started = delayline("broker", "start", *flags)
+    assert started.returncode == 0, started.stderr
+    assert f"broker ready at 127.0.0.1:{port}" in started.stdout
+    pid = int((tmp_path / "b" / "broker.pid").read_text())
+    assert (tmp_path / "b" / "broker.log").stat().st_size > 0
+    try:
+        status = delayline("broker", "status", *flags)
+        assert (status.returncode, f"pid {pid}") == (0, status.stdout.split("(")[1].split(",")[0])
+
+        second = delayline("broker", "start", *flags, "--port", str(free_port()))
+        assert second.returncode == 1
+        assert f"a broker already runs on {tmp_path / 'b'} (pid {pid})" in second.stderr
+    finally:
+        stopped = delayline("broker", "stop", *flags)
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"broker stopped (pid {pid})" in stopped.stdout
+    assert not pid_alive(pid)
+
+    assert delayline("broker", "status", *flags).returncode == 3
+    again = delayline("broker", "stop", *flags)
+    assert again.returncode == 1
+    assert "no broker runs on" in again.stderr
+
+
+def test_broker_refuses_a_port_in_use(tmp_path: Path, kafka_bootstrap: str) -> None:
+    taken = kafka_bootstrap.rsplit(":", 1)[1]
+    result = delayline("broker", "start", "--data-dir", str(tmp_path / "b"), "--port", taken)
+    assert result.returncode == 1
+    assert f"port {taken} on 127.0.0.1 is in use" in result.stderr
+    assert delayline("broker", "status", "--data-dir", str(tmp_path / "b")).returncode == 3
+
+
+def test_schedule_and_cancel(kafka_bootstrap: str) -> None:
+    topic = create_topic(kafka_bootstrap, unique_topic("sched"), partitions=3)
+    common = ["--bootstrap-servers", kafka_bootstrap, "--schedules-topic", topic]
+    result = delayline(
+        "schedule", "--id", "cli-1", "--topic", "target", "--key", "k1", "--in", "90s",
+        "--header", "a=b", "--header", "empty=", *common, "hello",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "scheduled 'cli-1' -> target at " in result.stdout
+    past = "2000-01-01T00:00:00Z"
+    piped = delayline(
+        "schedule", "--id", "cli-2", "--topic", "target", "--at", past, *common, "-",
+        stdin=b"from stdin",
+    )  # fmt: skip
+    assert piped.returncode == 0, piped.stderr
+    assert "in the past; it fires at once" in piped.stderr
+    cancelled = delayline("cancel", "cli-1", *common)
+    assert cancelled.returncode == 0, cancelled.stderr
+
+    parsed = [(r.partition, parse_record(r)) for r in read_topic(kafka_bootstrap, topic)]
+    by_id: dict[str, list] = {}
+    for partition, p in parsed:
+        assert isinstance(p, Schedule | Cancel)
+        by_id.setdefault(p.id, []).append((partition, p))
+    first, cancel = by_id["cli-1"]
+    assert isinstance(first[1], Schedule)
+    assert first[1].target_key == b"k1"
+    assert first[1].payload == b"hello"
+    assert [(n, v) for n, v in first[1].headers if not n.startswith("scheduler-")] == [
+        ("a", b"b"),
+        ("empty", b""),
+    ]
+    assert isinstance(cancel[1], Cancel)
+    assert first[0] == cancel[0]
+    (second,) = by_id["cli-2"]
+    assert isinstance(second[1], Schedule)
+    assert (second[1].payload, second[1].due_ms) == (b"from stdin", 946_684_800_000)
+
+
+def test_unreachable_broker_is_one_clear_line_within_the_timeout() -> None:
+    began = time.monotonic()
+    result = delayline("cancel", "x", "-b", f"127.0.0.1:{free_port()}", "--timeout", "2s")
+    elapsed = time.monotonic() - began
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "did not answer within 2 s" in lines[0]
+    assert lines[0].endswith("(retriable)")
+    # 2 s timeout plus interpreter start-up, measured here at about 1.5 s.
+    assert elapsed < 8
+
+
+def test_topics_create_and_wrong_policy(kafka_bootstrap: str) -> None:
+    sched, dlq = unique_topic("s"), unique_topic("d")
+    args = ["topics", "create", "-b", kafka_bootstrap, "--schedules-topic", sched,
+            "--dead-letter-topic", dlq, "--history-topic", "", "--partitions", "2"]  # fmt: skip
+    created = delayline(*args)
+    assert created.returncode == 0, created.stderr
+    assert created.stdout.splitlines() == [f"{sched}: created", f"{dlq}: created"]
+
+    wrong = create_topic(kafka_bootstrap, unique_topic("w"), config={"cleanup.policy": "delete"})
+    refused = delayline("topics", "create", "-b", kafka_bootstrap, "--schedules-topic", wrong)
+    assert refused.returncode == 1
+    assert (
+        f"topic {wrong} exists with cleanup.policy=delete but must be compacted" in refused.stderr
+    )

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
+
+from delayline.errors import TopicConfigError
+from delayline.testing import create_topic, unique_topic
+from delayline.topics import TopicsConfig, ensure_topics
+
+
+def cleanup_policy(bootstrap: str, topic: str) -> str:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    return admin.describe_configs([resource])[resource].result(10)["cleanup.policy"].value
+
+
+def partitions(bootstrap: str, topic: str) -> int:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
+
+
+def names() -> TopicsConfig:
+    return TopicsConfig(
+        schedules_topic=unique_topic("sched"),
+        dead_letter_topic=unique_topic("dlq"),
+        history_topic=unique_topic("hist"),
+    )
+
+
+def test_creates_topics_with_the_right_policies_and_is_idempotent(kafka_bootstrap: str) -> None:
+    base = names()
+    config = TopicsConfig(
+        bootstrap_servers=kafka_bootstrap,
+        schedules_topic=base.schedules_topic,
+        dead_letter_topic=base.dead_letter_topic,
+        history_topic=base.history_topic,
+        partitions=3,
+    )
+    assert ensure_topics(config) == {
+        config.schedules_topic: "created",
+        config.dead_letter_topic: "created",
+        config.history_topic: "created",
+    }
+    assert cleanup_policy(kafka_bootstrap, config.schedules_topic) == "compact"
+    assert cleanup_policy(kafka_bootstrap, config.dead_letter_topic) == "delete"
+    assert cleanup_policy(kafka_bootstrap, str(config.history_topic)) == "delete"
+    assert partitions(kafka_bootstrap, config.schedules_topic) == 3
+    assert set(ensure_topics(config).values()) == {"exists"}
+
+
+def test_schedules_topic_that_is_not_compacted_is_refused(kafka_bootstrap: str) -> None:
+    base = names()
+    create_topic(kafka_bootstrap, base.schedules_topic, config={"cleanup.policy": "delete"})
+    config = TopicsConfig(
+        bootstrap_servers=kafka_bootstrap,
+        schedules_topic=base.schedules_topic,
+        dead_letter_topic=base.dead_letter_topic,
+        history_topic=None,
+    )
+    with pytest.raises(TopicConfigError, match=r"cleanup.policy=delete but must be compacted"):
+        ensure_topics(config)
+
+
+def test_compacted_dead_letter_topic_is_refused(kafka_bootstrap: str) -> None:
+    base = names()
+    create_topic(kafka_bootstrap, base.dead_letter_topic, config={"cleanup.policy": "compact"})
+    config = TopicsConfig(
+        bootstrap_servers=kafka_bootstrap,
+        schedules_topic=base.schedules_topic,
+        dead_letter_topic=base.dead_letter_topic,
+        history_topic=None,
+    )
+    with pytest.raises(TopicConfigError, match="must be not compacted"):
+        ensure_topics(config)
+
+
+def test_compact_delete_counts_as_compacted(kafka_bootstrap: str) -> None:
+    base = names()
+    create_topic(kafka_bootstrap, base.schedules_topic, config={"cleanup.policy": "compact,delete"})
+    config = TopicsConfig(
+        bootstrap_servers=kafka_bootstrap,
+        schedules_topic=base.schedules_topic,
+        dead_letter_topic=base.dead_letter_topic,
+        history_topic=None,
+    )
+    assert ensure_topics(config)[base.schedules_topic] == "exists"

@@ -2,8 +2,7 @@
 
 Starts (or reuses) the local broker, creates the topics, writes a handful of
 schedules with the client the way an application would, and shows them as they
-sit on the schedules topic. The pipeline that delivers them is started by
-``delayline run`` (see the README).
+sit on the schedules topic: updates, a cancel (tombstone), a retry with backoff.
 """
 
 from __future__ import annotations

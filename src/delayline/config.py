@@ -9,6 +9,7 @@ from typing import Any
 DEFAULT_SCHEDULES_TOPIC = "delayline-schedules"
 DEFAULT_DEAD_LETTER_TOPIC = "delayline-dead-letters"
 DEFAULT_HISTORY_TOPIC = "delayline-history"
+DEFAULT_COMMITS_TOPIC = "delayline-commits"
 DEFAULT_BOOTSTRAP_SERVERS = "127.0.0.1:9092"
 
 

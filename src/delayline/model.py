@@ -66,9 +66,17 @@ class Schedule:
 
 @dataclass(frozen=True, slots=True)
 class Cancel:
-    """A request to forget the pending schedule with this id (a tombstone)."""
+    """A request to forget the pending schedule with this id (a tombstone).
+
+    Attributes:
+        id: Schedule id.
+        fired_offset: Set on the tombstone delayline writes after a delivery: the
+            offset of the version that fired. It cancels nothing newer than that.
+        source: Where the tombstone was read from.
+    """
 
     id: str
+    fired_offset: int | None = None
     source: SourceRef | None = field(default=None, compare=False)
 
 

@@ -14,6 +14,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from delayline.config import (
     DEFAULT_BOOTSTRAP_SERVERS,
+    DEFAULT_COMMITS_TOPIC,
     DEFAULT_DEAD_LETTER_TOPIC,
     DEFAULT_HISTORY_TOPIC,
     DEFAULT_SCHEDULES_TOPIC,
@@ -34,6 +35,7 @@ class TopicsConfig:
         schedules_topic: Compacted system of record for pending schedules.
         dead_letter_topic: Rejected records with a reason header.
         history_topic: What fired; ``None`` to go without.
+        commits_topic: Compacted commit markers of the pipeline's transactions.
         partitions: Partitions of each topic created.
         replication_factor: Replicas of each topic created.
         timeout_ms: Per admin request.
@@ -43,21 +45,28 @@ class TopicsConfig:
     schedules_topic: str = DEFAULT_SCHEDULES_TOPIC
     dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC
     history_topic: str | None = DEFAULT_HISTORY_TOPIC
+    commits_topic: str = DEFAULT_COMMITS_TOPIC
     partitions: int = 4
     replication_factor: int = 1
     timeout_ms: int = 15_000
 
     def wanted(self) -> dict[str, str]:
         """Topic name to required ``cleanup.policy``."""
-        wanted = {self.schedules_topic: "compact", self.dead_letter_topic: "delete"}
+        names = [self.schedules_topic, self.dead_letter_topic, self.commits_topic]
+        wanted = {
+            self.schedules_topic: "compact",
+            self.dead_letter_topic: "delete",
+            self.commits_topic: "compact",
+        }
         if self.history_topic:
+            names.append(self.history_topic)
             wanted[self.history_topic] = "delete"
         for name in wanted:
             problem = topic_name_problem(name)
             if problem is not None:
                 raise ConfigError(f"topic name {name!r} is invalid: {problem}")
-        if len(wanted) != (3 if self.history_topic else 2):
-            raise ConfigError("schedules, dead-letter and history topics must be distinct")
+        if len(wanted) != len(names):
+            raise ConfigError("schedules, dead-letter, commits and history topics must be distinct")
         return wanted
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
@@ -122,25 +121,6 @@ def resolve_due_ms(at: datetime | None, delay: timedelta | float | None, now_ms:
     if not seconds >= 0:  # also rejects NaN
         raise InvalidScheduleError(f"delay must be zero or more seconds, got {seconds}")
     return now_ms + round(seconds * 1000)
-
-
-def produce(producer: Producer, record: OutgoingRecord, on_delivery: Any) -> None:
-    """Hand ``record`` to librdkafka, waiting for queue space if it is full."""
-    kwargs: dict[str, Any] = {
-        "topic": record.topic,
-        "key": record.key,
-        "value": record.value,
-        "headers": list(record.headers),
-        "on_delivery": on_delivery,
-    }
-    if record.partition is not None:
-        kwargs["partition"] = record.partition
-    while True:
-        try:
-            producer.produce(**kwargs)
-            return
-        except BufferError:
-            producer.poll(0.05)
 
 
 def topic_partition_count(producer: Producer, topic: str, config: ClientConfig) -> int:

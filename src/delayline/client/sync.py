@@ -9,12 +9,13 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
-from delayline.client._core import HeadersArg, SchedulerCore, produce
+from delayline.client._core import HeadersArg, SchedulerCore
 from delayline.clock import Clock
 from delayline.config import ClientConfig, RetryPolicy
 from delayline.contract import OutgoingRecord
 from delayline.errors import DeliveryError, KafkaUnavailableError
 from delayline.model import Schedule
+from delayline.produce import produce
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,9 @@ from delayline.contract.records import (
     build_schedule,
     parse_record,
     render_cancel,
+    render_dead_letter,
     render_delivery,
+    render_history,
     render_schedule,
     render_tombstone,
 )
@@ -21,7 +23,9 @@ __all__ = [
     "build_schedule",
     "parse_record",
     "render_cancel",
+    "render_dead_letter",
     "render_delivery",
+    "render_history",
     "render_schedule",
     "render_tombstone",
 ]

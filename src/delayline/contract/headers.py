@@ -23,6 +23,15 @@ KEY = "scheduler-key"
 TOPIC = "scheduler-topic"
 DELIVERY_HEADERS = frozenset({TIMESTAMP, KEY, TOPIC})
 
+# Written by the pipeline.
+FIRED_OFFSET = "delayline-fired-offset"
+"""On the tombstone written after a delivery: offset of the version that fired, so a
+newer version of the same id that arrived meanwhile is not cancelled by it."""
+ERROR = "delayline-error"
+"""On a dead letter: why the record was rejected."""
+SOURCE = "delayline-source"
+"""On a dead letter: ``topic/partition/offset`` of the rejected record."""
+
 RESERVED_HEADERS = CONTROL_HEADERS | DELIVERY_HEADERS
 """Names a client's extra headers may not use."""
 

@@ -87,7 +87,7 @@ def _parse(record: ConsumedRecord, source: SourceRef) -> Parsed:
     except UnicodeDecodeError:
         return Invalid("schedule id (record key) is not valid UTF-8", source)
     if record.value is None:
-        return Cancel(schedule_id, source)
+        return Cancel(schedule_id, _fired_offset(record.headers), source)
 
     control: dict[str, bytes | None] = {}
     for name, value in record.headers:
@@ -126,6 +126,16 @@ def _parse(record: ConsumedRecord, source: SourceRef) -> Parsed:
         headers=tuple(record.headers),
         source=source,
     )
+
+
+def _fired_offset(headers: Headers) -> int | None:
+    for name, value in headers:
+        if name == h.FIRED_OFFSET and value is not None:
+            try:
+                return int(value.decode("ascii"))
+            except (UnicodeDecodeError, ValueError):
+                return None
+    return None
 
 
 def build_schedule(
@@ -209,13 +219,29 @@ def render_tombstone(schedule: Schedule) -> OutgoingRecord:
     """The tombstone that forgets ``schedule`` once delivered.
 
     It goes to the exact topic and partition the schedule came from, never
-    through a client partitioner, so compaction removes the right record.
+    through a client partitioner, so compaction removes the right record. It
+    carries ``delayline-fired-offset`` so that it cancels no newer version.
 
     Raises:
         ValueError: ``schedule`` was not read from Kafka (it has no source).
     """
     source = _require_source(schedule)
-    return OutgoingRecord(source.topic, schedule.id.encode(), None, (), source.partition)
+    fired = ((h.FIRED_OFFSET, str(source.offset).encode()),)
+    return OutgoingRecord(source.topic, schedule.id.encode(), None, fired, source.partition)
+
+
+def render_history(schedule: Schedule, history_topic: str) -> OutgoingRecord:
+    """The audit record of a delivery: keyed by schedule id, the delivered headers."""
+    delivered = render_delivery(schedule)
+    return OutgoingRecord(history_topic, schedule.id.encode(), schedule.payload, delivered.headers)
+
+
+def render_dead_letter(
+    record: ConsumedRecord, reason: str, dead_letter_topic: str
+) -> OutgoingRecord:
+    """The rejected record unchanged, plus ``delayline-error`` and ``delayline-source``."""
+    added: Headers = ((h.ERROR, reason.encode()), (h.SOURCE, record.source.describe().encode()))
+    return OutgoingRecord(dead_letter_topic, record.key, record.value, (*record.headers, *added))
 
 
 def _require_source(schedule: Schedule) -> SourceRef:

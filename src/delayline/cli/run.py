@@ -1,0 +1,175 @@
+"""``delayline run``: the Spark pipeline that delivers schedules."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+from delayline.cli._common import add_bootstrap, duration_arg, env_bool, env_flag
+from delayline.config import (
+    DEFAULT_COMMITS_TOPIC,
+    DEFAULT_DEAD_LETTER_TOPIC,
+    DEFAULT_SCHEDULES_TOPIC,
+)
+from delayline.pipeline.config import PipelineConfig
+from delayline.topics import TopicsConfig, ensure_topics
+from delayline.units import parse_duration_ms
+
+log = logging.getLogger(__name__)
+TOPICS_ENV = "DELAYLINE_SCHEDULES_TOPICS"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``run``."""
+    p = sub.add_parser(
+        "run",
+        help="run the pipeline that delivers schedules (Spark Structured Streaming)",
+        description="Read schedules, hold them in Spark state, deliver each at its due time "
+        "exactly once. Stops cleanly on SIGTERM/SIGINT after the batch in flight.",
+    )
+    add_bootstrap(p)
+    p.add_argument(
+        "--schedules-topic",
+        action="append",
+        dest="schedules_topics",
+        metavar="TOPIC",
+        help=f"schedules topic to read; repeat for several [env {TOPICS_ENV}, comma-separated; "
+        f"default {DEFAULT_SCHEDULES_TOPIC}]",
+    )
+    env_flag(
+        p,
+        "--dead-letter-topic",
+        env="DELAYLINE_DEAD_LETTER_TOPIC",
+        default=DEFAULT_DEAD_LETTER_TOPIC,
+        help="topic for rejected and expired records",
+    )
+    env_flag(
+        p,
+        "--history-topic",
+        env="DELAYLINE_HISTORY_TOPIC",
+        default="",
+        help="topic receiving a copy of every delivery (empty: none)",
+    )
+    env_flag(
+        p,
+        "--commits-topic",
+        env="DELAYLINE_COMMITS_TOPIC",
+        default=DEFAULT_COMMITS_TOPIC,
+        help="compacted topic of the pipeline's commit markers",
+    )
+    env_flag(
+        p,
+        "--checkpoint-dir",
+        env="DELAYLINE_CHECKPOINT_DIR",
+        default=".delayline/checkpoint",
+        type=Path,
+        help="Spark checkpoint directory (state, offsets)",
+    )
+    env_flag(
+        p, "--master", env="DELAYLINE_SPARK_MASTER", default="local[2]", help="Spark master URL"
+    )
+    env_flag(
+        p,
+        "--trigger-interval",
+        env="DELAYLINE_TRIGGER_INTERVAL",
+        default="1s",
+        type=duration_arg(parse_duration_ms),
+        dest="trigger_interval_ms",
+        metavar="DURATION",
+        help="micro-batch interval; bounds lateness, costs idle CPU",
+    )
+    env_flag(
+        p,
+        "--shuffle-partitions",
+        env="DELAYLINE_SHUFFLE_PARTITIONS",
+        default=4,
+        type=int,
+        help="state partitions (frozen in the checkpoint)",
+    )
+    env_flag(
+        p,
+        "--max-lateness",
+        env="DELAYLINE_MAX_LATENESS",
+        default=None,
+        type=duration_arg(parse_duration_ms),
+        dest="max_lateness_ms",
+        metavar="DURATION",
+        help="dead-letter schedules later than this as 'expired' (default: fire all)",
+    )
+    env_flag(
+        p,
+        "--query-name",
+        env="DELAYLINE_QUERY_NAME",
+        default="delayline",
+        help="name of this pipeline; part of its Kafka transactional id",
+    )
+    env_flag(
+        p,
+        "--driver-memory-mb",
+        env="DELAYLINE_DRIVER_MEMORY_MB",
+        default=1024,
+        type=int,
+        help="Spark driver JVM heap",
+    )
+    p.add_argument(
+        "--rebuild",
+        action="store_true",
+        default=env_bool("DELAYLINE_REBUILD"),
+        help="delete the checkpoint and rebuild pending schedules from the schedules "
+        "topics [env DELAYLINE_REBUILD=1]",
+    )
+    p.set_defaults(func=_run)  # fmt: skip
+
+
+def schedules_topics(args: argparse.Namespace) -> tuple[str, ...]:
+    """Flags win over the environment, which wins over the default."""
+    if args.schedules_topics:
+        return tuple(args.schedules_topics)
+    from_env = [t.strip() for t in os.environ.get(TOPICS_ENV, "").split(",") if t.strip()]
+    return tuple(from_env) or (DEFAULT_SCHEDULES_TOPIC,)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from delayline.pipeline.job import Pipeline  # noqa: PLC0415 - pyspark loads only for run
+
+    config = PipelineConfig(
+        bootstrap_servers=args.bootstrap_servers,
+        schedules_topics=schedules_topics(args),
+        dead_letter_topic=args.dead_letter_topic,
+        history_topic=args.history_topic or None,
+        commits_topic=args.commits_topic,
+        checkpoint_dir=args.checkpoint_dir,
+        master=args.master,
+        trigger_interval_ms=args.trigger_interval_ms,
+        shuffle_partitions=args.shuffle_partitions,
+        max_lateness_ms=args.max_lateness_ms,
+        query_name=args.query_name,
+        driver_memory_mb=args.driver_memory_mb,
+    )
+    logging.getLogger("delayline").setLevel(min(logging.INFO, logging.getLogger().level))
+    ensure_topics(
+        TopicsConfig(
+            bootstrap_servers=config.bootstrap_servers,
+            schedules_topic=config.schedules_topics[0],
+            dead_letter_topic=config.dead_letter_topic,
+            history_topic=config.history_topic,
+            commits_topic=config.commits_topic,
+        )
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("%s received: finishing the batch in flight", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    pipeline = Pipeline(config)
+    pipeline.start(rebuild=args.rebuild)
+    pipeline.run_until(stop)
+    return 0

@@ -1,0 +1,59 @@
+"""A compact, versioned binary encoding of a header list.
+
+Headers travel between pipeline stages and sit in checkpointed state as one
+``bytes`` value, so their format must stay readable by every later release:
+version byte, then per header a 4-byte name length, the UTF-8 name, a 4-byte
+signed value length (-1 for null) and the value. No pickle.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from delayline.model import Headers
+
+_VERSION = 1
+_LEN = struct.Struct(">i")
+
+
+def encode_headers(headers: Headers) -> bytes:
+    """Encode ``headers`` (order and repeats kept)."""
+    parts = [bytes([_VERSION])]
+    for name, value in headers:
+        raw = name.encode("utf-8")
+        parts.append(_LEN.pack(len(raw)))
+        parts.append(raw)
+        if value is None:
+            parts.append(_LEN.pack(-1))
+        else:
+            parts.append(_LEN.pack(len(value)))
+            parts.append(value)
+    return b"".join(parts)
+
+
+def decode_headers(data: bytes) -> Headers:
+    """Decode what :func:`encode_headers` wrote.
+
+    Raises:
+        ValueError: unknown version or truncated data.
+    """
+    if not data or data[0] != _VERSION:
+        raise ValueError(f"unknown header encoding version {data[:1]!r}")
+    out: list[tuple[str, bytes | None]] = []
+    pos = 1
+    end = len(data)
+    while pos < end:
+        (name_len,) = _LEN.unpack_from(data, pos)
+        pos += 4
+        name = data[pos : pos + name_len].decode("utf-8")
+        pos += name_len
+        (value_len,) = _LEN.unpack_from(data, pos)
+        pos += 4
+        if value_len < 0:
+            out.append((name, None))
+        else:
+            out.append((name, data[pos : pos + value_len]))
+            pos += value_len
+        if pos > end:
+            raise ValueError("truncated header encoding")
+    return tuple(out)

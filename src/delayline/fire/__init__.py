@@ -1,0 +1,1 @@
+"""Firing: the transactional write of deliveries, tombstones, history and dead letters."""

@@ -1,0 +1,1 @@
+"""The Spark Structured Streaming job: read, validate, hold, fire."""

@@ -1,0 +1,61 @@
+"""Settings of the Spark pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from delayline.config import (
+    DEFAULT_BOOTSTRAP_SERVERS,
+    DEFAULT_COMMITS_TOPIC,
+    DEFAULT_DEAD_LETTER_TOPIC,
+    DEFAULT_SCHEDULES_TOPIC,
+)
+from delayline.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineConfig:
+    """What ``delayline run`` runs.
+
+    Attributes:
+        bootstrap_servers: Kafka bootstrap list.
+        schedules_topics: Topics schedules are read from (one or more).
+        dead_letter_topic: Where rejected and expired records go.
+        history_topic: Where a copy of each delivery goes; ``None`` for none.
+        commits_topic: Compacted topic of commit markers.
+        checkpoint_dir: Spark checkpoint: offsets, state, commit log.
+        master: Spark master URL.
+        trigger_interval_ms: Micro-batch interval. Timers fire at batch
+            boundaries, so this bounds lateness; smaller costs idle CPU.
+        shuffle_partitions: Partitions of the state. Frozen in the checkpoint.
+        max_lateness_ms: Dead-letter schedules later than this; ``None`` fires all.
+        query_name: Name of the streaming query; part of the transactional id.
+        driver_memory_mb: JVM heap of the Spark driver (local mode runs all there).
+    """
+
+    bootstrap_servers: str = DEFAULT_BOOTSTRAP_SERVERS
+    schedules_topics: tuple[str, ...] = (DEFAULT_SCHEDULES_TOPIC,)
+    dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC
+    history_topic: str | None = None
+    commits_topic: str = DEFAULT_COMMITS_TOPIC
+    checkpoint_dir: Path = field(default_factory=lambda: Path(".delayline/checkpoint"))
+    master: str = "local[2]"
+    trigger_interval_ms: int = 1000
+    shuffle_partitions: int = 4
+    max_lateness_ms: int | None = None
+    query_name: str = "delayline"
+    driver_memory_mb: int = 1024
+
+    def __post_init__(self) -> None:
+        if not self.schedules_topics:
+            raise ConfigError("give at least one schedules topic")
+        if self.trigger_interval_ms < 0 or self.shuffle_partitions < 1:
+            raise ConfigError("trigger interval must be >= 0 and shuffle partitions >= 1")
+        if self.max_lateness_ms is not None and self.max_lateness_ms < 0:
+            raise ConfigError("max lateness must not be negative")
+
+    @property
+    def transactional_id(self) -> str:
+        """Stable across restarts of this pipeline, distinct between pipelines."""
+        return f"delayline-{self.query_name}"

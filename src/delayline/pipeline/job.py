@@ -1,0 +1,175 @@
+"""Wire the pipeline: Kafka source -> validate + hold -> transactional fire."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+from pyspark.sql.streaming.query import StreamingQuery
+
+from delayline.errors import DelaylineError
+from delayline.fire.transactional import FireConfig, TransactionalFirer
+from delayline.pipeline import rows as r
+from delayline.pipeline.config import PipelineConfig
+from delayline.pipeline.session import build_session
+from delayline.pipeline.sink import BatchReport, FireSink, checkpoint_query_id
+from delayline.stores.spark_state import HoldProcessor
+from delayline.units import format_duration_ms
+
+log = logging.getLogger(__name__)
+
+
+class PipelineError(DelaylineError):
+    """The streaming query stopped with an error; restarting resumes from the checkpoint."""
+
+    retriable = True
+
+
+def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
+    """The schedules topics as a stream, headers included, transactions honoured."""
+    raw = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", config.bootstrap_servers)
+        .option("subscribe", ",".join(config.schedules_topics))
+        .option("includeHeaders", "true")
+        .option("startingOffsets", "earliest")
+        # Compaction removes offsets by design; that is not data loss here.
+        .option("failOnDataLoss", "false")
+        .option("kafka.isolation.level", "read_committed")
+        .load()
+    )
+    return raw.select(
+        "topic",
+        F.coalesce("key", F.lit(b"")).alias("gkey"),
+        "key",
+        "value",
+        "partition",
+        "offset",
+        F.unix_millis("timestamp").alias("timestamp_ms"),
+        "headers",
+    )
+
+
+def hold(schedules: DataFrame, config: PipelineConfig) -> DataFrame:
+    """Validate and hold: one state key per (source topic, schedule id)."""
+    return schedules.groupBy("topic", "gkey").transformWithState(
+        HoldProcessor(config.max_lateness_ms),
+        r.EVENT_SCHEMA,
+        "Append",
+        "ProcessingTime",
+    )
+
+
+class Pipeline:
+    """A running pipeline: start it, then :meth:`run_until` a stop is requested."""
+
+    def __init__(
+        self, config: PipelineConfig, on_batch: Callable[[BatchReport], None] | None = None
+    ) -> None:
+        self.config = config
+        self._on_batch = on_batch or self._log_batch
+        self._spark: SparkSession | None = None
+        self._query: StreamingQuery | None = None
+        self._firer: TransactionalFirer | None = None
+
+    def start(self, *, rebuild: bool = False) -> None:
+        """Start the streaming query (after wiping the checkpoint if ``rebuild``)."""
+        config = self.config
+        if rebuild and config.checkpoint_dir.exists():
+            log.warning("rebuild: deleting checkpoint %s", config.checkpoint_dir)
+            shutil.rmtree(config.checkpoint_dir)
+        config.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        self._firer = TransactionalFirer(
+            FireConfig(config.bootstrap_servers, config.commits_topic, config.transactional_id)
+        )
+        self._spark = build_session(config)
+        sink = FireSink(config, self._firer, self._run_id, self._on_batch)
+        events = hold(read_schedules(self._spark, config), config)
+        self._query = (
+            events.writeStream.queryName(config.query_name)
+            .option("checkpointLocation", str(config.checkpoint_dir))
+            .trigger(processingTime=f"{config.trigger_interval_ms} milliseconds")
+            .foreachBatch(sink)
+            .start()
+        )
+        log.info(
+            "pipeline %s started: %s -> fire, checkpoint %s",
+            config.query_name,
+            ",".join(config.schedules_topics),
+            config.checkpoint_dir,
+        )
+
+    def run_until(self, stop: threading.Event, poll_s: int = 1) -> None:
+        """Block until ``stop`` is set or the query fails; then stop cleanly.
+
+        Raises:
+            PipelineError: the query terminated with an error.
+        """
+        query = self._require_query()
+        announced = False
+        try:
+            while not stop.is_set():
+                if query.awaitTermination(poll_s):
+                    break
+                if not announced and query.lastProgress is not None:
+                    announced = True
+                    log.info("pipeline %s ready: first batch done", self.config.query_name)
+            exc = query.exception()
+            if exc is not None:
+                raise PipelineError(f"streaming query failed: {exc}")
+        finally:
+            self.stop()
+
+    def stop(self, drain_timeout_s: float = 60.0) -> None:
+        """Let the batch in flight finish, then stop the query and Spark."""
+        if self._query is not None and self._query.isActive:
+            deadline = time.monotonic() + drain_timeout_s
+            while self._query.status.get("isTriggerActive") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self._query.stop()
+            log.info("pipeline %s stopped", self.config.query_name)
+        self._query = None
+        if self._spark is not None:
+            self._spark.stop()
+            self._spark = None
+        if self._firer is not None:
+            self._firer.close()
+            self._firer = None
+
+    def _run_id(self) -> str:
+        return checkpoint_query_id(self.config.checkpoint_dir)
+
+    def _require_query(self) -> StreamingQuery:
+        if self._query is None:
+            raise PipelineError("pipeline not started")
+        return self._query
+
+    def _log_batch(self, report: BatchReport) -> None:
+        c = report.counts
+        if not c or set(c) == {r.OWN_TOMBSTONE}:
+            return
+        late = sorted(report.lateness_ms)
+        lateness = ""
+        if late:
+            p50, worst = format_duration_ms(late[len(late) // 2]), format_duration_ms(late[-1])
+            lateness = f" (lateness p50 {p50}, max {worst})"
+        replay = "" if report.committed else " (replay, skipped)"
+        log.info(
+            "batch %d: fired %d%s, planned %d, updated %d, cancelled %d, unknown cancels %d, "
+            "dead letters %d, stale %d%s",
+            report.batch_id,
+            c[r.FIRE],
+            lateness,
+            c[r.PLANNED],
+            c[r.UPDATED],
+            c[r.CANCELLED],
+            c[r.UNKNOWN_CANCEL],
+            c[r.DEAD],
+            c[r.STALE],
+            replay,
+        )

@@ -1,0 +1,197 @@
+"""Spark row shapes between the pipeline stages, and their model conversions.
+
+Three shapes: the input row (a Kafka record), the held state (one pending
+schedule) and the event row the hold emits for the fire stage. Headers travel
+as one encoded ``bytes`` column (:mod:`delayline.contract.codec`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Row
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
+
+from delayline.contract import ConsumedRecord
+from delayline.contract.codec import decode_headers, encode_headers
+from delayline.model import Schedule, SourceRef
+
+STATE_SCHEMA = StructType(
+    [
+        StructField("id", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp_ms", LongType()),
+        StructField("due_ms", LongType()),
+        StructField("target_topic", StringType()),
+        StructField("target_key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("headers", BinaryType()),
+    ]
+)
+
+EVENT_SCHEMA = StructType(
+    [
+        StructField("kind", StringType()),
+        StructField("id", StringType()),
+        StructField("src_topic", StringType()),
+        StructField("src_partition", IntegerType()),
+        StructField("src_offset", LongType()),
+        StructField("src_timestamp_ms", LongType()),
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("headers", BinaryType()),
+        StructField("target_topic", StringType()),
+        StructField("target_key", BinaryType()),
+        StructField("due_ms", LongType()),
+        StructField("reason", StringType()),
+        StructField("at_ms", LongType()),
+    ]
+)
+
+# Kinds of event rows. Only FIRE and DEAD are written to Kafka; all are counted.
+FIRE = "fire"
+DEAD = "dead"
+PLANNED = "planned"
+UPDATED = "updated"
+CANCELLED = "cancelled"
+UNKNOWN_CANCEL = "unknown_cancel"
+OWN_TOMBSTONE = "own_tombstone"
+"""delayline's tombstone after a delivery, read back: the schedule is already gone."""
+STALE = "stale"
+KINDS = (FIRE, DEAD, PLANNED, UPDATED, CANCELLED, UNKNOWN_CANCEL, OWN_TOMBSTONE, STALE)
+
+
+def input_to_record(row: Any) -> ConsumedRecord:
+    """A Kafka-source row (headers as an array of key/value structs) as a record."""
+    headers = tuple((h["key"], h["value"]) for h in (row["headers"] or ()))
+    return ConsumedRecord(
+        topic=row["topic"],
+        partition=int(row["partition"]),
+        offset=int(row["offset"]),
+        timestamp_ms=int(row["timestamp_ms"]),
+        key=_bytes(row["key"]),
+        value=_bytes(row["value"]),
+        headers=tuple((name, _bytes(value)) for name, value in headers),
+    )
+
+
+def schedule_to_state(schedule: Schedule) -> tuple[Any, ...]:
+    """The state tuple of a pending schedule (its source topic is the grouping key)."""
+    source = _source(schedule)
+    return (
+        schedule.id,
+        source.partition,
+        source.offset,
+        source.timestamp_ms,
+        schedule.due_ms,
+        schedule.target_topic,
+        schedule.target_key,
+        schedule.payload,
+        encode_headers(schedule.headers),
+    )
+
+
+def state_to_schedule(topic: str, state: Any) -> Schedule:
+    """Rebuild the schedule held in ``state`` for source ``topic``."""
+    (sid, partition, offset, ts, due_ms, target_topic, target_key, value, headers) = state
+    return Schedule(
+        id=sid,
+        due_ms=int(due_ms),
+        target_topic=target_topic,
+        target_key=_bytes(target_key),
+        payload=_bytes(value) or b"",
+        headers=decode_headers(_bytes(headers) or b""),
+        source=SourceRef(topic, int(partition), int(offset), int(ts)),
+    )
+
+
+def schedule_event(kind: str, schedule: Schedule, at_ms: int, reason: str | None = None) -> Row:
+    """An event row about a schedule (fired, planned, expired...)."""
+    source = _source(schedule)
+    return Row(
+        kind=kind,
+        id=schedule.id,
+        src_topic=source.topic,
+        src_partition=source.partition,
+        src_offset=source.offset,
+        src_timestamp_ms=source.timestamp_ms,
+        key=schedule.id.encode(),
+        value=schedule.payload,
+        headers=encode_headers(schedule.headers),
+        target_topic=schedule.target_topic,
+        target_key=schedule.target_key,
+        due_ms=schedule.due_ms,
+        reason=reason,
+        at_ms=at_ms,
+    )
+
+
+def record_event(
+    kind: str, record: ConsumedRecord, at_ms: int, reason: str | None = None, sid: str | None = None
+) -> Row:
+    """An event row about a record that holds no schedule (dead letter, cancel)."""
+    return Row(
+        kind=kind,
+        id=sid,
+        src_topic=record.topic,
+        src_partition=record.partition,
+        src_offset=record.offset,
+        src_timestamp_ms=record.timestamp_ms,
+        key=record.key,
+        value=record.value,
+        headers=encode_headers(record.headers),
+        target_topic=None,
+        target_key=None,
+        due_ms=None,
+        reason=reason,
+        at_ms=at_ms,
+    )
+
+
+def event_schedule(row: Any) -> Schedule:
+    """The schedule an event row of kind FIRE (or expired DEAD) is about."""
+    return Schedule(
+        id=row["id"],
+        due_ms=int(row["due_ms"]),
+        target_topic=row["target_topic"],
+        target_key=_bytes(row["target_key"]),
+        payload=_bytes(row["value"]) or b"",
+        headers=decode_headers(_bytes(row["headers"]) or b""),
+        source=event_source(row),
+    )
+
+
+def event_record(row: Any) -> ConsumedRecord:
+    """The input record an event row of kind DEAD is about."""
+    source = event_source(row)
+    return ConsumedRecord(
+        topic=source.topic,
+        partition=source.partition,
+        offset=source.offset,
+        timestamp_ms=source.timestamp_ms,
+        key=_bytes(row["key"]),
+        value=_bytes(row["value"]),
+        headers=decode_headers(_bytes(row["headers"]) or b""),
+    )
+
+
+def event_source(row: Any) -> SourceRef:
+    """Where the record an event row is about came from."""
+    return SourceRef(
+        row["src_topic"],
+        int(row["src_partition"]),
+        int(row["src_offset"]),
+        int(row["src_timestamp_ms"]),
+    )
+
+
+def _source(schedule: Schedule) -> SourceRef:
+    if schedule.source is None:
+        raise ValueError(f"schedule {schedule.id!r} has no source record")
+    return schedule.source
+
+
+def _bytes(value: Any) -> bytes | None:
+    # Spark hands binary columns back as bytearray.
+    return None if value is None else bytes(value)

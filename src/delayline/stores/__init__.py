@@ -1,0 +1,1 @@
+"""Where pending schedules are held until due. Default: Spark state."""

@@ -1,0 +1,127 @@
+"""Hold pending schedules in Spark state: ``transformWithState`` with processing-time timers.
+
+One grouping key per schedule: ``(source topic, schedule id)``. The state is the
+latest version of the schedule; one timer at its due time. The processor's
+rules (the guarantees the rest of the pipeline relies on):
+
+* A newer version (higher offset) of an id replaces the held one and moves its
+  timer; an older or equal offset is ignored (replays are harmless).
+* A tombstone cancels: state and timer removed. A tombstone delayline wrote after
+  a delivery (``delayline-fired-offset``) cancels only the version that fired or
+  older, never a newer one that arrived meanwhile.
+* A schedule already due on arrival fires in the same micro-batch; one more than
+  ``max_lateness_ms`` late goes to the dead-letter topic with reason ``expired``
+  instead. The same rule applies to timers that fell due while the job was down.
+* Output is a pure function of input rows, state and the batch timestamp, so a
+  replayed micro-batch emits the same events (what makes the fire stage's
+  exactly-once check sound).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql import Row
+from pyspark.sql.streaming.stateful_processor import (
+    ExpiredTimerInfo,
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+)
+
+from delayline.contract import parse_record
+from delayline.model import Cancel, Invalid, Schedule
+from delayline.pipeline import rows as r
+
+EXPIRED = "expired"
+
+
+class HoldProcessor(StatefulProcessor):
+    """Keeps the latest version of each schedule and a timer at its due time.
+
+    Args:
+        max_lateness_ms: A schedule more than this late when it would fire is
+            dead-lettered as ``expired``; ``None`` fires everything.
+    """
+
+    def __init__(self, max_lateness_ms: int | None = None) -> None:
+        self.max_lateness_ms = max_lateness_ms
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.held = handle.getValueState("schedule", r.STATE_SCHEMA)
+
+    def handleInputRows(
+        self, key: Any, rows: Iterator[Any], timerValues: TimerValues
+    ) -> Iterator[Row]:
+        now_ms = timerValues.getCurrentProcessingTimeInMs()
+        topic = key[0]
+        # The source keeps partition order; within a key, order by offset to be sure.
+        for record in sorted((r.input_to_record(row) for row in rows), key=lambda x: x.offset):
+            parsed = parse_record(record)
+            if isinstance(parsed, Invalid):
+                yield r.record_event(r.DEAD, record, now_ms, parsed.reason)
+            elif isinstance(parsed, Cancel):
+                yield self._cancel(topic, parsed, record, now_ms)
+            else:
+                yield from self._schedule(topic, parsed, now_ms)
+
+    def handleExpiredTimer(
+        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
+    ) -> Iterator[Row]:
+        now_ms = timerValues.getCurrentProcessingTimeInMs()
+        held = self._held(key[0])
+        if held is None or held.due_ms > now_ms:
+            return  # a stale timer: the schedule was replaced or cancelled
+        self.held.clear()
+        yield self._due(held, now_ms)
+
+    def close(self) -> None:
+        pass
+
+    def _schedule(self, topic: str, schedule: Schedule, now_ms: int) -> Iterator[Row]:
+        held = self._held(topic)
+        assert schedule.source is not None
+        if held is not None:
+            assert held.source is not None
+            if held.source.offset >= schedule.source.offset:
+                yield r.schedule_event(r.STALE, schedule, now_ms)
+                return
+            self._delete_timers()
+        if schedule.due_ms <= now_ms:
+            if held is not None:
+                self.held.clear()
+            yield self._due(schedule, now_ms)
+            return
+        self.held.update(r.schedule_to_state(schedule))
+        self.handle.registerTimer(schedule.due_ms)
+        yield r.schedule_event(r.PLANNED if held is None else r.UPDATED, schedule, now_ms)
+
+    def _cancel(self, topic: str, cancel: Cancel, record: Any, now_ms: int) -> Row:
+        held = self._held(topic)
+        if held is None:
+            kind = r.UNKNOWN_CANCEL if cancel.fired_offset is None else r.OWN_TOMBSTONE
+            return r.record_event(kind, record, now_ms, sid=cancel.id)
+        assert held.source is not None
+        if cancel.fired_offset is not None and held.source.offset > cancel.fired_offset:
+            # delayline's own tombstone for an older, fired version: keep the newer one.
+            return r.record_event(r.STALE, record, now_ms, sid=cancel.id)
+        self._delete_timers()
+        self.held.clear()
+        return r.record_event(r.CANCELLED, record, now_ms, sid=cancel.id)
+
+    def _due(self, schedule: Schedule, now_ms: int) -> Row:
+        if self.max_lateness_ms is not None and now_ms - schedule.due_ms > self.max_lateness_ms:
+            return r.schedule_event(r.DEAD, schedule, now_ms, EXPIRED)
+        return r.schedule_event(r.FIRE, schedule, now_ms)
+
+    def _held(self, topic: str) -> Schedule | None:
+        if not self.held.exists():
+            return None
+        return r.state_to_schedule(topic, self.held.get())
+
+    def _delete_timers(self) -> None:
+        # Materialise first: deleting while iterating the handle's timer list is unsafe.
+        for expiry in list(self.handle.listTimers()):
+            self.handle.deleteTimer(expiry)

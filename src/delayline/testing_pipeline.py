@@ -1,0 +1,234 @@
+"""Test helpers around a running pipeline: the ``delayline run`` process and a
+``read_committed`` collector of what it delivers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from confluent_kafka import Consumer
+
+from delayline.config import kafka_client_config
+from delayline.contract.headers import KEY
+from delayline.infra.broker import pid_alive
+
+
+class PipelineProcess:
+    """``delayline run`` as a child process in its own process group.
+
+    SIGKILL of the group takes the Spark JVM and Python workers down with the
+    driver, as a crash of the machine or container would.
+    """
+
+    def __init__(self, bootstrap_servers: str, args: Sequence[str], log_path: Path) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.args = list(args)
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log_start = 0
+
+    def start(self, *extra: str) -> None:
+        """Launch the pipeline; returns at once (see :meth:`wait_ready`)."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "delayline",
+                    "run",
+                    "-b",
+                    self.bootstrap_servers,
+                    *self.args,
+                    *extra,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    def wait_ready(self, timeout_s: float = 180) -> float:
+        """Wait for the first completed micro-batch; return seconds waited."""
+        began = time.monotonic()
+        while time.monotonic() - began < timeout_s:
+            if "ready: first batch done" in self.log_since_start():
+                return time.monotonic() - began
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"pipeline exited with {self.proc.returncode}:\n{self.tail()}")
+            time.sleep(0.2)
+        raise TimeoutError(f"pipeline not ready in {timeout_s} s:\n{self.tail()}")
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group and wait until it is gone."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        _wait_group_gone(self.proc.pid)
+        self.proc = None
+
+    def terminate(self, timeout_s: float = 90) -> int:
+        """SIGTERM the driver (a clean stop) and return its exit code."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout_s)
+        _wait_group_gone(self.proc.pid)
+        self.proc = None
+        return code
+
+    def log_since_start(self) -> str:
+        """The log written since the last :meth:`start`."""
+        if not self.log_path.exists():
+            return ""
+        with self.log_path.open("rb") as f:
+            f.seek(self._log_start)
+            return f.read().decode(errors="replace")
+
+    def tail(self, lines: int = 40) -> str:
+        """The last lines of the log."""
+        return "\n".join(self.log_since_start().splitlines()[-lines:])
+
+    def __enter__(self) -> PipelineProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.kill()
+
+
+def _wait_group_gone(pgid: int, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        members = [p for p in _group_members(pgid) if pid_alive(p)]
+        if not members:
+            return
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+
+
+def _group_members(pgid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getpgid(int(entry.name)) == pgid:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A record seen on a target topic, with the time it was read."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    arrival_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+    @property
+    def schedule_id(self) -> str | None:
+        """The ``scheduler-key`` header: which schedule this delivery fired."""
+        for name, value in self.headers:
+            if name == KEY and value is not None:
+                return value.decode()
+        return None
+
+
+class DeliveryCollector:
+    """Consumes topics from the beginning with ``read_committed`` in a thread."""
+
+    def __init__(self, bootstrap_servers: str, topics: Sequence[str]) -> None:
+        self._consumer = Consumer(
+            kafka_client_config(
+                bootstrap_servers,
+                **{
+                    "group.id": f"collector-{uuid.uuid4()}",
+                    "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                    "topic.metadata.refresh.interval.ms": 1000,
+                },
+            )
+        )
+        self._consumer.subscribe(list(topics))
+        self._seen: list[Delivery] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> DeliveryCollector:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._consumer.close()
+
+    def snapshot(self) -> list[Delivery]:
+        """Everything read so far."""
+        with self._lock:
+            return list(self._seen)
+
+    def wait_for(
+        self, predicate: Callable[[list[Delivery]], bool], timeout_s: float
+    ) -> list[Delivery]:
+        """Wait until ``predicate(deliveries)`` holds; return them (raise on timeout)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            seen = self.snapshot()
+            if predicate(seen):
+                return seen
+            time.sleep(0.05)
+        raise TimeoutError(f"condition not met in {timeout_s} s; {len(self.snapshot())} seen")
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            msg = self._consumer.poll(0.1)
+            if msg is None or msg.error() is not None:
+                continue
+            arrival = time.time_ns() // 1_000_000
+            raw = msg.headers() or []
+            delivery = Delivery(
+                topic=msg.topic() or "",
+                partition=msg.partition() or 0,
+                offset=msg.offset() or 0,
+                timestamp_ms=msg.timestamp()[1],
+                arrival_ms=arrival,
+                key=_b(msg.key()),
+                value=_b(msg.value()),
+                headers=tuple(
+                    (n, _b(v)) for n, v in (raw.items() if isinstance(raw, dict) else raw)
+                ),
+            )
+            with self._lock:
+                self._seen.append(delivery)
+
+
+def _b(value: str | bytes | None) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value

@@ -1,0 +1,253 @@
+"""What a user sees on the target topic: on time, exact, once."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from confluent_kafka import Producer
+
+from delayline.client import partition_for
+from delayline.contract import parse_record
+from delayline.model import Cancel
+from delayline.reader import read_topic
+from delayline.testing_pipeline import Delivery, DeliveryCollector
+from tests.e2e.conftest import LATENESS_TOLERANCE_MS, RunningPipeline
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def by_id(deliveries: list[Delivery]) -> dict[str, list[Delivery]]:
+    out: dict[str, list[Delivery]] = {}
+    for d in deliveries:
+        out.setdefault(d.schedule_id or "?", []).append(d)
+    return out
+
+
+def test_on_time_with_exact_key_value_headers(pipeline: RunningPipeline) -> None:
+    target = pipeline.target()
+    with DeliveryCollector(pipeline.bootstrap, [target, pipeline.topics.history]) as seen:
+        with pipeline.client() as client:
+            written = [
+                client.schedule(
+                    f"ontime-{i}-{target}",
+                    f"payload {i}".encode(),
+                    target,
+                    delay=timedelta(seconds=3 + i),
+                    target_key=f"k{i}",
+                    headers=[("trace", f"t{i}")],
+                )  # fmt: skip
+                for i in range(5)
+            ]
+        deliveries = seen.wait_for(lambda d: len(d) >= 10, timeout_s=30)
+    on_target = [d for d in deliveries if d.topic == target]
+    history = [d for d in deliveries if d.topic == pipeline.topics.history]
+    assert len(on_target) == len(history) == 5
+    records = read_topic(pipeline.bootstrap, pipeline.topics.schedules)
+    latest = {p.id: p for p in map(parse_record, records)}
+    for schedule in written:
+        (d,) = by_id(on_target)[schedule.id]
+        assert d.key == schedule.target_key
+        assert d.value == schedule.payload
+        source = next(r for r in records if r.key == schedule.id.encode())
+        assert d.headers == (
+            *schedule.headers,
+            ("scheduler-timestamp", _seconds(source.timestamp_ms)),
+            ("scheduler-key", schedule.id.encode()),
+            ("scheduler-topic", pipeline.topics.schedules.encode()),
+        )
+        assert d.timestamp_ms >= schedule.due_ms, "delivered early"
+        assert d.arrival_ms - schedule.due_ms < LATENESS_TOLERANCE_MS
+        (h,) = by_id(history)[schedule.id]
+        assert (h.key, h.value, h.headers) == (schedule.id.encode(), schedule.payload, d.headers)
+        # The schedule is tombstoned in the very partition it came from.
+        assert isinstance(latest[schedule.id], Cancel)
+        (tomb,) = [r for r in records if r.value is None and r.key == schedule.id.encode()]
+        assert tomb.partition == partition_for(schedule.id.encode(), 3)
+        assert dict(tomb.headers)["delayline-fired-offset"] is not None
+
+
+def _seconds(ms: int) -> bytes:
+    s, m = divmod(ms, 1000)
+    return (str(s) if m == 0 else f"{s}.{m:03d}").encode()
+
+
+def test_update_moves_the_time_and_cancel_prevents_delivery(pipeline: RunningPipeline) -> None:
+    target = pipeline.target()
+    with DeliveryCollector(pipeline.bootstrap, [target]) as seen:
+        with pipeline.client() as client:
+            client.schedule("earlier", b"v1", target, delay=60)
+            client.schedule("later", b"v1", target, delay=3)
+            client.schedule("cancelled", b"v1", target, delay=3)
+            client.schedule("control", b"v1", target, delay=4)
+            client.flush()
+            client.schedule("earlier", b"v2", target, delay=3)  # moved from 60 s to 3 s
+            client.schedule("later", b"v2", target, delay=120)  # moved from 3 s to 120 s
+            client.cancel("cancelled")
+        written_ms = now_ms()
+        seen.wait_for(lambda d: {x.schedule_id for x in d} >= {"earlier", "control"}, timeout_s=30)
+        time.sleep(3)  # "later" and "cancelled" were due 3 s after writing; give them time
+        deliveries = by_id(seen.snapshot())
+    assert set(deliveries) == {"earlier", "control"}
+    (earlier,) = deliveries["earlier"]
+    assert earlier.value == b"v2"
+    assert earlier.arrival_ms - written_ms < 3_000 + LATENESS_TOLERANCE_MS
+    with pipeline.client() as client:
+        client.cancel("later")
+
+
+def test_past_due_fires_at_once_and_too_late_is_dead_lettered(pipeline: RunningPipeline) -> None:
+    target = pipeline.target()
+    with DeliveryCollector(pipeline.bootstrap, [target, pipeline.topics.dead_letters]) as seen:
+        with pipeline.client() as client:
+            client.schedule("past-due", b"p", target, delay=0)
+        expired = f"expired-{target}"
+        # --max-lateness is 1 h: write one due 2 h ago with a plain producer.
+        producer = Producer({"bootstrap.servers": pipeline.bootstrap})
+        two_hours_ago = str((now_ms() - 7_200_000) / 1000).encode()
+        producer.produce(
+            pipeline.topics.schedules, key=expired.encode(), value=b"old",
+            headers=[("scheduler-epoch", two_hours_ago), ("scheduler-target-topic", target.encode())],
+        )  # fmt: skip
+        producer.flush(10)
+        written_ms = now_ms()
+        deliveries = seen.wait_for(
+            lambda d: (
+                any(
+                    x.topic == pipeline.topics.dead_letters and x.key == expired.encode() for x in d
+                )
+                and any(x.schedule_id == "past-due" for x in d)
+            ),
+            timeout_s=30,
+        )
+    (fired,) = [d for d in deliveries if d.schedule_id == "past-due"]
+    assert fired.arrival_ms - written_ms < LATENESS_TOLERANCE_MS
+    dead = [
+        d
+        for d in deliveries
+        if d.topic == pipeline.topics.dead_letters and d.key == expired.encode()
+    ]
+    assert len(dead) == 1
+    headers = dict(dead[0].headers)
+    assert headers["delayline-error"] == b"expired"
+    assert headers["scheduler-epoch"] == two_hours_ago
+    assert dead[0].value == b"old"
+    assert not [d for d in deliveries if d.topic == target and d.value == b"old"]
+    tombstones = [
+        r for r in read_topic(pipeline.bootstrap, pipeline.topics.schedules) if r.value is None
+    ]
+    assert expired.encode() in {t.key for t in tombstones}
+
+
+def test_several_schedules_topics(pipeline: RunningPipeline) -> None:
+    target = pipeline.target()
+    with DeliveryCollector(pipeline.bootstrap, [target]) as seen:
+        with pipeline.client(pipeline.topics.schedules_b) as client:
+            client.schedule("from-b", b"p", target, delay=1)
+        (d,) = seen.wait_for(lambda d: len(d) >= 1, timeout_s=30)
+    assert dict(d.headers)["scheduler-topic"] == pipeline.topics.schedules_b.encode()
+    tombstones = [
+        r for r in read_topic(pipeline.bootstrap, pipeline.topics.schedules_b) if r.value is None
+    ]
+    assert [t.key for t in tombstones] == [b"from-b"]
+
+
+def test_our_tombstone_never_cancels_a_newer_version(pipeline: RunningPipeline) -> None:
+    """The reschedule-during-fire race, made deterministic: the fired-offset
+    tombstone of version 1 arrives after version 2."""
+    target = pipeline.target()
+    topic = pipeline.topics.schedules
+    with DeliveryCollector(pipeline.bootstrap, [target]) as seen:
+        producer = Producer({"bootstrap.servers": pipeline.bootstrap})
+        partition = partition_for(b"raced", 3)
+        offsets: list[int] = []
+
+        def write(value: bytes | None, headers: list[tuple[str, bytes]]) -> None:
+            producer.produce(
+                topic, key=b"raced", value=value, headers=headers, partition=partition,
+                on_delivery=lambda err, msg: offsets.append(msg.offset()),
+            )  # fmt: skip
+            producer.flush(10)
+
+        due = lambda s: str((now_ms() + s * 1000) / 1000).encode()  # noqa: E731
+        write(b"v1", [("scheduler-epoch", due(60)), ("scheduler-target-topic", target.encode())])
+        write(b"v2", [("scheduler-epoch", due(4)), ("scheduler-target-topic", target.encode())])
+        write(None, [("delayline-fired-offset", str(offsets[0]).encode())])
+        (d,) = seen.wait_for(lambda d: len(d) >= 1, timeout_s=30)
+        assert d.value == b"v2"
+        # A real race too: version 2 written just as version 1 falls due.
+        with pipeline.client() as client:
+            client.schedule("race-2", b"v1", target, delay=2)
+            client.flush()
+            time.sleep(1.9)
+            client.schedule("race-2", b"v2", target, delay=3)
+        deliveries = seen.wait_for(
+            lambda d: any(x.schedule_id == "race-2" and x.value == b"v2" for x in d), timeout_s=30
+        )
+        time.sleep(2)
+        race = by_id(seen.snapshot())["race-2"]
+    # v1 fired before v2 arrived, or v2 replaced it; v2 always arrives, once.
+    assert [x.value for x in race] in ([b"v1", b"v2"], [b"v2"])
+    assert deliveries
+
+
+# A null key cannot reach the pipeline: the broker refuses keyless records on a
+# compacted topic (and fails their whole batch). The unit tests cover that case.
+MALFORMED: list[tuple[bytes | None, list[tuple[str, bytes]], str]] = [
+    (b"", [("scheduler-epoch", b"1"), ("scheduler-target-topic", b"t")], "missing schedule id"),
+    (b"\xff\xfe", [("scheduler-epoch", b"1"), ("scheduler-target-topic", b"t")], "not valid UTF-8"),
+    (b"m-no-topic", [("scheduler-epoch", b"1")], "missing header scheduler-target-topic"),
+    (b"m-empty-topic", [("scheduler-epoch", b"1"), ("scheduler-target-topic", b"")], "not a valid topic name: empty"),
+    (b"m-bad-topic", [("scheduler-epoch", b"1"), ("scheduler-target-topic", b"a b")], "not a valid topic name"),
+    (b"m-topic-utf8", [("scheduler-epoch", b"1"), ("scheduler-target-topic", b"\xc3\x28")], "scheduler-target-topic is not valid UTF-8"),
+    (b"m-no-epoch", [("scheduler-target-topic", b"t")], "missing header scheduler-epoch"),
+    (b"m-word", [("scheduler-epoch", b"soon"), ("scheduler-target-topic", b"t")], "not a decimal number"),
+    (b"m-negative", [("scheduler-epoch", b"-1"), ("scheduler-target-topic", b"t")], "negative"),
+    (b"m-nan", [("scheduler-epoch", b"NaN"), ("scheduler-target-topic", b"t")], "not a finite number"),
+    (b"m-inf", [("scheduler-epoch", b"inf"), ("scheduler-target-topic", b"t")], "not a finite number"),
+    (b"m-9999", [("scheduler-epoch", b"253402300800"), ("scheduler-target-topic", b"t")], "beyond year 9999"),
+    (b"m-epoch-utf8", [("scheduler-epoch", b"\xff"), ("scheduler-target-topic", b"t")], "scheduler-epoch is not valid UTF-8"),
+    (b"m-twice", [("scheduler-epoch", b"1"), ("scheduler-epoch", b"2"), ("scheduler-target-topic", b"t")], "appears more than once"),
+]  # fmt: skip
+
+
+def test_malformed_records_go_to_the_dead_letter_topic_and_good_ones_flow(
+    pipeline: RunningPipeline,
+) -> None:
+    target = pipeline.target()
+    topic = pipeline.topics.schedules
+    producer = Producer({"bootstrap.servers": pipeline.bootstrap})
+    where: dict[int, str] = {}
+    with DeliveryCollector(pipeline.bootstrap, [target, pipeline.topics.dead_letters]) as seen:
+        for i, (key, headers, _reason) in enumerate(MALFORMED):
+            producer.produce(
+                topic, key=key, value=f"bad-{i}".encode(), headers=headers,
+                on_delivery=lambda err, msg, i=i: err or where.__setitem__(i, f"{msg.topic()}/{msg.partition()}/{msg.offset()}"),
+            )  # fmt: skip
+        producer.flush(10)
+        assert sorted(where) == list(range(len(MALFORMED))), "every malformed record was written"
+        with pipeline.client() as client:
+            client.schedule("after-the-bad-ones", b"good", target, delay=1)
+        seen.wait_for(
+            lambda d: any(x.schedule_id == "after-the-bad-ones" for x in d)
+            and len({x.value for x in d if x.topic == pipeline.topics.dead_letters} & {f"bad-{i}".encode() for i in range(len(MALFORMED))}) == len(MALFORMED),
+            timeout_s=40,
+        )  # fmt: skip
+        time.sleep(1)
+        deliveries = seen.snapshot()
+    dead = {d.value: d for d in deliveries if d.topic == pipeline.topics.dead_letters}
+    for i, (key, headers, reason) in enumerate(MALFORMED):
+        letter = dead[f"bad-{i}".encode()]
+        assert letter.key == key
+        assert list(letter.headers[: len(headers)]) == headers, "input headers unchanged"
+        added = dict(letter.headers[len(headers) :])
+        assert reason in added["delayline-error"].decode(), (reason, added)
+        assert added["delayline-source"] == where[i].encode()
+    assert [d.value for d in deliveries if d.topic == target] == [b"good"]
+    assert sum(
+        1
+        for d in deliveries
+        if d.topic == pipeline.topics.dead_letters and d.value and d.value.startswith(b"bad-")
+    ) == len(MALFORMED)

@@ -37,14 +37,14 @@ class Topics:
 
 
 def make_topics(bootstrap: str) -> Topics:
-    topics = Topics(
-        schedules=create_topic(bootstrap, unique_topic("sched"), partitions=3, config={"cleanup.policy": "compact"}),
-        schedules_b=create_topic(bootstrap, unique_topic("schedb"), partitions=2, config={"cleanup.policy": "compact"}),
+    compact = {"cleanup.policy": "compact"}
+    return Topics(
+        schedules=create_topic(bootstrap, unique_topic("sched"), partitions=3, config=compact),
+        schedules_b=create_topic(bootstrap, unique_topic("schedb"), partitions=2, config=compact),
         dead_letters=create_topic(bootstrap, unique_topic("dlq")),
         history=create_topic(bootstrap, unique_topic("hist")),
-        commits=create_topic(bootstrap, unique_topic("commits"), config={"cleanup.policy": "compact"}),
-    )  # fmt: skip
-    return topics
+        commits=create_topic(bootstrap, unique_topic("commits"), config=compact),
+    )
 
 
 def pipeline_args(topics: Topics, checkpoint: Path, *extra: str) -> list[str]:

@@ -38,7 +38,7 @@ def test_on_time_with_exact_key_value_headers(pipeline: RunningPipeline) -> None
                     delay=timedelta(seconds=3 + i),
                     target_key=f"k{i}",
                     headers=[("trace", f"t{i}")],
-                )  # fmt: skip
+                )
                 for i in range(5)
             ]
         deliveries = seen.wait_for(lambda d: len(d) >= 10, timeout_s=30)

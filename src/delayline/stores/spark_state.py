@@ -9,6 +9,8 @@ rules (the guarantees the rest of the pipeline relies on):
 * A tombstone cancels: state and timer removed. A tombstone delayline wrote after
   a delivery (``delayline-fired-offset``) cancels only the version that fired or
   older, never a newer one that arrived meanwhile.
+* All records of a key in one micro-batch are applied in offset order before
+  anything fires, so only the last version counts.
 * A schedule already due on arrival fires in the same micro-batch; one more than
   ``max_lateness_ms`` late goes to the dead-letter topic with reason ``expired``
   instead. The same rule applies to timers that fell due while the job was down.
@@ -57,15 +59,37 @@ class HoldProcessor(StatefulProcessor):
     ) -> Iterator[Row]:
         now_ms = timerValues.getCurrentProcessingTimeInMs()
         topic = key[0]
-        # The source keeps partition order; within a key, order by offset to be sure.
+        before = self._held(topic)
+        held = before
+        # Fold every record of this key in the batch first, then act on the result:
+        # a schedule followed by its cancel in one batch (a rebuild reads both at
+        # once) must not fire, even if it is long past due.
         for record in sorted((r.input_to_record(row) for row in rows), key=lambda x: x.offset):
             parsed = parse_record(record)
             if isinstance(parsed, Invalid):
                 yield r.record_event(r.DEAD, record, now_ms, parsed.reason)
             elif isinstance(parsed, Cancel):
-                yield self._cancel(topic, parsed, record, now_ms)
+                kind, held = _apply_cancel(held, parsed)
+                yield r.record_event(kind, record, now_ms, sid=parsed.id)
             else:
-                yield from self._schedule(topic, parsed, now_ms)
+                if not _newer(parsed, held):
+                    yield r.schedule_event(r.STALE, parsed, now_ms)
+                    continue
+                held = parsed
+        if held is before:
+            return
+        if before is not None:
+            self._delete_timers()
+        if held is None:
+            self.held.clear()
+        elif held.due_ms <= now_ms:
+            if before is not None:
+                self.held.clear()
+            yield self._due(held, now_ms)
+        else:
+            self.held.update(r.schedule_to_state(held))
+            self.handle.registerTimer(held.due_ms)
+            yield r.schedule_event(r.PLANNED if before is None else r.UPDATED, held, now_ms)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
@@ -79,37 +103,6 @@ class HoldProcessor(StatefulProcessor):
 
     def close(self) -> None:
         pass
-
-    def _schedule(self, topic: str, schedule: Schedule, now_ms: int) -> Iterator[Row]:
-        held = self._held(topic)
-        assert schedule.source is not None
-        if held is not None:
-            assert held.source is not None
-            if held.source.offset >= schedule.source.offset:
-                yield r.schedule_event(r.STALE, schedule, now_ms)
-                return
-            self._delete_timers()
-        if schedule.due_ms <= now_ms:
-            if held is not None:
-                self.held.clear()
-            yield self._due(schedule, now_ms)
-            return
-        self.held.update(r.schedule_to_state(schedule))
-        self.handle.registerTimer(schedule.due_ms)
-        yield r.schedule_event(r.PLANNED if held is None else r.UPDATED, schedule, now_ms)
-
-    def _cancel(self, topic: str, cancel: Cancel, record: Any, now_ms: int) -> Row:
-        held = self._held(topic)
-        if held is None:
-            kind = r.UNKNOWN_CANCEL if cancel.fired_offset is None else r.OWN_TOMBSTONE
-            return r.record_event(kind, record, now_ms, sid=cancel.id)
-        assert held.source is not None
-        if cancel.fired_offset is not None and held.source.offset > cancel.fired_offset:
-            # delayline's own tombstone for an older, fired version: keep the newer one.
-            return r.record_event(r.STALE, record, now_ms, sid=cancel.id)
-        self._delete_timers()
-        self.held.clear()
-        return r.record_event(r.CANCELLED, record, now_ms, sid=cancel.id)
 
     def _due(self, schedule: Schedule, now_ms: int) -> Row:
         if self.max_lateness_ms is not None and now_ms - schedule.due_ms > self.max_lateness_ms:
@@ -125,3 +118,21 @@ class HoldProcessor(StatefulProcessor):
         # Materialise first: deleting while iterating the handle's timer list is unsafe.
         for expiry in list(self.handle.listTimers()):
             self.handle.deleteTimer(expiry)
+
+
+def _apply_cancel(held: Schedule | None, cancel: Cancel) -> tuple[str, Schedule | None]:
+    """Apply a tombstone to the held version: (event kind, what is held after)."""
+    if held is None:
+        return (r.UNKNOWN_CANCEL if cancel.fired_offset is None else r.OWN_TOMBSTONE), None
+    assert held.source is not None
+    if cancel.fired_offset is not None and held.source.offset > cancel.fired_offset:
+        # delayline's own tombstone for an older, fired version: keep the newer one.
+        return r.STALE, held
+    return r.CANCELLED, None
+
+
+def _newer(candidate: Schedule, held: Schedule | None) -> bool:
+    """Whether ``candidate`` replaces ``held``: the higher offset wins (replays are no-ops)."""
+    if held is None or held.source is None or candidate.source is None:
+        return True
+    return candidate.source.offset > held.source.offset

@@ -1,25 +1,32 @@
 """The product demo behind ``make demo``.
 
-Starts (or reuses) the local broker, creates the topics, writes a handful of
-schedules with the client the way an application would, and shows them as they
-sit on the schedules topic: updates, a cancel (tombstone), a retry with backoff.
+Starts (or reuses) the local broker and the Spark pipeline, schedules about 50
+messages due over the next 30 s the way an application would (some updated,
+some cancelled, one malformed), prints each delivery as it arrives with its
+lateness, the dead letter, and a summary; then stops what it started.
 """
 
 from __future__ import annotations
 
+import random
+import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
+from confluent_kafka import Producer
+
 from delayline.client import ClientConfig, Scheduler
-from delayline.contract import parse_record
+from delayline.clock import ms_to_datetime
+from delayline.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.infra.broker import BrokerConfig, LocalBroker
-from delayline.model import Cancel, Invalid, Schedule
-from delayline.reader import read_topic
+from delayline.testing import create_topic
 from delayline.topics import TopicsConfig, ensure_topics
-from delayline.units import format_duration_ms
+
+Out = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,96 +35,182 @@ class DemoConfig:
 
     Attributes:
         broker: The local broker to start or reuse.
-        schedules_topic: Where the demo writes schedules.
-        target_topic: Where the demo schedules deliver to.
+        schedules: How many schedules to write.
+        spread_s: Due times spread over this many seconds from now.
         keep_broker: Leave a broker the demo started running afterwards.
     """
 
     broker: BrokerConfig
-    schedules_topic: str = "delayline-schedules"
-    target_topic: str = "demo-notifications"
+    schedules: int = 50
+    spread_s: int = 25
     keep_broker: bool = False
 
 
-def run_demo(config: DemoConfig, out: Callable[[str], None] = print) -> int:
-    """Run the demo, printing as it goes. Returns the number of records shown."""
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What the demo wrote and therefore expects."""
+
+    due_ms: dict[str, int]
+    cancelled: set[str]
+    updated: set[str]
+    malformed_id: str
+
+
+def run_demo(config: DemoConfig, out: Out = print) -> bool:
+    """Run the demo; True when every expectation held."""
     broker = LocalBroker(config.broker)
-    started = False
+    started_broker = False
     if broker.status().running:
         out(f"using the broker already running at {config.broker.bootstrap_servers}")
     else:
         began = time.monotonic()
         broker.start(progress=lambda msg: out(f"  {msg}"))
-        started = True
+        started_broker = True
         out(
             f"broker ready at {config.broker.bootstrap_servers} in {time.monotonic() - began:.1f} s"
         )
     try:
-        bootstrap = config.broker.bootstrap_servers
-        topics = TopicsConfig(bootstrap_servers=bootstrap, schedules_topic=config.schedules_topic)
-        for name, what in ensure_topics(topics).items():
-            out(f"topic {name}: {what}")
-        _write_schedules(bootstrap, config)
-        return _show(bootstrap, config, out)
+        return _with_broker(config, out)
     finally:
-        if started and not config.keep_broker:
+        if started_broker and not config.keep_broker:
             broker.stop()
             out("broker stopped")
 
 
-def _write_schedules(bootstrap: str, config: DemoConfig) -> None:
-    now = datetime.now(UTC)
-    client_config = ClientConfig(
-        bootstrap_servers=bootstrap, schedules_topic=config.schedules_topic
+def _with_broker(config: DemoConfig, out: Out) -> bool:
+    bootstrap = config.broker.bootstrap_servers
+    run = time.strftime("%H%M%S")
+    topics = TopicsConfig(
+        bootstrap_servers=bootstrap,
+        schedules_topic=f"demo-{run}-schedules",
+        dead_letter_topic=f"demo-{run}-dead-letters",
+        history_topic=None,
+        commits_topic=f"demo-{run}-commits",
+        partitions=3,
     )
-    topic = config.target_topic
-    run = now.strftime("%H%M%S")
+    ensure_topics(topics)
+    target = f"demo-{run}-notifications"
+    create_topic(bootstrap, target, partitions=3)
+    out(f"topics: {topics.schedules_topic} -> {target}, dead letters {topics.dead_letter_topic}")
+    with tempfile.TemporaryDirectory(prefix="delayline-demo-") as tmp:
+        args = [
+            "--schedules-topic", topics.schedules_topic,
+            "--dead-letter-topic", topics.dead_letter_topic,
+            "--commits-topic", topics.commits_topic,
+            "--checkpoint-dir", str(Path(tmp) / "checkpoint"),
+            "--trigger-interval", "500ms",
+            "--query-name", f"demo-{run}",
+        ]  # fmt: skip
+        log = Path(".delayline") / f"demo-{run}-pipeline.log"
+        out(f"starting the Spark pipeline (log {log}) ...")
+        with (
+            PipelineProcess(bootstrap, args, log) as pipeline,
+            DeliveryCollector(bootstrap, [target, topics.dead_letter_topic]) as seen,
+        ):
+            pipeline.start()
+            out(f"pipeline ready in {pipeline.wait_ready():.1f} s")
+            plan = _write(bootstrap, topics.schedules_topic, target, config, out)
+            ok = _watch(seen, plan, target, out)
+            code = pipeline.terminate()
+            out(f"pipeline stopped (exit {code})")
+    return ok and code == 0
+
+
+def _write(bootstrap: str, schedules: str, target: str, config: DemoConfig, out: Out) -> Plan:
+    rng = random.Random(7)  # noqa: S311 - demo data, not security
+    ids = [f"order-{n:03d}" for n in range(config.schedules)]
+    due: dict[str, int] = {}
+    client_config = ClientConfig(bootstrap_servers=bootstrap, schedules_topic=schedules)
     with Scheduler(client_config) as client:
-        for i in range(1, 6):
-            client.schedule(
-                f"demo-{run}-reminder-{i}",
-                f'{{"user": {i}, "text": "your trial ends soon"}}',
-                topic,
-                delay=timedelta(seconds=5 * i),
-                target_key=f"user-{i}",
-                headers={"source": "demo"},
-            )
-        client.schedule(f"demo-{run}-report", "monthly report", topic, at=now + timedelta(days=30))
-        # Reschedule reminder 2: same id, later time; the newer record wins.
-        client.schedule(
-            f"demo-{run}-reminder-2",
-            "rescheduled",
-            topic,
-            delay=timedelta(minutes=1),
-            target_key="user-2",
-        )
-        client.cancel(f"demo-{run}-reminder-3")
-        client.schedule_retry(
-            f"demo-{run}-retry", "charge card", topic, previous_headers={"retry-attempt": "2"}
-        )
-        client.send_later("user-9", "welcome back", topic, timedelta(hours=1))
-
-
-def _show(bootstrap: str, config: DemoConfig, out: Callable[[str], None]) -> int:
-    records = read_topic(bootstrap, config.schedules_topic)
-    now_ms = int(time.time() * 1000)
+        for sid in ids:
+            delay = 3 + rng.random() * (config.spread_s - 3)
+            s = client.schedule(sid, f'{{"order": "{sid}"}}', target, delay=delay,
+                                target_key=sid, headers={"source": "demo"})  # fmt: skip
+            due[sid] = s.due_ms
+        updated = set(rng.sample(ids, 5))
+        for sid in sorted(updated):  # move to a new time and payload
+            moved = timedelta(seconds=3 + rng.random() * 10)
+            payload = f'{{"order": "{sid}", "v": 2}}'
+            s = client.schedule(sid, payload, target, delay=moved, target_key=sid)
+            due[sid] = s.due_ms
+        cancelled = set(rng.sample(sorted(set(ids) - updated), 5))
+        for sid in sorted(cancelled):
+            client.cancel(sid)
+            del due[sid]
+    malformed = "order-malformed"
+    producer = Producer({"bootstrap.servers": bootstrap})
+    bad_headers: list[tuple[str, str | bytes | None]] = [
+        ("scheduler-epoch", b"tomorrow"),
+        ("scheduler-target-topic", target.encode()),
+    ]
+    producer.produce(schedules, key=malformed.encode(), value=b"{}", headers=bad_headers)
+    producer.flush(10)
+    out(
+        f"scheduled {len(ids)} messages due in the next {config.spread_s} s: "
+        f"{len(updated)} updated, {len(cancelled)} cancelled, 1 malformed"
+    )
     out("")
-    out(f"{len(records)} record(s) on {config.schedules_topic}:")
-    out(f"{'partition@offset':<17} {'id':<38} {'what':<10} {'due in':>13}  target / reason")
-    for record in records:
-        parsed = parse_record(record)
-        where = f"{record.partition}@{record.offset}"
-        if isinstance(parsed, Schedule):
-            due = format_duration_ms(parsed.due_ms - now_ms)
-            key = parsed.target_key.decode(errors="replace") if parsed.target_key else "-"
-            extra = [n for n, _ in parsed.headers if not n.startswith("scheduler-")]
-            shown = f"{parsed.target_topic} key={key}" + (f" +{','.join(extra)}" if extra else "")
-            out(f"{where:<17} {parsed.id:<38} {'schedule':<10} {due:>13}  {shown}")
-        elif isinstance(parsed, Cancel):
-            out(f"{where:<17} {parsed.id:<38} {'cancel':<10} {'':>13}  (tombstone)")
-        elif isinstance(parsed, Invalid):
-            out(f"{where:<17} {'?':<38} {'invalid':<10} {'':>13}  {parsed.reason}")
-    return len(records)
+    out(f"{'delivered at':<14} {'schedule':<16} {'due at':<14} {'lateness':>9}  note")
+    return Plan(due, cancelled, updated, malformed)
+
+
+def _watch(seen: DeliveryCollector, plan: Plan, target: str, out: Out) -> bool:
+    deadline = time.monotonic() + (max(plan.due_ms.values()) - time.time() * 1000) / 1000 + 30
+    shown = 0
+    while time.monotonic() < deadline:
+        deliveries = seen.snapshot()
+        for d in deliveries[shown:]:
+            out(_line(d, plan, target))
+        shown = len(deliveries)
+        delivered = {d.schedule_id for d in deliveries if d.topic == target}
+        dead = [d for d in deliveries if d.topic != target]
+        if delivered >= set(plan.due_ms) and dead:
+            time.sleep(2)  # let a duplicate, if there were one, show up
+            break
+        time.sleep(0.1)
+    for d in seen.snapshot()[shown:]:
+        out(_line(d, plan, target))
+    return _summary(seen.snapshot(), plan, target, out)
+
+
+def _line(d: Delivery, plan: Plan, target: str) -> str:
+    at = ms_to_datetime(d.arrival_ms).strftime("%H:%M:%S.%f")[:-3]
+    if d.topic != target:
+        reason = (dict(d.headers).get("delayline-error") or b"").decode()
+        return f"{at:<14} {(d.key or b'').decode():<16} {'':<14} {'':>9}  DEAD LETTER: {reason}"
+    sid = d.schedule_id or "?"
+    due = plan.due_ms.get(sid)
+    due_s = ms_to_datetime(due).strftime("%H:%M:%S.%f")[:-3] if due else "?"
+    lateness = f"{d.arrival_ms - due} ms" if due else ""
+    note = "updated" if sid in plan.updated else ("CANCELLED?!" if sid in plan.cancelled else "")
+    return f"{at:<14} {sid:<16} {due_s:<14} {lateness:>9}  {note}"
+
+
+def _summary(deliveries: list[Delivery], plan: Plan, target: str, out: Out) -> bool:
+    on_target = [d for d in deliveries if d.topic == target]
+    counts = Counter(d.schedule_id for d in on_target)
+    lateness = sorted(
+        d.arrival_ms - plan.due_ms[d.schedule_id] for d in on_target if d.schedule_id in plan.due_ms
+    )
+    dead = [d for d in deliveries if d.topic != target]
+    checks = {
+        "every expected message delivered": set(counts) >= set(plan.due_ms),
+        "no duplicates": all(n == 1 for n in counts.values()),
+        "no cancelled message delivered": not (set(counts) & plan.cancelled),
+        "none delivered early": all(
+            d.timestamp_ms >= plan.due_ms.get(d.schedule_id or "", 0) for d in on_target
+        ),
+        "malformed one dead-lettered": [d.key for d in dead] == [plan.malformed_id.encode()],
+    }  # fmt: skip
+    out("")
+    out(f"summary: {len(on_target)}/{len(plan.due_ms)} delivered, {len(dead)} dead letter(s)")
+    if lateness:
+        p99 = lateness[min(len(lateness) - 1, int(len(lateness) * 0.99))]
+        out(f"lateness: min {lateness[0]} ms, p50 {lateness[len(lateness) // 2]} ms, "
+            f"p99 {p99} ms, max {lateness[-1]} ms")  # fmt: skip
+    for name, ok in checks.items():
+        out(f"  [{'ok' if ok else 'FAILED'}] {name}")
+    return all(checks.values())
 
 
 def default_demo_dir() -> Path:

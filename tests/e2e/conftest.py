@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from delayline.client import ClientConfig, Scheduler
+from delayline.harness import PipelineProcess
 from delayline.testing import create_topic, unique_topic
-from delayline.testing_pipeline import PipelineProcess
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from delayline.client import ClientConfig, Scheduler
 from delayline.clock import ms_to_datetime
+from delayline.harness import DeliveryCollector, PipelineProcess
 from delayline.testing import create_topic, unique_topic
-from delayline.testing_pipeline import DeliveryCollector, PipelineProcess
 from tests.e2e.conftest import ARTIFACTS, make_topics, pipeline_args
 
 TOTAL = 1000

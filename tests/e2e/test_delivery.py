@@ -9,9 +9,9 @@ from confluent_kafka import Producer
 
 from delayline.client import partition_for
 from delayline.contract import parse_record
+from delayline.harness import Delivery, DeliveryCollector
 from delayline.model import Cancel
 from delayline.reader import read_topic
-from delayline.testing_pipeline import Delivery, DeliveryCollector
 from tests.e2e.conftest import LATENESS_TOLERANCE_MS, RunningPipeline
 
 

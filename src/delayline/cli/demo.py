@@ -14,9 +14,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``demo``."""
     parser = sub.add_parser(
         "demo",
-        help="start a local broker, write some schedules, show them",
-        description="Start (or reuse) the local broker, create the topics, schedule a few "
-        "messages with the Python client and show them on the schedules topic.",
+        help="see delayline work: local broker, pipeline, 50 schedules delivered live",
+        description="Start (or reuse) the local broker, start the pipeline, schedule about 50 "
+        "messages (some updated, some cancelled, one malformed), show each delivery with its "
+        "lateness, then stop what was started. Exit 1 if any expectation failed.",
     )
     env_flag(
         parser,
@@ -47,5 +48,4 @@ def _demo(args: argparse.Namespace) -> int:
     config = DemoConfig(
         broker=BrokerConfig(data_dir=args.data_dir, port=args.port), keep_broker=args.keep_broker
     )
-    run_demo(config, say)
-    return 0
+    return 0 if run_demo(config, say) else 1

@@ -1,5 +1,6 @@
-"""Test helpers around a running pipeline: the ``delayline run`` process and a
-``read_committed`` collector of what it delivers."""
+"""Run and watch a pipeline from outside, as an operator would: the ``delayline run``
+process and a ``read_committed`` collector of what it delivers. Used by the demo,
+the end-to-end tests and benchmarks."""
 
 from __future__ import annotations
 

@@ -1,0 +1,93 @@
+"""What the fire stage writes for each event, and the codecs it relies on."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from delayline.contract import ConsumedRecord, parse_record, render_dead_letter, render_tombstone
+from delayline.contract.codec import decode_headers, encode_headers
+from delayline.model import Cancel, Schedule, SourceRef
+from delayline.pipeline import rows as r
+from delayline.pipeline.config import PipelineConfig
+from delayline.pipeline.sink import to_records
+
+SOURCE = SourceRef("schedules", 2, 41, 1_607_918_336_000)
+SCHEDULE = Schedule(
+    "vid1-online", 1_893_456_000_000, "online-videos", b"vid1", b"video 1",
+    (("scheduler-epoch", b"1893456000"), ("scheduler-target-topic", b"online-videos"), ("x", None)),
+    SOURCE,
+)  # fmt: skip
+
+
+@given(
+    st.lists(
+        st.tuples(st.text(max_size=30), st.one_of(st.none(), st.binary(max_size=50))), max_size=10
+    )
+)
+def test_header_codec_round_trips(headers: list[tuple[str, bytes | None]]) -> None:
+    assert decode_headers(encode_headers(tuple(headers))) == tuple(headers)
+
+
+@pytest.mark.parametrize("data", [b"", b"\x02", encode_headers((("a", b"bc"),))[:-1]])
+def test_header_codec_rejects_unknown_or_truncated(data: bytes) -> None:
+    with pytest.raises(ValueError, match=r"version|truncated"):
+        decode_headers(data)
+
+
+def test_tombstone_names_the_fired_offset_and_parses_back() -> None:
+    tomb = render_tombstone(SCHEDULE)
+    assert tomb.headers == (("delayline-fired-offset", b"41"),)
+    read = parse_record(ConsumedRecord("schedules", 2, 50, 0, tomb.key, tomb.value, tomb.headers))
+    assert read == Cancel("vid1-online", fired_offset=41)
+    junk = ConsumedRecord("s", 0, 1, 0, b"a", None, (("delayline-fired-offset", b"x"),))
+    assert parse_record(junk) == Cancel("a", fired_offset=None)
+
+
+def test_dead_letter_keeps_the_record_and_adds_reason_and_source() -> None:
+    record = ConsumedRecord("schedules", 1, 7, 0, b"k", b"v", (("a", b"1"),))
+    dead = render_dead_letter(record, "missing header scheduler-epoch", "dlq")
+    assert (dead.topic, dead.key, dead.value, dead.partition) == ("dlq", b"k", b"v", None)
+    assert dead.headers == (
+        ("a", b"1"),
+        ("delayline-error", b"missing header scheduler-epoch"),
+        ("delayline-source", b"schedules/1/7"),
+    )
+
+
+def test_fire_event_becomes_delivery_tombstone_and_history() -> None:
+    event = r.schedule_event(r.FIRE, SCHEDULE, at_ms=1)
+    config = PipelineConfig(history_topic="hist", dead_letter_topic="dlq")
+    delivery, tomb, history = to_records(event, config)
+    assert (delivery.topic, delivery.key, delivery.value) == ("online-videos", b"vid1", b"video 1")
+    assert delivery.headers[:3] == SCHEDULE.headers
+    assert dict(delivery.headers[3:]) == {
+        "scheduler-timestamp": b"1607918336",
+        "scheduler-key": b"vid1-online",
+        "scheduler-topic": b"schedules",
+    }
+    assert (tomb.topic, tomb.partition, tomb.value) == ("schedules", 2, None)
+    assert (history.topic, history.key, history.headers) == (
+        "hist",
+        b"vid1-online",
+        delivery.headers,
+    )
+    assert len(to_records(event, PipelineConfig(history_topic=None))) == 2
+
+
+def test_expired_schedule_is_dead_lettered_and_tombstoned() -> None:
+    event = r.schedule_event(r.DEAD, SCHEDULE, at_ms=1, reason="expired")
+    dead, tomb = to_records(event, PipelineConfig(dead_letter_topic="dlq"))
+    assert (dead.topic, dead.key, dead.value) == ("dlq", b"vid1-online", b"video 1")
+    assert dict(dead.headers)["delayline-error"] == b"expired"
+    assert dict(dead.headers)["delayline-source"] == b"schedules/2/41"
+    assert (tomb.topic, tomb.partition) == ("schedules", 2)
+
+
+def test_invalid_record_is_only_dead_lettered_and_bookkeeping_writes_nothing() -> None:
+    record = ConsumedRecord("schedules", 0, 3, 0, b"k", b"v", ())
+    (dead,) = to_records(r.record_event(r.DEAD, record, 1, "bad"), PipelineConfig())
+    assert dead.topic == "delayline-dead-letters"
+    for kind in (r.PLANNED, r.UPDATED, r.CANCELLED, r.UNKNOWN_CANCEL, r.OWN_TOMBSTONE, r.STALE):
+        assert to_records(r.record_event(kind, record, 1, sid="k"), PipelineConfig()) == []

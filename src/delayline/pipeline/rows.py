@@ -127,6 +127,16 @@ def schedule_event(kind: str, schedule: Schedule, at_ms: int, reason: str | None
     )
 
 
+def count_event(kind: str, sid: str | None, at_ms: int) -> Row:
+    """A bookkeeping event (planned, updated, cancelled...): counted, never written,
+    so it carries no payload to the driver."""
+    return Row(
+        kind=kind, id=sid, src_topic=None, src_partition=None, src_offset=None,
+        src_timestamp_ms=None, key=None, value=None, headers=None, target_topic=None,
+        target_key=None, due_ms=None, reason=None, at_ms=at_ms,
+    )  # fmt: skip
+
+
 def record_event(
     kind: str, record: ConsumedRecord, at_ms: int, reason: str | None = None, sid: str | None = None
 ) -> Row:

@@ -70,10 +70,10 @@ class HoldProcessor(StatefulProcessor):
                 yield r.record_event(r.DEAD, record, now_ms, parsed.reason)
             elif isinstance(parsed, Cancel):
                 kind, held = _apply_cancel(held, parsed)
-                yield r.record_event(kind, record, now_ms, sid=parsed.id)
+                yield r.count_event(kind, parsed.id, now_ms)
             else:
                 if not _newer(parsed, held):
-                    yield r.schedule_event(r.STALE, parsed, now_ms)
+                    yield r.count_event(r.STALE, parsed.id, now_ms)
                     continue
                 held = parsed
         if held is before:
@@ -89,7 +89,7 @@ class HoldProcessor(StatefulProcessor):
         else:
             self.held.update(r.schedule_to_state(held))
             self.handle.registerTimer(held.due_ms)
-            yield r.schedule_event(r.PLANNED if before is None else r.UPDATED, held, now_ms)
+            yield r.count_event(r.PLANNED if before is None else r.UPDATED, held.id, now_ms)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo

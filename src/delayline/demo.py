@@ -23,8 +23,7 @@ from delayline.client import ClientConfig, Scheduler
 from delayline.clock import ms_to_datetime
 from delayline.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.infra.broker import BrokerConfig, LocalBroker
-from delayline.testing import create_topic
-from delayline.topics import TopicsConfig, ensure_topics
+from delayline.topics import TopicsConfig, create_topic, ensure_topics
 
 Out = Callable[[str], None]
 

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
-from delayline.config import kafka_client_config
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
+from delayline.topics import create_topic
 
 TEST_BOOTSTRAP_ENV = "DELAYLINE_TEST_BOOTSTRAP"
+
+__all__ = ["TEST_BOOTSTRAP_ENV", "create_topic", "session_broker", "unique_topic"]
 
 
 @contextmanager
@@ -44,20 +44,3 @@ def session_broker(data_dir: Path) -> Iterator[str]:
 def unique_topic(prefix: str = "test") -> str:
     """A topic name no other test uses."""
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
-
-
-def create_topic(
-    bootstrap_servers: str,
-    name: str,
-    *,
-    partitions: int = 1,
-    config: Mapping[str, str] | None = None,
-    timeout_s: float = 30.0,
-) -> str:
-    """Create ``name`` and wait until it exists; return the name."""
-    admin = AdminClient(kafka_client_config(bootstrap_servers))
-    topic = NewTopic(
-        name, num_partitions=partitions, replication_factor=1, config=dict(config or {})
-    )
-    admin.create_topics([topic], operation_timeout=timeout_s)[name].result(timeout=timeout_s)
-    return name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
@@ -148,3 +149,24 @@ def _check_policy(admin: AdminClient, name: str, policy: str, timeout_s: float) 
             f"fix with: kafka-configs --alter --entity-type topics --entity-name {name} "
             f"--add-config cleanup.policy={policy}"
         )
+
+
+def create_topic(
+    bootstrap_servers: str,
+    name: str,
+    *,
+    partitions: int = 1,
+    config: Mapping[str, str] | None = None,
+    timeout_s: float = 30.0,
+) -> str:
+    """Create one topic (replication factor 1) and wait until it exists; return its name.
+
+    Raises:
+        KafkaException: Kafka refused, for example because the topic exists.
+    """
+    admin = AdminClient(kafka_client_config(bootstrap_servers))
+    topic = NewTopic(
+        name, num_partitions=partitions, replication_factor=1, config=dict(config or {})
+    )
+    admin.create_topics([topic], operation_timeout=timeout_s)[name].result(timeout=timeout_s)
+    return name

@@ -17,16 +17,28 @@ TOTAL = 1000
 KILLS = 3
 
 
-def test_sigkill_three_times_during_1000_schedules(kafka_bootstrap: str, tmp_path: Path) -> None:
-    topics = make_topics(kafka_bootstrap)
-    target = create_topic(kafka_bootstrap, unique_topic("target"), partitions=3)
-    args = pipeline_args(topics, tmp_path / "checkpoint")
-    log = ARTIFACTS / f"crash-{topics.schedules}.log"
-    client_config = ClientConfig(
-        bootstrap_servers=kafka_bootstrap, schedules_topic=topics.schedules
+def setup(
+    bootstrap: str, tmp_path: Path, name: str, partitions: int
+) -> tuple[PipelineProcess, str, ClientConfig]:
+    """Fresh topics, a pipeline process (not started), its target and a client config."""
+    topics = make_topics(bootstrap)
+    target = create_topic(bootstrap, unique_topic("target"), partitions=partitions)
+    process = PipelineProcess(
+        bootstrap,
+        pipeline_args(topics, tmp_path / "checkpoint"),
+        ARTIFACTS / f"{name}-{topics.schedules}.log",
     )
+    return (
+        process,
+        target,
+        ClientConfig(bootstrap_servers=bootstrap, schedules_topic=topics.schedules),
+    )
+
+
+def test_sigkill_three_times_during_1000_schedules(kafka_bootstrap: str, tmp_path: Path) -> None:
+    process, target, client_config = setup(kafka_bootstrap, tmp_path, "crash", partitions=3)
     with (
-        PipelineProcess(kafka_bootstrap, args, log) as pipeline,
+        process as pipeline,
         DeliveryCollector(kafka_bootstrap, [target]) as seen,
     ):
         pipeline.start()
@@ -78,16 +90,10 @@ def _report(deliveries: list, due: dict[str, int], started_ms: int) -> None:
 def test_rebuild_from_the_topic_after_deleting_the_checkpoint(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    topics = make_topics(kafka_bootstrap)
-    target = create_topic(kafka_bootstrap, unique_topic("target"))
+    process, target, client_config = setup(kafka_bootstrap, tmp_path, "rebuild", partitions=1)
     checkpoint = tmp_path / "checkpoint"
-    args = pipeline_args(topics, checkpoint)
-    log = ARTIFACTS / f"rebuild-{topics.schedules}.log"
-    client_config = ClientConfig(
-        bootstrap_servers=kafka_bootstrap, schedules_topic=topics.schedules
-    )
     with (
-        PipelineProcess(kafka_bootstrap, args, log) as pipeline,
+        process as pipeline,
         DeliveryCollector(kafka_bootstrap, [target]) as seen,
     ):
         pipeline.start()

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 
@@ -19,29 +21,26 @@ def partitions(bootstrap: str, topic: str) -> int:
     return len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
 
 
-def names() -> TopicsConfig:
+def names(bootstrap: str = "", *, history: bool = True) -> TopicsConfig:
     return TopicsConfig(
+        bootstrap_servers=bootstrap,
         schedules_topic=unique_topic("sched"),
         dead_letter_topic=unique_topic("dlq"),
-        history_topic=unique_topic("hist"),
+        history_topic=unique_topic("hist") if history else None,
+        commits_topic=unique_topic("commits"),
     )
 
 
 def test_creates_topics_with_the_right_policies_and_is_idempotent(kafka_bootstrap: str) -> None:
-    base = names()
-    config = TopicsConfig(
-        bootstrap_servers=kafka_bootstrap,
-        schedules_topic=base.schedules_topic,
-        dead_letter_topic=base.dead_letter_topic,
-        history_topic=base.history_topic,
-        partitions=3,
-    )
+    config = replace(names(kafka_bootstrap), partitions=3)
     assert ensure_topics(config) == {
         config.schedules_topic: "created",
         config.dead_letter_topic: "created",
+        config.commits_topic: "created",
         config.history_topic: "created",
     }
     assert cleanup_policy(kafka_bootstrap, config.schedules_topic) == "compact"
+    assert cleanup_policy(kafka_bootstrap, config.commits_topic) == "compact"
     assert cleanup_policy(kafka_bootstrap, config.dead_letter_topic) == "delete"
     assert cleanup_policy(kafka_bootstrap, str(config.history_topic)) == "delete"
     assert partitions(kafka_bootstrap, config.schedules_topic) == 3
@@ -49,38 +48,20 @@ def test_creates_topics_with_the_right_policies_and_is_idempotent(kafka_bootstra
 
 
 def test_schedules_topic_that_is_not_compacted_is_refused(kafka_bootstrap: str) -> None:
-    base = names()
+    base = config = names(kafka_bootstrap, history=False)
     create_topic(kafka_bootstrap, base.schedules_topic, config={"cleanup.policy": "delete"})
-    config = TopicsConfig(
-        bootstrap_servers=kafka_bootstrap,
-        schedules_topic=base.schedules_topic,
-        dead_letter_topic=base.dead_letter_topic,
-        history_topic=None,
-    )
     with pytest.raises(TopicConfigError, match=r"cleanup.policy=delete but must be compacted"):
         ensure_topics(config)
 
 
 def test_compacted_dead_letter_topic_is_refused(kafka_bootstrap: str) -> None:
-    base = names()
+    base = config = names(kafka_bootstrap, history=False)
     create_topic(kafka_bootstrap, base.dead_letter_topic, config={"cleanup.policy": "compact"})
-    config = TopicsConfig(
-        bootstrap_servers=kafka_bootstrap,
-        schedules_topic=base.schedules_topic,
-        dead_letter_topic=base.dead_letter_topic,
-        history_topic=None,
-    )
     with pytest.raises(TopicConfigError, match="must be not compacted"):
         ensure_topics(config)
 
 
 def test_compact_delete_counts_as_compacted(kafka_bootstrap: str) -> None:
-    base = names()
+    base = config = names(kafka_bootstrap, history=False)
     create_topic(kafka_bootstrap, base.schedules_topic, config={"cleanup.policy": "compact,delete"})
-    config = TopicsConfig(
-        bootstrap_servers=kafka_bootstrap,
-        schedules_topic=base.schedules_topic,
-        dead_letter_topic=base.dead_letter_topic,
-        history_topic=None,
-    )
     assert ensure_topics(config)[base.schedules_topic] == "exists"

@@ -152,15 +152,16 @@ def _run(args: argparse.Namespace) -> int:
         driver_memory_mb=args.driver_memory_mb,
     )
     logging.getLogger("delayline").setLevel(min(logging.INFO, logging.getLogger().level))
-    ensure_topics(
-        TopicsConfig(
-            bootstrap_servers=config.bootstrap_servers,
-            schedules_topic=config.schedules_topics[0],
-            dead_letter_topic=config.dead_letter_topic,
-            history_topic=config.history_topic,
-            commits_topic=config.commits_topic,
+    for schedules_topic in config.schedules_topics:  # each must exist and be compacted
+        ensure_topics(
+            TopicsConfig(
+                bootstrap_servers=config.bootstrap_servers,
+                schedules_topic=schedules_topic,
+                dead_letter_topic=config.dead_letter_topic,
+                history_topic=config.history_topic,
+                commits_topic=config.commits_topic,
+            )
         )
-    )
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

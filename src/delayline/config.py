@@ -38,6 +38,8 @@ class ClientConfig:
             self.bootstrap_servers,
             **{
                 "enable.idempotence": True,
+                # A mistyped schedules topic must be an error, not a new uncompacted topic.
+                "allow.auto.create.topics": False,
                 "acks": "all",
                 "linger.ms": 5,
                 "delivery.timeout.ms": self.delivery_timeout_ms,

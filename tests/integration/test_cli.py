@@ -121,12 +121,17 @@ def test_unreachable_broker_is_one_clear_line_within_the_timeout() -> None:
 
 
 def test_topics_create_and_wrong_policy(kafka_bootstrap: str) -> None:
-    sched, dlq = unique_topic("s"), unique_topic("d")
+    sched, dlq, commits = unique_topic("s"), unique_topic("d"), unique_topic("c")
     args = ["topics", "create", "-b", kafka_bootstrap, "--schedules-topic", sched,
-            "--dead-letter-topic", dlq, "--history-topic", "", "--partitions", "2"]  # fmt: skip
+            "--dead-letter-topic", dlq, "--commits-topic", commits, "--history-topic", "",
+            "--partitions", "2"]  # fmt: skip
     created = delayline(*args)
     assert created.returncode == 0, created.stderr
-    assert created.stdout.splitlines() == [f"{sched}: created", f"{dlq}: created"]
+    assert created.stdout.splitlines() == [
+        f"{sched}: created",
+        f"{dlq}: created",
+        f"{commits}: created",
+    ]
 
     wrong = create_topic(kafka_bootstrap, unique_topic("w"), config={"cleanup.policy": "delete"})
     refused = delayline("topics", "create", "-b", kafka_bootstrap, "--schedules-topic", wrong)

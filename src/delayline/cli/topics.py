@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from delayline.cli._common import add_bootstrap, add_schedules_topic, add_timeout, env_flag, say
-from delayline.config import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_HISTORY_TOPIC
+from delayline.config import DEFAULT_COMMITS_TOPIC, DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_HISTORY_TOPIC
 from delayline.topics import TopicsConfig, ensure_topics
 
 
@@ -27,6 +27,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         env="DELAYLINE_DEAD_LETTER_TOPIC",
         default=DEFAULT_DEAD_LETTER_TOPIC,
         help="topic for rejected records",
+    )
+    env_flag(
+        create,
+        "--commits-topic",
+        env="DELAYLINE_COMMITS_TOPIC",
+        default=DEFAULT_COMMITS_TOPIC,
+        help="compacted topic of the pipeline's commit markers",
     )
     env_flag(
         create,
@@ -61,6 +68,7 @@ def _create(args: argparse.Namespace) -> int:
         schedules_topic=args.schedules_topic,
         dead_letter_topic=args.dead_letter_topic,
         history_topic=args.history_topic or None,
+        commits_topic=args.commits_topic,
         partitions=args.partitions,
         replication_factor=args.replication_factor,
         timeout_ms=args.timeout_ms,

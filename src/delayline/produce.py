@@ -20,6 +20,8 @@ def produce(producer: Producer, record: OutgoingRecord, on_delivery: Any) -> Non
     }
     if record.partition is not None:
         kwargs["partition"] = record.partition
+    if record.timestamp_ms is not None:
+        kwargs["timestamp"] = record.timestamp_ms
     while True:
         try:
             producer.produce(**kwargs)

@@ -91,3 +91,15 @@ def test_invalid_record_is_only_dead_lettered_and_bookkeeping_writes_nothing() -
     assert dead.topic == "delayline-dead-letters"
     for kind in (r.PLANNED, r.UPDATED, r.CANCELLED, r.UNKNOWN_CANCEL, r.OWN_TOMBSTONE, r.STALE):
         assert to_records(r.record_event(kind, record, 1, sid="k"), PipelineConfig()) == []
+
+
+def test_rewrite_appends_the_held_version_as_it_was() -> None:
+    (again,) = to_records(r.schedule_event(r.REWRITE, SCHEDULE, at_ms=1), PipelineConfig())
+    assert (again.topic, again.partition, again.key, again.value) == (
+        "schedules",
+        2,
+        b"vid1-online",
+        b"video 1",
+    )
+    assert again.headers == SCHEDULE.headers
+    assert again.timestamp_ms == SOURCE.timestamp_ms

@@ -92,9 +92,18 @@ def test_cancel_of_unknown_id_is_counted(tester: TwsTester) -> None:
 
 def test_own_tombstone_of_a_fired_version_keeps_the_newer_one(tester: TwsTester) -> None:
     tester.test(KEY, [record(7, due_s=1010)])
-    assert kinds(tester.test(KEY, [tombstone(8, fired_offset=3)])) == [r.STALE]
+    stale, rewrite = tester.test(KEY, [tombstone(8, fired_offset=3)])
+    assert (stale.kind, rewrite.kind) == (r.STALE, r.REWRITE)
+    # The kept version is appended again, as it was, so compaction cannot drop it.
+    assert (rewrite.src_offset, rewrite.src_partition, rewrite.value) == (7, 1, b"p")
     assert held_offset(tester) == 7
     assert kinds(tester.test(KEY, [tombstone(9, fired_offset=7)])) == [r.CANCELLED]
+
+
+def test_no_rewrite_when_a_newer_version_follows_the_tombstone(tester: TwsTester) -> None:
+    tester.test(KEY, [record(7, due_s=1010)])
+    out = tester.test(KEY, [tombstone(8, fired_offset=3), record(9, due_s=1020)])
+    assert kinds(out) == [r.STALE, r.UPDATED]
 
 
 def test_past_due_fires_at_once_and_too_late_is_expired(tester: TwsTester) -> None:

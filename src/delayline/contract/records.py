@@ -54,6 +54,7 @@ class OutgoingRecord:
         value: Value bytes, or ``None`` for a tombstone.
         headers: Headers in order.
         partition: Exact partition, or ``None`` to let the writer choose.
+        timestamp_ms: Record timestamp, or ``None`` for the time of writing.
     """
 
     topic: str
@@ -61,6 +62,7 @@ class OutgoingRecord:
     value: bytes | None
     headers: Headers = ()
     partition: int | None = None
+    timestamp_ms: int | None = None
 
 
 def parse_record(record: ConsumedRecord) -> Parsed:

@@ -59,7 +59,10 @@ UNKNOWN_CANCEL = "unknown_cancel"
 OWN_TOMBSTONE = "own_tombstone"
 """delayline's tombstone after a delivery, read back: the schedule is already gone."""
 STALE = "stale"
-KINDS = (FIRE, DEAD, PLANNED, UPDATED, CANCELLED, UNKNOWN_CANCEL, OWN_TOMBSTONE, STALE)
+REWRITE = "rewrite"
+"""Append the held version to the schedules topic again: delayline's tombstone for an
+older, fired version sits after it, and compaction would otherwise remove it."""
+KINDS = (FIRE, DEAD, PLANNED, UPDATED, CANCELLED, UNKNOWN_CANCEL, OWN_TOMBSTONE, STALE, REWRITE)
 
 
 def input_to_record(row: Any) -> ConsumedRecord:

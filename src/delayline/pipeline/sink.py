@@ -7,7 +7,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from delayline.contract import (
     render_dead_letter,
     render_delivery,
     render_history,
+    render_schedule,
     render_tombstone,
 )
 from delayline.fire.transactional import TransactionalFirer
@@ -51,6 +52,11 @@ def to_records(row: Any, config: PipelineConfig) -> list[OutgoingRecord]:
         if config.history_topic:
             out.append(render_history(schedule, config.history_topic))
         return out
+    if kind == r.REWRITE:
+        schedule = r.event_schedule(row)
+        source = r.event_source(row)
+        again = render_schedule(schedule, source.topic, source.partition)
+        return [replace(again, timestamp_ms=source.timestamp_ms)]
     if kind == r.DEAD:
         dead = render_dead_letter(r.event_record(row), row["reason"], config.dead_letter_topic)
         if row["due_ms"] is None:

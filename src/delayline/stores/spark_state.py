@@ -8,7 +8,8 @@ rules (the guarantees the rest of the pipeline relies on):
   timer; an older or equal offset is ignored (replays are harmless).
 * A tombstone cancels: state and timer removed. A tombstone delayline wrote after
   a delivery (``delayline-fired-offset``) cancels only the version that fired or
-  older, never a newer one that arrived meanwhile.
+  older, never a newer one that arrived meanwhile; that newer one is then appended
+  again (``rewrite``) so log compaction keeps it on the topic for a rebuild.
 * All records of a key in one micro-batch are applied in offset order before
   anything fires, so only the last version counts.
 * A schedule already due on arrival fires in the same micro-batch; one more than
@@ -61,6 +62,7 @@ class HoldProcessor(StatefulProcessor):
         topic = key[0]
         before = self._held(topic)
         held = before
+        rewrite = False
         # Fold every record of this key in the batch first, then act on the result:
         # a schedule followed by its cancel in one batch (a rebuild reads both at
         # once) must not fire, even if it is long past due.
@@ -70,12 +72,17 @@ class HoldProcessor(StatefulProcessor):
                 yield r.record_event(r.DEAD, record, now_ms, parsed.reason)
             elif isinstance(parsed, Cancel):
                 kind, held = _apply_cancel(held, parsed)
+                # Our tombstone of a fired version now follows the held, newer one.
+                rewrite = kind == r.STALE
                 yield r.count_event(kind, parsed.id, now_ms)
             else:
                 if not _newer(parsed, held):
                     yield r.count_event(r.STALE, parsed.id, now_ms)
                     continue
                 held = parsed
+                rewrite = False
+        if rewrite and held is not None and held.due_ms > now_ms:
+            yield r.schedule_event(r.REWRITE, held, now_ms)
         if held is before:
             return
         if before is not None:

@@ -116,7 +116,7 @@ def _with_broker(config: DemoConfig, out: Out) -> bool:
 
 
 def _write(bootstrap: str, schedules: str, target: str, config: DemoConfig, out: Out) -> Plan:
-    rng = random.Random(7)  # noqa: S311 - demo data, not security
+    rng = random.Random(7)
     ids = [f"order-{n:03d}" for n in range(config.schedules)]
     due: dict[str, int] = {}
     client_config = ClientConfig(bootstrap_servers=bootstrap, schedules_topic=schedules)

@@ -116,6 +116,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=int,
         help="Spark driver JVM heap",
     )
+    env_flag(
+        p,
+        "--progress-file",
+        env="DELAYLINE_PROGRESS_FILE",
+        default=None,
+        type=Path,
+        help="append one JSON line per micro-batch to this file (for tools)",
+    )
     p.add_argument(
         "--rebuild",
         action="store_true",
@@ -123,7 +131,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="delete the checkpoint and rebuild pending schedules from the schedules "
         "topics [env DELAYLINE_REBUILD=1]",
     )
-    p.set_defaults(func=_run)  # fmt: skip
+    p.set_defaults(func=_run)
 
 
 def schedules_topics(args: argparse.Namespace) -> tuple[str, ...]:
@@ -150,6 +158,7 @@ def _run(args: argparse.Namespace) -> int:
         max_lateness_ms=args.max_lateness_ms,
         query_name=args.query_name,
         driver_memory_mb=args.driver_memory_mb,
+        progress_file=args.progress_file,
     )
     logging.getLogger("delayline").setLevel(min(logging.INFO, logging.getLogger().level))
     for schedules_topic in config.schedules_topics:  # each must exist and be compacted

@@ -32,6 +32,7 @@ class PipelineConfig:
         max_lateness_ms: Dead-letter schedules later than this; ``None`` fires all.
         query_name: Name of the streaming query; part of the transactional id.
         driver_memory_mb: JVM heap of the Spark driver (local mode runs all there).
+        progress_file: Append one JSON line per micro-batch here (for tools); ``None``: off.
     """
 
     bootstrap_servers: str = DEFAULT_BOOTSTRAP_SERVERS
@@ -46,6 +47,7 @@ class PipelineConfig:
     max_lateness_ms: int | None = None
     query_name: str = "delayline"
     driver_memory_mb: int = 1024
+    progress_file: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.schedules_topics:

@@ -72,7 +72,7 @@ class Pipeline:
         self, config: PipelineConfig, on_batch: Callable[[BatchReport], None] | None = None
     ) -> None:
         self.config = config
-        self._on_batch = on_batch or self._log_batch
+        self._on_batch = on_batch or self._report_batch
         self._spark: SparkSession | None = None
         self._query: StreamingQuery | None = None
         self._firer: TransactionalFirer | None = None
@@ -148,6 +148,12 @@ class Pipeline:
         if self._query is None:
             raise PipelineError("pipeline not started")
         return self._query
+
+    def _report_batch(self, report: BatchReport) -> None:
+        self._log_batch(report)
+        if self.config.progress_file is not None:
+            with self.config.progress_file.open("a") as out:
+                out.write(report.to_json() + "\n")
 
     def _log_batch(self, report: BatchReport) -> None:
         c = report.counts

@@ -41,6 +41,19 @@ class BatchReport:
     counts: Counter[str] = field(default_factory=Counter)
     lateness_ms: list[int] = field(default_factory=list)
     committed: bool = True
+    finished_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
+
+    def to_json(self) -> str:
+        """One line for ``--progress-file``: ids and counts, never payloads."""
+        return json.dumps(
+            {
+                "batch_id": self.batch_id,
+                "finished_ms": self.finished_ms,
+                "committed": self.committed,
+                "counts": dict(self.counts),
+                "lateness_ms": self.lateness_ms,
+            }
+        )
 
 
 def to_records(row: Any, config: PipelineConfig) -> list[OutgoingRecord]:
@@ -104,6 +117,7 @@ class FireSink:
                 report.lateness_ms = [
                     committed_ms - int(row["due_ms"]) for row in rows if row["kind"] == r.FIRE
                 ]
+        report.finished_ms = time.time_ns() // 1_000_000
         self.on_batch(report)
 
 

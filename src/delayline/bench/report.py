@@ -1,0 +1,187 @@
+"""Turn a benchmark result into a table, a JSON file and a PNG plot."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+TARGETS: dict[str, list[tuple[str, str, float, str]]] = {
+    # scenario -> (label, figure key path, bound, "<=" or ">=")
+    "steady": [("lateness p99 (ms) at the offered rate", "lateness_ms.p99", 1000, "<="),
+               ("sustained ingest (schedules/s)", "ingest_per_s", 20_000, ">=")],
+    "burst": [("delivery throughput (schedules/s)", "fire_per_s", 20_000, ">="),
+              ("ingest throughput (schedules/s)", "ingest_per_s", 20_000, ">=")],
+    "backlog": [("pipeline peak RSS (MiB) with the backlog held", "peak_rss_mb", 3072, "<=")],
+    "restart": [("first delivery after restart (s)", "first_delivery_after_restart_s", 60, "<=")],
+    "idle": [("idle CPU (% of one core)", "cpu_idle_pct", 15, "<=")],
+}  # fmt: skip
+ZERO = [("early", "early"), ("duplicates", "duplicates"), ("lost", "lost")]
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    mem_kb = 0
+    model = platform.processor()
+    try:
+        mem_kb = int(Path("/proc/meminfo").read_text().split()[1])
+        model = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
+    except (OSError, StopIteration, ValueError):
+        pass
+    import pyspark  # noqa: PLC0415 - only for its version
+
+    return {
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem_kb / 2**20, 1),
+        "cpu": model,
+        "python": platform.python_version(),
+        "pyspark": pyspark.__version__,
+        "os": platform.platform(),
+    }
+
+
+def lookup(figures: dict[str, Any], path: str) -> Any:
+    """``a.b`` -> figures["a"]["b"] (None when missing)."""
+    value: Any = figures
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def evaluate(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target of the scenario: measured value, bound, met (None: not comparable)."""
+    scenario, figures, quick = result["scenario"], result["figures"], result["quick"]
+    rows = []
+    for label, path, bound, op in TARGETS.get(scenario, []):
+        value = lookup(figures, path)
+        met = None if value is None else (value <= bound if op == "<=" else value >= bound)
+        if quick and scenario in {"backlog", "restart"}:
+            met = None  # the target is defined at 1M pending; quick runs hold far fewer
+        rows.append({"target": label, "measured": value, "bound": f"{op} {bound:g}", "met": met})
+    for label, key in ZERO:
+        if key in figures:
+            rows.append(
+                {
+                    "target": label,
+                    "measured": figures[key],
+                    "bound": "= 0",
+                    "met": figures[key] == 0,
+                }
+            )
+    return rows
+
+
+def table(result: dict[str, Any]) -> str:
+    """A plain-text report."""
+    f, b = result["figures"], result["baseline"]
+    m = result["machine"]
+    quick = " (quick)" if result["quick"] else ""
+    lines = [f"scenario {result['scenario']}{quick}: {m['cores']} cores, {m['memory_gib']} GiB", ""]
+    rows = [
+        ("ingest (schedules/s)", f.get("ingest_per_s"), b["produce_per_s"], "raw produce/s"),
+        ("delivery (schedules/s)", f.get("fire_per_s"), b["consume_per_s"], "raw consume/s"),
+        ("lateness p50 (ms)", lookup(f, "lateness_ms.p50"), lookup(b, "latency_ms.p50"), "raw p50"),
+        ("lateness p99 (ms)", lookup(f, "lateness_ms.p99"), lookup(b, "latency_ms.p99"), "raw p99"),
+        ("lateness min/p90/max (ms)", _triple(f.get("lateness_ms")), None, ""),
+        ("early / duplicates / lost", _zeros(f), None, ""),
+        ("pipeline peak RSS (MiB)", f.get("peak_rss_mb"), None, ""),
+        ("broker peak RSS (MiB)", f.get("broker_peak_rss_mb"), None, ""),
+        ("pipeline CPU idle / load (% core)", _pair(f, "cpu_idle_pct", "cpu_load_pct"), None, ""),
+    ]  # fmt: skip
+    for key in (
+        "pending_held",
+        "restart_ready_s",
+        "first_delivery_after_restart_s",
+        "ingest_finished_before_due_ms",
+    ):
+        if key in f:
+            rows.append((key.replace("_", " "), f[key], None, ""))
+    lines.append(f"{'figure':<36} {'measured':>14} {'limit':>10}  {'ratio':>7}  limit is")
+    for name, value, limit, what in rows:
+        ratio = (
+            f"{value / limit:.3f}"
+            if isinstance(value, int | float) and isinstance(limit, int | float) and limit
+            else ""
+        )
+        lines.append(f"{name:<36} {_fmt(value):>14} {_fmt(limit):>10}  {ratio:>7}  {what}")
+    lines += ["", f"{'target':<46} {'measured':>12} {'bound':>10}  met"]
+    for row in evaluate(result):
+        met = {True: "yes", False: "NO", None: "n/a"}[row["met"]]
+        lines.append(f"{row['target']:<46} {_fmt(row['measured']):>12} {row['bound']:>10}  {met}")
+    return "\n".join(lines)
+
+
+def write_json(result: dict[str, Any], path: Path) -> None:
+    """The result without raw samples, plus the target evaluation."""
+    clean = {
+        **result,
+        "figures": {k: v for k, v in result["figures"].items() if not k.startswith("_")},
+    }
+    clean["targets"] = evaluate(result)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(clean, indent=2) + "\n")
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    """Lateness histogram and throughput (accepted, delivered per second) over time."""
+    import matplotlib  # noqa: PLC0415 - heavy; only when plotting
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    f = result["figures"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    lateness = f.get("_lateness") or []
+    left.hist(lateness, bins=50, color="#3b7dd8")
+    left.set(
+        title=f"lateness ({len(lateness):,} deliveries)", xlabel="ms after due", ylabel="deliveries"
+    )
+    arrivals = f.get("_arrivals") or []
+    accepted = f.get("_accepted") or []
+    t0 = min([a for a in arrivals[:1]] + [ms for ms, _ in accepted[:1]], default=0)
+    if arrivals:
+        per_s: dict[int, int] = {}
+        for ms in arrivals:
+            per_s[(ms - t0) // 1000] = per_s.get((ms - t0) // 1000, 0) + 1
+        xs = sorted(per_s)
+        right.plot(xs, [per_s[x] for x in xs], label="delivered / s")
+    if len(accepted) > 1:
+        xs2 = [(ms - t0) / 1000 for ms, _ in accepted[1:]]
+        rates = [(b[1] - a[1]) / max(0.001, (b[0] - a[0]) / 1000) for a, b in pairwise(accepted)]
+        right.plot(xs2, rates, label="accepted / s", alpha=0.7)
+    right.set(title="throughput", xlabel="s", ylabel="schedules per second")
+    right.legend()
+    fig.suptitle(f"delayline bench: {result['scenario']}{' (quick)' if result['quick'] else ''}")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _triple(summary: dict[str, Any] | None) -> str:
+    if not summary or summary.get("min") is None:
+        return "-"
+    return f"{summary['min']}/{summary['p90']}/{summary['max']}"
+
+
+def _pair(f: dict[str, Any], a: str, b: str) -> str:
+    return f"{f.get(a)} / {f.get(b)}"
+
+
+def _zeros(f: dict[str, Any]) -> str:
+    return " / ".join(str(f.get(k, "-")) for k in ("early", "duplicates", "lost"))

@@ -1,0 +1,212 @@
+"""One benchmark run: broker, pipeline, load, measurements. Scenarios drive it."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from delayline.bench.sampler import GroupSampler
+from delayline.bench.stats import summary
+from delayline.client import ClientConfig, Scheduler
+from delayline.clock import ms_to_datetime
+from delayline.harness import Delivery, DeliveryCollector, PipelineProcess
+from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
+from delayline.topics import TopicsConfig, create_topic, ensure_topics
+
+# Input events: what the pipeline accepted from the schedules topic.
+INPUT_KINDS = ("planned", "updated", "cancelled", "unknown_cancel", "dead", "stale")
+
+
+@dataclass
+class BenchEnv:
+    """Where a run happens: a broker (own or given), fresh topics, a pipeline."""
+
+    bootstrap: str
+    work_dir: Path
+    broker: LocalBroker | None = None
+    run: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    pipeline: PipelineProcess | None = None
+    sampler: GroupSampler | None = None
+    broker_sampler: GroupSampler | None = None
+
+    @property
+    def schedules_topic(self) -> str:
+        return f"bench-{self.run}-schedules"
+
+    @property
+    def target_topic(self) -> str:
+        return f"bench-{self.run}-target"
+
+    @property
+    def progress_file(self) -> Path:
+        return self.work_dir / "progress.jsonl"
+
+    def client(self) -> Scheduler:
+        return Scheduler(
+            ClientConfig(bootstrap_servers=self.bootstrap, schedules_topic=self.schedules_topic)
+        )
+
+
+def open_env(bootstrap: str | None, work_dir: Path | None) -> BenchEnv:
+    """Start a private broker unless ``bootstrap`` is given; create fresh topics."""
+    root = work_dir or Path(tempfile.mkdtemp(prefix="delayline-bench-"))
+    broker = None
+    if bootstrap is None:
+        config = BrokerConfig(
+            data_dir=root / "broker", port=free_port(), controller_port=free_port(), heap_mb=1024
+        )
+        broker = LocalBroker(config)
+        progress(f"starting a private broker in {config.data_dir}")
+        broker.start()
+        bootstrap = config.bootstrap_servers
+    env = BenchEnv(bootstrap, root, broker)
+    ensure_topics(
+        TopicsConfig(bootstrap_servers=bootstrap, schedules_topic=env.schedules_topic,
+                     dead_letter_topic=f"bench-{env.run}-dlq", history_topic=None,
+                     commits_topic=f"bench-{env.run}-commits", partitions=4)
+    )  # fmt: skip
+    create_topic(bootstrap, env.target_topic, partitions=4)
+    if broker is not None and broker.status().pid:
+        env.broker_sampler = GroupSampler(broker.status().pid or 0).start()
+    return env
+
+
+def start_pipeline(env: BenchEnv, *extra: str) -> float:
+    """Start (or restart) the pipeline; return seconds until its first batch."""
+    if env.pipeline is None:
+        args = [
+            "--schedules-topic", env.schedules_topic,
+            "--dead-letter-topic", f"bench-{env.run}-dlq",
+            "--commits-topic", f"bench-{env.run}-commits",
+            "--checkpoint-dir", str(env.work_dir / "checkpoint"),
+            "--query-name", f"bench-{env.run}",
+            "--progress-file", str(env.progress_file),
+            "--driver-memory-mb", "2048",
+            *extra,
+        ]  # fmt: skip
+        env.pipeline = PipelineProcess(env.bootstrap, args, env.work_dir / "pipeline.log")
+    env.pipeline.start()
+    assert env.pipeline.proc is not None
+    if env.sampler is None:
+        env.sampler = GroupSampler(env.pipeline.proc.pid).start()
+    else:  # a restart runs in a new process group
+        env.sampler.pgid = env.pipeline.proc.pid
+    return env.pipeline.wait_ready()
+
+
+def close_env(env: BenchEnv) -> None:
+    """Stop everything the run started."""
+    if env.pipeline is not None and env.pipeline.proc is not None:
+        env.pipeline.terminate()
+    for sampler in (env.sampler, env.broker_sampler):
+        if sampler is not None:
+            sampler.stop()
+    if env.broker is not None:
+        env.broker.stop()
+
+
+def write_schedules(
+    env: BenchEnv,
+    count: int,
+    due_ms: Any,
+    rate_per_s: float | None = None,
+    prefix: str = "s",
+    on_progress: Any = None,
+) -> dict[str, int]:
+    """Write ``count`` schedules; ``due_ms(i, now_ms)`` gives each due time. Paced when
+    ``rate_per_s`` is set. Returns id -> due ms."""
+    written: dict[str, int] = {}
+    began = time.monotonic()
+    with env.client() as client:
+        for i in range(count):
+            if rate_per_s:
+                wait = began + i / rate_per_s - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+            sid = f"{prefix}-{i}"
+            due = due_ms(i, time.time_ns() // 1_000_000)  # once: it may be random
+            client.schedule(sid, b"x" * 100, env.target_topic, at=ms_to_datetime(due))
+            written[sid] = due
+            if on_progress is not None and i % 1000 == 0:
+                on_progress(i)
+    return written
+
+
+def accepted_timeline(env: BenchEnv) -> list[tuple[int, int]]:
+    """(batch finish ms, cumulative input events) from the pipeline's progress file."""
+    out: list[tuple[int, int]] = []
+    total = 0
+    if not env.progress_file.exists():
+        return out
+    for line in env.progress_file.read_text().splitlines():
+        report = json.loads(line)
+        total += sum(report["counts"].get(k, 0) for k in INPUT_KINDS)
+        out.append((report["finished_ms"], total))
+    return out
+
+
+def wait_accepted(env: BenchEnv, count: int, timeout_s: float, label: str) -> int:
+    """Wait until the pipeline accepted ``count`` input events; return the time (ms)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        timeline = accepted_timeline(env)
+        done = timeline[-1][1] if timeline else 0
+        progress(f"{label}: pipeline accepted {done:,}/{count:,}", end="\r")
+        if done >= count:
+            progress("")
+            return next(ms for ms, total in timeline if total >= count)
+        time.sleep(1)
+    raise TimeoutError(f"{label}: pipeline accepted fewer than {count} in {timeout_s} s")
+
+
+def wait_delivered(
+    seen: DeliveryCollector, expected: set[str], timeout_s: float, label: str
+) -> list[Delivery]:
+    """Wait for every expected id (or the timeout), with a progress line."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = {d.schedule_id for d in seen.snapshot()} & expected
+        progress(f"{label}: delivered {len(got):,}/{len(expected):,}", end="\r")
+        if len(got) >= len(expected):
+            break
+        time.sleep(0.5)
+    progress("")
+    time.sleep(2)  # late duplicates would show up now
+    return seen.snapshot()
+
+
+def delivery_figures(deliveries: list[Delivery], due: dict[str, int]) -> dict[str, Any]:
+    """Lateness, early, duplicates, losses and fire throughput of ``deliveries``."""
+    mine = [d for d in deliveries if d.schedule_id in due]
+    counts = Counter(d.schedule_id for d in mine)
+    lateness = [d.arrival_ms - due[d.schedule_id or ""] for d in mine]
+    span_s = (
+        (max(d.arrival_ms for d in mine) - min(d.arrival_ms for d in mine)) / 1000 if mine else 0
+    )
+    return {
+        "expected": len(due),
+        "delivered": len(counts),
+        "lost": len(set(due) - set(counts)),
+        "duplicates": sum(n - 1 for n in counts.values()),
+        "early": sum(1 for d in mine if d.timestamp_ms < due[d.schedule_id or ""]),
+        "lateness_ms": summary(lateness),
+        "fire_per_s": round(len(mine) / span_s) if span_s > 0 else None,
+        "_lateness": lateness,
+        "_arrivals": sorted(d.arrival_ms for d in mine),
+    }
+
+
+def progress(message: str, end: str = "\n") -> None:
+    """A progress line on stderr (``\\r`` lines overwrite each other)."""
+    if sys.stderr.isatty():
+        sys.stderr.write(f"\r\033[K{message}{end}")
+    elif end == "\n" and message:
+        sys.stderr.write(message + "\n")
+    sys.stderr.flush()

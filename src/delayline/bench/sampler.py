@@ -1,0 +1,82 @@
+"""Resident memory and CPU time of a process group, sampled from /proc."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One reading: wall time, summed RSS, summed CPU seconds of the live members."""
+
+    at_s: float
+    rss_bytes: int
+    cpu_s: float
+
+
+class GroupSampler:
+    """Samples every process whose process group is ``pgid``, in a thread.
+
+    CPU time of members that exited is lost, so CPU figures are lower bounds;
+    the pipeline's JVM and Python workers live for the whole run.
+    """
+
+    def __init__(self, pgid: int, interval_s: float = 0.5) -> None:
+        self.pgid = pgid
+        self.interval_s = interval_s
+        self.samples: list[Sample] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> GroupSampler:
+        """Begin sampling."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop sampling."""
+        self._stop.set()
+        self._thread.join()
+
+    def peak_rss_bytes(self) -> int:
+        """Highest summed RSS seen."""
+        return max((s.rss_bytes for s in self.samples), default=0)
+
+    def cpu_percent(self, start_s: float, end_s: float) -> float | None:
+        """CPU used between two wall times, as % of one core (None without samples)."""
+        window = [s for s in self.samples if start_s <= s.at_s <= end_s]
+        if len(window) < 2 or window[-1].at_s <= window[0].at_s:
+            return None
+        return 100 * (window[-1].cpu_s - window[0].cpu_s) / (window[-1].at_s - window[0].at_s)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(read_group(self.pgid))
+            self._stop.wait(self.interval_s)
+
+
+def read_group(pgid: int) -> Sample:
+    """Sum RSS and CPU time over the live members of process group ``pgid``."""
+    rss = 0
+    cpu_ticks = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        # fields[0] is state (field 3 of stat); pgrp is field 5, utime 14, stime 15, rss 24.
+        if int(fields[2]) != pgid or fields[0] == "Z":
+            continue
+        cpu_ticks += int(fields[11]) + int(fields[12])
+        rss += int(fields[21]) * _PAGE
+    return Sample(time.time(), rss, cpu_ticks / _TICKS)

@@ -1,0 +1,192 @@
+"""The benchmark scenarios. Each returns a dict of figures (see benchmarks/README.md)."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from delayline.bench.run import (
+    BenchEnv,
+    accepted_timeline,
+    delivery_figures,
+    progress,
+    start_pipeline,
+    wait_accepted,
+    wait_delivered,
+    write_schedules,
+)
+from delayline.harness import Delivery, DeliveryCollector
+
+DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True, slots=True)
+class Size:
+    """Load of a scenario; ``quick`` variants finish in about a minute."""
+
+    rate_per_s: int = 0
+    duration_s: int = 0
+    count: int = 0
+    pending: int = 0
+
+
+SIZES: dict[str, tuple[Size, Size]] = {  # (full, quick)
+    "steady": (Size(rate_per_s=5000, duration_s=60), Size(rate_per_s=300, duration_s=15)),
+    "burst": (Size(count=100_000), Size(count=5_000)),
+    "backlog": (
+        Size(pending=1_000_000, rate_per_s=200, duration_s=30),
+        Size(pending=20_000, rate_per_s=100, duration_s=10),
+    ),
+    "restart": (Size(pending=1_000_000, count=3_000), Size(pending=10_000, count=600)),
+    "idle": (Size(pending=1_000, duration_s=60), Size(pending=100, duration_s=20)),
+}  # fmt: skip
+
+
+def steady(env: BenchEnv, size: Size) -> dict[str, Any]:
+    """A constant rate, each due 10-30 s after it is written."""
+    rng = random.Random(1)
+    total = size.rate_per_s * size.duration_s
+    idle = _idle_window(env, 10)
+    with DeliveryCollector(env.bootstrap, [env.target_topic]) as seen:
+        load_from = time.time()
+        due = write_schedules(env, total, lambda i, now: now + rng.randint(10_000, 30_000),
+                              rate_per_s=size.rate_per_s, on_progress=_sent(total))  # fmt: skip
+        accepted_ms = wait_accepted(env, total, 600 + total / 200, "steady")
+        deliveries = wait_delivered(seen, set(due), 120 + total / 200, "steady")
+        load_to = time.time()
+    return _figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
+
+
+def burst(env: BenchEnv, size: Size) -> dict[str, Any]:
+    """``count`` schedules all due in the same second, once all are accepted."""
+    idle = _idle_window(env, 10)
+    with DeliveryCollector(env.bootstrap, [env.target_topic]) as seen:
+        load_from = time.time()
+        # Far enough ahead that ingest finishes first; then the whole burst falls due.
+        lead_ms = 30_000 + size.count * 2
+        base = time.time_ns() // 1_000_000 + lead_ms
+        due = write_schedules(env, size.count, lambda i, now: base, on_progress=_sent(size.count))
+        accepted_ms = wait_accepted(env, size.count, lead_ms / 1000 + 600, "burst")
+        if accepted_ms > base:
+            progress(f"burst: ingest finished {accepted_ms - base} ms after the due time")
+        deliveries = wait_delivered(seen, set(due), lead_ms / 1000 + 600, "burst")
+        load_to = time.time()
+    figures = _figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
+    figures["ingest_finished_before_due_ms"] = base - accepted_ms
+    return figures
+
+
+def backlog(env: BenchEnv, size: Size) -> dict[str, Any]:
+    """``pending`` schedules due in a day, then a steady stream due 10-20 s later."""
+    rng = random.Random(2)
+    far = time.time_ns() // 1_000_000 + DAY_MS
+    progress(f"backlog: writing {size.pending:,} far-future schedules")
+    write_schedules(
+        env, size.pending, lambda i, now: far + i, prefix="far", on_progress=_sent(size.pending)
+    )
+    wait_accepted(env, size.pending, 7200, "backlog")
+    idle = _idle_window(env, 10)
+    total = size.rate_per_s * size.duration_s
+    with DeliveryCollector(env.bootstrap, [env.target_topic]) as seen:
+        load_from = time.time()
+        due = write_schedules(env, total, lambda i, now: now + rng.randint(10_000, 20_000),
+                              rate_per_s=size.rate_per_s, on_progress=_sent(total))  # fmt: skip
+        accepted_ms = wait_accepted(env, size.pending + total, 600, "backlog stream")
+        deliveries = wait_delivered(seen, set(due), 300, "backlog stream")
+        load_to = time.time()
+    figures = _figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
+    figures["pending_held"] = size.pending
+    return figures
+
+
+def restart(env: BenchEnv, size: Size) -> dict[str, Any]:
+    """``pending`` far-future schedules plus ``count`` due over 60 s; SIGKILL mid-run."""
+    assert env.pipeline is not None
+    far = time.time_ns() // 1_000_000 + DAY_MS
+    progress(f"restart: writing {size.pending:,} far-future schedules")
+    write_schedules(
+        env, size.pending, lambda i, now: far + i, prefix="far", on_progress=_sent(size.pending)
+    )
+    wait_accepted(env, size.pending, 7200, "restart")
+    with DeliveryCollector(env.bootstrap, [env.target_topic]) as seen:
+        load_from = time.time()
+        start_ms = time.time_ns() // 1_000_000 + 5_000
+        due = write_schedules(env, size.count, lambda i, now: start_ms + i * 60_000 // size.count)
+        seen.wait_for(lambda d: len(d) >= size.count // 3, timeout_s=300)
+        progress("restart: SIGKILL of the pipeline")
+        env.pipeline.kill()
+        restarted = time.time()
+        ready_s = start_pipeline(env)
+        before = len(seen.snapshot())
+        first = seen.wait_for(lambda d: len(d) > before, timeout_s=600)
+        first_after_s = (min(d.arrival_ms for d in first[before:]) / 1000) - restarted
+        deliveries = wait_delivered(seen, set(due), 600, "restart")
+        load_to = time.time()
+    figures = _figures(env, deliveries, due, load_from, load_to, None, None)
+    figures.update(pending_held=size.pending, restart_ready_s=round(ready_s, 1),
+                   first_delivery_after_restart_s=round(first_after_s, 1))  # fmt: skip
+    return figures
+
+
+def idle(env: BenchEnv, size: Size) -> dict[str, Any]:
+    """Nothing due: the pipeline's CPU and memory while it waits."""
+    far = time.time_ns() // 1_000_000 + DAY_MS
+    write_schedules(env, size.pending, lambda i, now: far + i, prefix="far")
+    wait_accepted(env, size.pending, 600, "idle")
+    window = _idle_window(env, size.duration_s)
+    assert env.sampler is not None
+    return {
+        "pending_held": size.pending,
+        "cpu_idle_pct": window,
+        "peak_rss_mb": round(env.sampler.peak_rss_bytes() / 2**20),
+    }
+
+
+SCENARIOS: dict[str, Callable[[BenchEnv, Size], dict[str, Any]]] = {
+    "steady": steady, "burst": burst, "backlog": backlog, "restart": restart, "idle": idle,
+}  # fmt: skip
+
+
+def _idle_window(env: BenchEnv, seconds: int) -> float | None:
+    """Let the pipeline sit with nothing due; return its CPU % of one core."""
+    assert env.sampler is not None
+    progress(f"measuring idle CPU for {seconds} s")
+    began = time.time()
+    time.sleep(seconds)
+    return _round(env.sampler.cpu_percent(began, time.time()))
+
+
+def _figures(
+    env: BenchEnv,
+    deliveries: list[Delivery],
+    due: dict[str, int],
+    load_from: float,
+    load_to: float,
+    accepted_ms: int | None,
+    idle_pct: float | None,
+) -> dict[str, Any]:
+    assert env.sampler is not None
+    figures = delivery_figures(deliveries, due)
+    first_write_ms = int(load_from * 1000)
+    if accepted_ms is not None:
+        figures["ingest_per_s"] = round(
+            len(due) / max(0.001, (accepted_ms - first_write_ms) / 1000)
+        )
+    figures["cpu_idle_pct"] = idle_pct
+    figures["cpu_load_pct"] = _round(env.sampler.cpu_percent(load_from, load_to))
+    figures["peak_rss_mb"] = round(env.sampler.peak_rss_bytes() / 2**20)
+    if env.broker_sampler is not None:
+        figures["broker_peak_rss_mb"] = round(env.broker_sampler.peak_rss_bytes() / 2**20)
+    figures["_accepted"] = accepted_timeline(env)
+    return figures
+
+
+def _sent(total: int) -> Callable[[int], None]:
+    return lambda i: progress(f"sent {i:,}/{total:,}", end="\r")
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)

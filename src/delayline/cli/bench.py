@@ -1,0 +1,120 @@
+"""``delayline bench``: measure delayline on this machine against the raw broker."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from delayline.cli._common import env_bool, env_flag, say
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``bench``."""
+    from delayline.bench.scenarios import SCENARIOS  # noqa: PLC0415
+
+    p = sub.add_parser(
+        "bench",
+        help="benchmark a scenario: throughput, lateness, exactly-once, memory, CPU",
+        description="Start a private broker and pipeline (or use --bootstrap-servers), drive "
+        "a scenario with the client, read deliveries with read_committed and report figures "
+        "next to the raw broker's limits measured in the same run. See benchmarks/README.md.",
+    )
+    env_flag(
+        p,
+        "--scenario",
+        env="DELAYLINE_BENCH_SCENARIO",
+        default="steady",
+        choices=sorted(SCENARIOS),
+        help="what to measure",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        default=env_bool("DELAYLINE_BENCH_QUICK"),
+        help="a small variant that finishes in about a minute [env DELAYLINE_BENCH_QUICK=1]",
+    )
+    env_flag(
+        p,
+        "--bootstrap-servers",
+        env="DELAYLINE_BENCH_BOOTSTRAP_SERVERS",
+        default=None,
+        help="use this Kafka instead of a private broker (fresh topics are created)",
+    )
+    env_flag(
+        p,
+        "--json",
+        env="DELAYLINE_BENCH_JSON",
+        default=None,
+        type=Path,
+        dest="json_path",
+        help="write the result as JSON here",
+    )
+    env_flag(
+        p,
+        "--plot",
+        env="DELAYLINE_BENCH_PLOT",
+        default=None,
+        type=Path,
+        dest="plot_path",
+        help="write a PNG: lateness histogram and throughput over time",
+    )
+    env_flag(
+        p,
+        "--work-dir",
+        env="DELAYLINE_BENCH_WORK_DIR",
+        default=None,
+        type=Path,
+        help="where the broker, checkpoint and logs go (default: a temporary directory)",
+    )
+    env_flag(
+        p,
+        "--trigger-interval",
+        env="DELAYLINE_BENCH_TRIGGER_INTERVAL",
+        default="1s",
+        help="the pipeline's micro-batch interval",
+    )
+    p.set_defaults(func=_bench)  # fmt: skip
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from delayline.bench import report  # noqa: PLC0415 - loads pyspark, matplotlib
+    from delayline.bench.baseline import measure_baseline  # noqa: PLC0415
+    from delayline.bench.run import close_env, open_env, progress, start_pipeline  # noqa: PLC0415
+    from delayline.bench.scenarios import SCENARIOS, SIZES  # noqa: PLC0415
+
+    size = SIZES[args.scenario][1 if args.quick else 0]
+    env = open_env(args.bootstrap_servers, args.work_dir)
+    started = time.time()
+    try:
+        progress("measuring the raw broker (produce, consume, latency)")
+        baseline = measure_baseline(env.bootstrap, 20_000 if args.quick else 200_000)
+        progress(f"starting the pipeline (log {env.work_dir / 'pipeline.log'})")
+        ready_s = start_pipeline(env, "--trigger-interval", args.trigger_interval)
+        progress(f"pipeline ready in {ready_s:.1f} s; running {args.scenario}")
+        figures = SCENARIOS[args.scenario](env, size)
+    finally:
+        close_env(env)
+    result = {
+        "scenario": args.scenario,
+        "quick": args.quick,
+        "size": size.__dict__
+        if hasattr(size, "__dict__")
+        else {k: getattr(size, k) for k in size.__slots__},
+        "started_at": datetime.fromtimestamp(started, UTC).isoformat(),
+        "wall_s": round(time.time() - started, 1),
+        "machine": report.machine(),
+        "baseline": baseline,
+        "pipeline_ready_s": round(ready_s, 1),
+        "trigger_interval": args.trigger_interval,
+        "figures": figures,
+    }
+    say(report.table(result))
+    if args.json_path:
+        report.write_json(result, args.json_path)
+        say(f"wrote {args.json_path}")
+    if args.plot_path:
+        report.plot(result, args.plot_path)
+        say(f"wrote {args.plot_path}")
+    return 0

@@ -118,6 +118,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     env_flag(
         p,
+        "--max-offsets-per-trigger",
+        env="DELAYLINE_MAX_OFFSETS_PER_TRIGGER",
+        default=20_000,
+        type=int,
+        help="cap on records read per micro-batch (bounds lateness while reading a backlog)",
+    )
+    env_flag(
+        p,
         "--progress-file",
         env="DELAYLINE_PROGRESS_FILE",
         default=None,
@@ -159,6 +167,7 @@ def _run(args: argparse.Namespace) -> int:
         query_name=args.query_name,
         driver_memory_mb=args.driver_memory_mb,
         progress_file=args.progress_file,
+        max_offsets_per_trigger=args.max_offsets_per_trigger,
     )
     logging.getLogger("delayline").setLevel(min(logging.INFO, logging.getLogger().level))
     for schedules_topic in config.schedules_topics:  # each must exist and be compacted

@@ -33,6 +33,8 @@ class PipelineConfig:
         query_name: Name of the streaming query; part of the transactional id.
         driver_memory_mb: JVM heap of the Spark driver (local mode runs all there).
         progress_file: Append one JSON line per micro-batch here (for tools); ``None``: off.
+        max_offsets_per_trigger: Cap on records read per micro-batch. Timers fire only
+            between batches, so a cap bounds lateness while a backlog is read.
     """
 
     bootstrap_servers: str = DEFAULT_BOOTSTRAP_SERVERS
@@ -48,6 +50,7 @@ class PipelineConfig:
     query_name: str = "delayline"
     driver_memory_mb: int = 1024
     progress_file: Path | None = None
+    max_offsets_per_trigger: int = 20_000
 
     def __post_init__(self) -> None:
         if not self.schedules_topics:

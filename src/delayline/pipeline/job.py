@@ -41,6 +41,7 @@ def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
         # Compaction removes offsets by design; that is not data loss here.
         .option("failOnDataLoss", "false")
         .option("kafka.isolation.level", "read_committed")
+        .option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
         .load()
     )
     return raw.select(

@@ -107,9 +107,10 @@ def test_no_rewrite_when_a_newer_version_follows_the_tombstone(tester: TwsTester
 
 
 def test_past_due_fires_at_once_and_too_late_is_expired(tester: TwsTester) -> None:
-    (fired,) = tester.test(KEY, [record(0, due_s=990)])
-    assert fired.kind == r.FIRE
-    (dead,) = tester.test(KEY, [record(1, due_s=900)])  # 100 s late, max 60 s
+    missed, fired = tester.test(KEY, [record(0, due_s=990)])
+    assert (missed.kind, fired.kind) == (r.MISSED, r.FIRE)
+    missed, dead = tester.test(KEY, [record(1, due_s=900)])  # 100 s late, max 60 s
+    assert missed.kind == r.MISSED
     assert (dead.kind, dead.reason, dead.due_ms) == (r.DEAD, EXPIRED, 900_000)
     assert held_offset(tester) is None
 
@@ -145,4 +146,4 @@ def test_invalid_record_is_dead_lettered_and_keeps_the_held_version(tester: TwsT
 def test_no_max_lateness_fires_anything() -> None:
     t = TwsTester(HoldProcessor(), timeMode="ProcessingTime")
     t.setProcessingTime(10**12)
-    assert kinds(t.test(KEY, [record(0, due_s=1)])) == [r.FIRE]
+    assert kinds(t.test(KEY, [record(0, due_s=1)])) == [r.MISSED, r.FIRE]

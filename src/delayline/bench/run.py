@@ -20,8 +20,8 @@ from delayline.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
 from delayline.topics import TopicsConfig, create_topic, ensure_topics
 
-# Input events: what the pipeline accepted from the schedules topic.
-INPUT_KINDS = ("planned", "updated", "cancelled", "unknown_cancel", "dead", "stale")
+# Input events: schedules and cancels the pipeline accepted from the schedules topic.
+INPUT_KINDS = ("planned", "updated", "cancelled", "unknown_cancel", "missed", "invalid", "stale")
 
 
 @dataclass

@@ -168,7 +168,7 @@ class Pipeline:
         replay = "" if report.committed else " (replay, skipped)"
         log.info(
             "batch %d: fired %d%s, planned %d, updated %d, cancelled %d, unknown cancels %d, "
-            "dead letters %d, stale %d%s",
+            "missed %d, invalid %d, expired %d, stale %d%s",
             report.batch_id,
             c[r.FIRE],
             lateness,
@@ -176,7 +176,9 @@ class Pipeline:
             c[r.UPDATED],
             c[r.CANCELLED],
             c[r.UNKNOWN_CANCEL],
-            c[r.DEAD],
+            c[r.MISSED],
+            c[r.INVALID],
+            c[r.EXPIRED_COUNT],
             c[r.STALE],
             replay,
         )

@@ -59,10 +59,26 @@ UNKNOWN_CANCEL = "unknown_cancel"
 OWN_TOMBSTONE = "own_tombstone"
 """delayline's tombstone after a delivery, read back: the schedule is already gone."""
 STALE = "stale"
+MISSED = "missed"
+"""A schedule already due when it arrived (it fires, or expires, in the same batch)."""
 REWRITE = "rewrite"
 """Append the held version to the schedules topic again: delayline's tombstone for an
 older, fired version sits after it, and compaction would otherwise remove it."""
-KINDS = (FIRE, DEAD, PLANNED, UPDATED, CANCELLED, UNKNOWN_CANCEL, OWN_TOMBSTONE, STALE, REWRITE)
+KINDS = (
+    FIRE,
+    DEAD,
+    PLANNED,
+    UPDATED,
+    CANCELLED,
+    UNKNOWN_CANCEL,
+    OWN_TOMBSTONE,
+    STALE,
+    MISSED,
+    REWRITE,
+)
+# How the fire stage counts DEAD rows: a record that is not a schedule, or one too late.
+INVALID = "invalid"
+EXPIRED_COUNT = "expired"
 
 
 def input_to_record(row: Any) -> ConsumedRecord:

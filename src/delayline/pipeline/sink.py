@@ -32,7 +32,8 @@ class BatchReport:
 
     Attributes:
         batch_id: Spark's batch id.
-        counts: Events by kind (see :data:`delayline.pipeline.rows.KINDS`).
+        counts: Events by kind (see :data:`delayline.pipeline.rows.KINDS`), dead letters
+            split into ``invalid`` and ``expired``.
         lateness_ms: Commit time minus due time of each delivery.
         committed: False when the batch was a replay and wrote nothing.
     """
@@ -107,7 +108,7 @@ class FireSink:
         report = BatchReport(batch_id)
         records: list[OutgoingRecord] = []
         for row in rows:
-            report.counts[row["kind"]] += 1
+            report.counts[_count_kind(row)] += 1
             records.extend(to_records(row, self.config))
         if records:
             run = f"{self.config.query_name}@{self.run_id()}"
@@ -119,6 +120,12 @@ class FireSink:
                 ]
         report.finished_ms = time.time_ns() // 1_000_000
         self.on_batch(report)
+
+
+def _count_kind(row: Any) -> str:
+    if row["kind"] == r.DEAD:
+        return r.INVALID if row["due_ms"] is None else r.EXPIRED_COUNT
+    return str(row["kind"])
 
 
 def checkpoint_query_id(checkpoint_dir: Path) -> str:

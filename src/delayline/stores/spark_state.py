@@ -92,6 +92,7 @@ class HoldProcessor(StatefulProcessor):
         elif held.due_ms <= now_ms:
             if before is not None:
                 self.held.clear()
+            yield r.count_event(r.MISSED, held.id, now_ms)
             yield self._due(held, now_ms)
         else:
             self.held.update(r.schedule_to_state(held))

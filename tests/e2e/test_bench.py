@@ -1,0 +1,31 @@
+"""`delayline bench --quick` runs and its figures hold together."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_quick_steady_bench_reports_exactly_once(kafka_bootstrap: str, tmp_path: Path) -> None:
+    out = tmp_path / "steady.json"
+    png = tmp_path / "steady.png"
+    result = subprocess.run(
+        [sys.executable, "-m", "delayline", "bench", "--scenario", "steady", "--quick",
+         "--bootstrap-servers", kafka_bootstrap, "--json", str(out), "--plot", str(png),
+         "--work-dir", str(tmp_path / "work")],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "lateness p99 (ms)" in result.stdout
+    report = json.loads(out.read_text())
+    figures = report["figures"]
+    assert figures["expected"] == 300 * 15
+    assert (figures["delivered"], figures["early"], figures["duplicates"], figures["lost"]) == (
+        figures["expected"], 0, 0, 0,
+    )  # fmt: skip
+    assert figures["lateness_ms"]["min"] >= 0
+    assert report["baseline"]["produce_per_s"] > 0
+    assert {t["target"] for t in report["targets"]} >= {"early", "duplicates", "lost"}
+    assert png.stat().st_size > 10_000

@@ -1,0 +1,88 @@
+"""The arithmetic behind `delayline bench` figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from delayline.bench.report import evaluate, lookup, table
+from delayline.bench.run import delivery_figures
+from delayline.bench.stats import percentile, summary
+from delayline.harness import Delivery
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = list(range(1, 101))
+    assert [percentile(values, f) for f in (0.0, 0.5, 0.9, 0.99, 1.0)] == [1, 50, 90, 99, 100]
+    assert percentile([7], 0.99) == 7
+    with pytest.raises(ValueError, match="no values"):
+        percentile([], 0.5)
+
+
+def test_summary_of_nothing_is_all_none() -> None:
+    assert summary([]) == {"min": None, "p50": None, "p90": None, "p99": None, "max": None}
+    assert summary([3, 1, 2]) == {"min": 1, "p50": 2, "p90": 3, "p99": 3, "max": 3}
+
+
+def delivery(sid: str, arrival_ms: int, timestamp_ms: int) -> Delivery:
+    return Delivery(
+        "t", 0, 0, timestamp_ms, arrival_ms, None, b"x", (("scheduler-key", sid.encode()),)
+    )
+
+
+def test_delivery_figures_count_early_duplicates_and_losses() -> None:
+    due = {"a": 1000, "b": 2000, "c": 3000}
+    seen = [
+        delivery("a", 1500, 1400),
+        delivery("a", 1600, 1400),  # duplicate
+        delivery("b", 2100, 1999),  # written 1 ms early
+        delivery("other", 0, 0),  # not part of this run
+    ]
+    f = delivery_figures(seen, due)
+    assert (f["expected"], f["delivered"], f["lost"], f["duplicates"], f["early"]) == (
+        3,
+        2,
+        1,
+        1,
+        1,
+    )
+    assert f["lateness_ms"]["min"] == 100
+    assert f["lateness_ms"]["max"] == 600
+    assert f["fire_per_s"] == round(3 / 0.6)
+
+
+def result(scenario: str, quick: bool, **figures: object) -> dict:
+    base = {"early": 0, "duplicates": 0, "lost": 0}
+    return {
+        "scenario": scenario,
+        "quick": quick,
+        "figures": {**base, **figures},
+        "baseline": {
+            "produce_per_s": 1000,
+            "consume_per_s": 2000,
+            "latency_ms": {"p50": 5, "p99": 9},
+        },
+        "machine": {"cores": 2, "memory_gib": 24},
+    }
+
+
+def test_targets_are_judged_per_scenario() -> None:
+    rows = {
+        r["target"]: r["met"]
+        for r in evaluate(result("steady", False, lateness_ms={"p99": 900}, ingest_per_s=500))
+    }
+    assert rows["lateness p99 (ms) at the offered rate"] is True
+    assert rows["sustained ingest (schedules/s)"] is False
+    assert rows["duplicates"] is True
+    idle = {r["target"]: r["met"] for r in evaluate(result("idle", False, cpu_idle_pct=40.0))}
+    assert idle["idle CPU (% of one core)"] is False
+
+
+def test_scale_targets_are_not_judged_on_quick_runs() -> None:
+    rows = evaluate(result("backlog", True, peak_rss_mb=100))
+    assert rows[0]["met"] is None
+    assert "n/a" in table(result("backlog", True, peak_rss_mb=100))
+
+
+def test_lookup_walks_nested_keys() -> None:
+    assert lookup({"a": {"b": 3}}, "a.b") == 3
+    assert lookup({"a": None}, "a.b") is None

@@ -47,7 +47,8 @@ def test_delivery_figures_count_early_duplicates_and_losses() -> None:
     )
     assert f["lateness_ms"]["min"] == 100
     assert f["lateness_ms"]["max"] == 600
-    assert f["fire_per_s"] == round(3 / 0.6)
+    assert f["fire_per_s"] == round(3 / 1.1)  # from the earliest due (1000) to the last arrival
+    assert f["visible_per_s"] == round(3 / 0.6)
 
 
 def result(scenario: str, quick: bool, **figures: object) -> dict:

@@ -87,6 +87,7 @@ def table(result: dict[str, Any]) -> str:
     rows = [
         ("ingest (schedules/s)", f.get("ingest_per_s"), b["produce_per_s"], "raw produce/s"),
         ("delivery (schedules/s)", f.get("fire_per_s"), b["consume_per_s"], "raw consume/s"),
+        ("  first-to-last arrival (schedules/s)", f.get("visible_per_s"), b["consume_per_s"], ""),
         ("lateness p50 (ms)", lookup(f, "lateness_ms.p50"), lookup(b, "latency_ms.p50"), "raw p50"),
         ("lateness p99 (ms)", lookup(f, "lateness_ms.p99"), lookup(b, "latency_ms.p99"), "raw p99"),
         ("lateness min/p90/max (ms)", _triple(f.get("lateness_ms")), None, ""),

@@ -97,7 +97,7 @@ def start_pipeline(env: BenchEnv, *extra: str) -> float:
     if env.sampler is None:
         env.sampler = GroupSampler(env.pipeline.proc.pid).start()
     else:  # a restart runs in a new process group
-        env.sampler.pgid = env.pipeline.proc.pid
+        env.sampler.retarget(env.pipeline.proc.pid)
     return env.pipeline.wait_ready()
 
 

@@ -32,6 +32,7 @@ class GroupSampler:
         self.pgid = pgid
         self.interval_s = interval_s
         self.samples: list[Sample] = []
+        self._cpu_base_s = 0.0  # CPU of earlier groups, so totals never go backwards
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -44,6 +45,12 @@ class GroupSampler:
         """Stop sampling."""
         self._stop.set()
         self._thread.join()
+
+    def retarget(self, pgid: int) -> None:
+        """Follow a new process group (a restarted pipeline), keeping CPU cumulative."""
+        if self.samples:
+            self._cpu_base_s = self.samples[-1].cpu_s
+        self.pgid = pgid
 
     def peak_rss_bytes(self) -> int:
         """Highest summed RSS seen."""
@@ -58,7 +65,10 @@ class GroupSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.samples.append(read_group(self.pgid))
+            sample = read_group(self.pgid)
+            self.samples.append(
+                Sample(sample.at_s, sample.rss_bytes, sample.cpu_s + self._cpu_base_s)
+            )
             self._stop.wait(self.interval_s)
 
 

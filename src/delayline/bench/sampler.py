@@ -22,10 +22,11 @@ class Sample:
 
 
 class GroupSampler:
-    """Samples every process whose process group is ``pgid``, in a thread.
+    """Samples the process tree rooted at ``pgid`` (a session leader), in a thread.
 
-    CPU time of members that exited is lost, so CPU figures are lower bounds;
-    the pipeline's JVM and Python workers live for the whole run.
+    The tree, not the process group: PySpark's Python worker daemon moves itself
+    into a group of its own, and its workers hold a large share of the memory.
+    CPU time of members that exited is lost, so CPU figures are lower bounds.
     """
 
     def __init__(self, pgid: int, interval_s: float = 0.5) -> None:
@@ -72,10 +73,9 @@ class GroupSampler:
             self._stop.wait(self.interval_s)
 
 
-def read_group(pgid: int) -> Sample:
-    """Sum RSS and CPU time over the live members of process group ``pgid``."""
-    rss = 0
-    cpu_ticks = 0
+def read_group(root: int) -> Sample:
+    """Sum RSS and CPU time over the live processes descending from ``root`` (inclusive)."""
+    stats: dict[int, list[str]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -83,9 +83,19 @@ def read_group(pgid: int) -> Sample:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        fields = stat.rsplit(")", 1)[1].split()
-        # fields[0] is state (field 3 of stat); pgrp is field 5, utime 14, stime 15, rss 24.
-        if int(fields[2]) != pgid or fields[0] == "Z":
+        # After the command name: state (field 3), ppid 4, utime 14, stime 15, rss 24.
+        stats[int(entry.name)] = stat.rsplit(")", 1)[1].split()
+    children: dict[int, list[int]] = {}
+    for pid, fields in stats.items():
+        children.setdefault(int(fields[1]), []).append(pid)
+    rss = 0
+    cpu_ticks = 0
+    todo = [root] if root in stats else []
+    while todo:
+        pid = todo.pop()
+        fields = stats[pid]
+        todo.extend(children.get(pid, []))
+        if fields[0] == "Z":
             continue
         cpu_ticks += int(fields[11]) + int(fields[12])
         rss += int(fields[21]) * _PAGE

@@ -138,11 +138,14 @@ def idle(env: BenchEnv, size: Size) -> dict[str, Any]:
     wait_accepted(env, size.pending, 600, "idle")
     window = _idle_window(env, size.duration_s)
     assert env.sampler is not None
-    return {
+    figures: dict[str, Any] = {
         "pending_held": size.pending,
         "cpu_idle_pct": window,
         "peak_rss_mb": round(env.sampler.peak_rss_bytes() / 2**20),
     }
+    if env.broker_sampler is not None:
+        figures["broker_peak_rss_mb"] = round(env.broker_sampler.peak_rss_bytes() / 2**20)
+    return figures
 
 
 SCENARIOS: dict[str, Callable[[BenchEnv, Size], dict[str, Any]]] = {

@@ -87,3 +87,21 @@ def test_scale_targets_are_not_judged_on_quick_runs() -> None:
 def test_lookup_walks_nested_keys() -> None:
     assert lookup({"a": {"b": 3}}, "a.b") == 3
     assert lookup({"a": None}, "a.b") is None
+
+
+def test_sampler_cpu_never_goes_backwards(monkeypatch: pytest.MonkeyPatch) -> None:
+    from delayline.bench import sampler as s
+
+    readings = iter([s.Sample(0, 10, 5.0), s.Sample(1, 10, 0.5), s.Sample(2, 10, 1.5)])
+
+    def fake_read(_root: int) -> s.Sample:
+        try:
+            return next(readings)
+        except StopIteration:
+            g._stop.set()
+            return s.Sample(3, 10, 1.5)
+
+    monkeypatch.setattr(s, "read_group", fake_read)
+    g = s.GroupSampler(1, interval_s=0)
+    g._run()
+    assert [x.cpu_s for x in g.samples][:3] == [5.0, 5.0, 6.0]  # killed tree, then a new one

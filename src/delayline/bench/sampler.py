@@ -26,14 +26,15 @@ class GroupSampler:
 
     The tree, not the process group: PySpark's Python worker daemon moves itself
     into a group of its own, and its workers hold a large share of the memory.
-    CPU time of members that exited is lost, so CPU figures are lower bounds.
+    CPU time of processes that leave the tree is kept, so totals never go backwards.
     """
 
     def __init__(self, pgid: int, interval_s: float = 0.5) -> None:
         self.pgid = pgid
         self.interval_s = interval_s
         self.samples: list[Sample] = []
-        self._cpu_base_s = 0.0  # CPU of earlier groups, so totals never go backwards
+        self._cpu_base_s = 0.0  # CPU of processes that left the tree
+        self._last_raw_s = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -48,9 +49,7 @@ class GroupSampler:
         self._thread.join()
 
     def retarget(self, pgid: int) -> None:
-        """Follow a new process group (a restarted pipeline), keeping CPU cumulative."""
-        if self.samples:
-            self._cpu_base_s = self.samples[-1].cpu_s
+        """Follow a new process tree (a restarted pipeline); CPU stays cumulative."""
         self.pgid = pgid
 
     def peak_rss_bytes(self) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from delayline.bench import sampler as s
 from delayline.bench.report import evaluate, lookup, table
 from delayline.bench.run import delivery_figures
 from delayline.bench.stats import percentile, summary
@@ -90,8 +91,6 @@ def test_lookup_walks_nested_keys() -> None:
 
 
 def test_sampler_cpu_never_goes_backwards(monkeypatch: pytest.MonkeyPatch) -> None:
-    from delayline.bench import sampler as s
-
     readings = iter([s.Sample(0, 10, 5.0), s.Sample(1, 10, 0.5), s.Sample(2, 10, 1.5)])
 
     def fake_read(_root: int) -> s.Sample:

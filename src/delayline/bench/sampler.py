@@ -66,9 +66,13 @@ class GroupSampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             sample = read_group(self.pgid)
-            self.samples.append(
-                Sample(sample.at_s, sample.rss_bytes, sample.cpu_s + self._cpu_base_s)
-            )
+            if sample.cpu_s < self._last_raw_s:
+                # Processes left the tree (exited, or the pipeline was killed): keep
+                # their CPU time so the total never goes backwards.
+                self._cpu_base_s += self._last_raw_s - sample.cpu_s
+            self._last_raw_s = sample.cpu_s
+            total = sample.cpu_s + self._cpu_base_s
+            self.samples.append(Sample(sample.at_s, sample.rss_bytes, total))
             self._stop.wait(self.interval_s)
 
 

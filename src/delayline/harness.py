@@ -22,6 +22,8 @@ from confluent_kafka import Consumer
 from delayline.config import kafka_client_config
 from delayline.contract.headers import KEY
 from delayline.infra.broker import pid_alive
+from delayline.infra.procs import tree
+from delayline.reader import to_consumed_record
 
 
 class PipelineProcess:
@@ -72,21 +74,24 @@ class PipelineProcess:
         raise TimeoutError(f"pipeline not ready in {timeout_s} s:\n{self.tail()}")
 
     def kill(self) -> None:
-        """SIGKILL the whole process group and wait until it is gone."""
+        """SIGKILL the whole process tree (Spark's Python workers included) and wait."""
         if self.proc is None:
             return
+        # List the tree first: once the root dies its children are reparented.
+        members = tree(self.proc.pid)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+        _kill_until_gone(members)
         self.proc.wait()
-        _wait_group_gone(self.proc.pid)
         self.proc = None
 
     def terminate(self, timeout_s: float = 90) -> int:
         """SIGTERM the driver (a clean stop) and return its exit code."""
         assert self.proc is not None
+        members = tree(self.proc.pid)
         self.proc.send_signal(signal.SIGTERM)
         code = self.proc.wait(timeout_s)
-        _wait_group_gone(self.proc.pid)
+        _kill_until_gone(members)  # stragglers only: a clean stop leaves none
         self.proc = None
         return code
 
@@ -114,28 +119,16 @@ class PipelineProcess:
         self.kill()
 
 
-def _wait_group_gone(pgid: int, timeout_s: float = 30) -> None:
+def _kill_until_gone(pids: list[int], timeout_s: float = 30) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        members = [p for p in _group_members(pgid) if pid_alive(p)]
-        if not members:
+        alive = [p for p in pids if pid_alive(p)]
+        if not alive:
             return
-        for pid in members:
+        for pid in alive:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.1)
-
-
-def _group_members(pgid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.getpgid(int(entry.name)) == pgid:
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,22 +207,9 @@ class DeliveryCollector:
             if msg is None or msg.error() is not None:
                 continue
             arrival = time.time_ns() // 1_000_000
-            raw = msg.headers() or []
+            r = to_consumed_record(msg)
             delivery = Delivery(
-                topic=msg.topic() or "",
-                partition=msg.partition() or 0,
-                offset=msg.offset() or 0,
-                timestamp_ms=msg.timestamp()[1],
-                arrival_ms=arrival,
-                key=_b(msg.key()),
-                value=_b(msg.value()),
-                headers=tuple(
-                    (n, _b(v)) for n, v in (raw.items() if isinstance(raw, dict) else raw)
-                ),
+                r.topic, r.partition, r.offset, r.timestamp_ms, arrival, r.key, r.value, r.headers
             )
             with self._lock:
                 self._seen.append(delivery)
-
-
-def _b(value: str | bytes | None) -> bytes | None:
-    return value.encode() if isinstance(value, str) else value

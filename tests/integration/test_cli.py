@@ -31,10 +31,8 @@ def delayline(
 
 @pytest.mark.slow
 def test_broker_lifecycle(tmp_path: Path, kafka_bootstrap: str) -> None:
-    port, controller = free_port(), free_port()
+    port = free_port()
     flags = ["--data-dir", str(tmp_path / "b"), "--port", str(port)]
-    if controller == port + 1:  # pragma: no cover - the default controller port is port+1
-        pytest.skip("port+1 collides")
 
     started = delayline("broker", "start", *flags)
     assert started.returncode == 0, started.stderr
@@ -43,7 +41,8 @@ def test_broker_lifecycle(tmp_path: Path, kafka_bootstrap: str) -> None:
     assert (tmp_path / "b" / "broker.log").stat().st_size > 0
     try:
         status = delayline("broker", "status", *flags)
-        assert (status.returncode, f"pid {pid}") == (0, status.stdout.split("(")[1].split(",")[0])
+        assert status.returncode == 0
+        assert f"broker running at 127.0.0.1:{port} (pid {pid}," in status.stdout
 
         second = delayline("broker", "start", *flags, "--port", str(free_port()))
         assert second.returncode == 1
@@ -116,7 +115,7 @@ def test_unreachable_broker_is_one_clear_line_within_the_timeout() -> None:
     assert len(lines) == 1, result.stderr
     assert "did not answer within 2 s" in lines[0]
     assert lines[0].endswith("(retriable)")
-    # 2 s timeout plus interpreter start-up, measured here at about 1.5 s.
+    # 2 s timeout plus interpreter start-up: 2.2-2.4 s measured here.
     assert elapsed < 8
 
 

@@ -6,7 +6,8 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
+
+from delayline.infra.procs import proc_stats, tree
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -78,28 +79,11 @@ class GroupSampler:
 
 def read_group(root: int) -> Sample:
     """Sum RSS and CPU time over the live processes descending from ``root`` (inclusive)."""
-    stats: dict[int, list[str]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # After the command name: state (field 3), ppid 4, utime 14, stime 15, rss 24.
-        stats[int(entry.name)] = stat.rsplit(")", 1)[1].split()
-    children: dict[int, list[int]] = {}
-    for pid, fields in stats.items():
-        children.setdefault(int(fields[1]), []).append(pid)
+    stats = proc_stats()
     rss = 0
     cpu_ticks = 0
-    todo = [root] if root in stats else []
-    while todo:
-        pid = todo.pop()
+    for pid in tree(root, stats):
         fields = stats[pid]
-        todo.extend(children.get(pid, []))
-        if fields[0] == "Z":
-            continue
         cpu_ticks += int(fields[11]) + int(fields[12])
         rss += int(fields[21]) * _PAGE
     return Sample(time.time(), rss, cpu_ticks / _TICKS)

@@ -30,6 +30,11 @@ class SchedulerCore:
         self.producer = Producer(self.config.producer_config())
         self._partitions: int | None = None
 
+    @property
+    def partitions_known(self) -> bool:
+        """Whether :meth:`partitions` answers without asking the cluster."""
+        return self._partitions is not None
+
     def partitions(self) -> int:
         """Partition count of the schedules topic, looked up once."""
         if self._partitions is None:

@@ -141,8 +141,9 @@ class AsyncScheduler:
         await self.close()
 
     async def _ensure_partitions(self) -> None:
-        # The metadata request blocks; keep it off the event loop.
-        await asyncio.to_thread(self._core.partitions)
+        # The metadata request blocks; keep it off the event loop (once: it is cached).
+        if not self._core.partitions_known:
+            await asyncio.to_thread(self._core.partitions)
 
     async def _send(
         self, schedule_id: str, record: OutgoingRecord, schedule: Schedule | None

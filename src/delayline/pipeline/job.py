@@ -77,10 +77,12 @@ class Pipeline:
         self._spark: SparkSession | None = None
         self._query: StreamingQuery | None = None
         self._firer: TransactionalFirer | None = None
+        self._run: str | None = None
 
     def start(self, *, rebuild: bool = False) -> None:
         """Start the streaming query (after wiping the checkpoint if ``rebuild``)."""
         config = self.config
+        self._run = None
         if rebuild and config.checkpoint_dir.exists():
             log.warning("rebuild: deleting checkpoint %s", config.checkpoint_dir)
             shutil.rmtree(config.checkpoint_dir)
@@ -143,7 +145,10 @@ class Pipeline:
             self._firer = None
 
     def _run_id(self) -> str:
-        return checkpoint_query_id(self.config.checkpoint_dir)
+        # Fixed for the life of a checkpoint; read the file once, not on every batch.
+        if self._run is None:
+            self._run = checkpoint_query_id(self.config.checkpoint_dir)
+        return self._run
 
     def _require_query(self) -> StreamingQuery:
         if self._query is None:
@@ -178,7 +183,7 @@ class Pipeline:
             c[r.UNKNOWN_CANCEL],
             c[r.MISSED],
             c[r.INVALID],
-            c[r.EXPIRED_COUNT],
+            c[r.EXPIRED],
             c[r.STALE],
             replay,
         )

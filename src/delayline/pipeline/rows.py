@@ -78,7 +78,8 @@ KINDS = (
 )
 # How the fire stage counts DEAD rows: a record that is not a schedule, or one too late.
 INVALID = "invalid"
-EXPIRED_COUNT = "expired"
+EXPIRED = "expired"
+"""Also the dead-letter reason of a schedule later than the maximum lateness."""
 
 
 def input_to_record(row: Any) -> ConsumedRecord:

@@ -124,7 +124,7 @@ class FireSink:
 
 def _count_kind(row: Any) -> str:
     if row["kind"] == r.DEAD:
-        return r.INVALID if row["due_ms"] is None else r.EXPIRED_COUNT
+        return r.INVALID if row["due_ms"] is None else r.EXPIRED
     return str(row["kind"])
 
 

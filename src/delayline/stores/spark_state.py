@@ -37,7 +37,7 @@ from delayline.contract import parse_record
 from delayline.model import Cancel, Invalid, Schedule
 from delayline.pipeline import rows as r
 
-EXPIRED = "expired"
+EXPIRED = r.EXPIRED
 
 
 class HoldProcessor(StatefulProcessor):

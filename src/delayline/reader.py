@@ -66,9 +66,7 @@ def read_topic(
             raise TopicConfigError(f"topic {topic!r} does not exist")
         pending: dict[int, int] = {}
         for p in info.partitions:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, p), timeout=timeout_ms / 1000
-            )
+            low, high = _watermarks(consumer, TopicPartition(topic, p), deadline)
             if high > low:
                 pending[p] = high
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
@@ -93,6 +91,35 @@ def read_topic(
         return sorted(out, key=lambda r: (r.partition, r.offset))
     finally:
         consumer.close()
+
+
+_NO_LEADER_YET = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
+
+
+def _watermarks(consumer: Consumer, tp: TopicPartition, deadline: float) -> tuple[int, int]:
+    """Low and high offsets, retrying while a just-created partition has no leader yet."""
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                tp, timeout=max(0.1, deadline - time.monotonic())
+            )
+            return int(low), int(high)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            retriable = isinstance(error, KafkaError) and (
+                error.retriable() or error.code() in _NO_LEADER_YET
+            )
+            if not retriable or time.monotonic() > deadline:
+                raise KafkaUnavailableError(
+                    f"offsets of {tp.topic}[{tp.partition}] unavailable: {exc}"
+                ) from exc
+            time.sleep(0.1)
 
 
 def to_consumed_record(msg: Message) -> ConsumedRecord:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -117,6 +118,7 @@ def ensure_topics(config: TopicsConfig) -> dict[str, str]:
         if name in existing:
             _check_policy(admin, name, wanted[name], timeout_s)
             outcome[name] = "exists"
+    _wait_for_leaders(admin, list(wanted), timeout_s)
     return outcome
 
 
@@ -169,4 +171,31 @@ def create_topic(
         name, num_partitions=partitions, replication_factor=1, config=dict(config or {})
     )
     admin.create_topics([topic], operation_timeout=timeout_s)[name].result(timeout=timeout_s)
+    _wait_for_leaders(admin, [name], timeout_s)
     return name
+
+
+def _wait_for_leaders(admin: AdminClient, names: list[str], timeout_s: float) -> None:
+    """Block until every partition of ``names`` has a leader.
+
+    CreateTopics returns before leaders are elected; a read or watermark
+    request in that window fails with NOT_LEADER_FOR_PARTITION.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        metadata = admin.list_topics(timeout=timeout_s)
+        waiting = [
+            name
+            for name in names
+            if (info := metadata.topics.get(name)) is None
+            or info.error is not None
+            or not info.partitions
+            or any(p.leader < 0 or p.error is not None for p in info.partitions.values())
+        ]
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            raise KafkaUnavailableError(
+                f"no leader for topic(s) {', '.join(waiting)} after {timeout_s:g} s"
+            )
+        time.sleep(0.05)

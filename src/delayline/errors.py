@@ -69,3 +69,11 @@ class BrokerStartError(InfraError):
     """The local broker exited or did not become ready in time."""
 
     retriable = True
+
+
+class CatalogError(DelaylineError):
+    """The schedule catalog (the API's index of the topics) cannot be used as is."""
+
+
+class AuthError(DelaylineError):
+    """A request lacked the credentials the API requires."""

@@ -65,7 +65,12 @@ def test_on_time_with_exact_key_value_headers(pipeline: RunningPipeline) -> None
         assert d.timestamp_ms >= schedule.due_ms, "delivered early"
         assert d.arrival_ms - schedule.due_ms < LATENESS_TOLERANCE_MS
         (h,) = by_id(history)[schedule.id]
-        assert (h.key, h.value, h.headers) == (schedule.id.encode(), schedule.payload, d.headers)
+        fired_from = f"{source.topic}/{source.partition}/{source.offset}".encode()
+        assert (h.key, h.value, h.headers) == (
+            schedule.id.encode(),
+            schedule.payload,
+            (*d.headers, ("delayline-source", fired_from)),
+        )
         # The schedule is tombstoned in the very partition it came from.
         assert isinstance(latest[schedule.id], Cancel)
         (tomb,) = [r for r in records if r.value is None and r.key == schedule.id.encode()]

@@ -30,7 +30,8 @@ newer version of the same id that arrived meanwhile is not cancelled by it."""
 ERROR = "delayline-error"
 """On a dead letter: why the record was rejected."""
 SOURCE = "delayline-source"
-"""On a dead letter: ``topic/partition/offset`` of the rejected record."""
+"""On a dead letter: ``topic/partition/offset`` of the rejected record; on a history
+record: that of the version that fired."""
 
 RESERVED_HEADERS = CONTROL_HEADERS | DELIVERY_HEADERS
 """Names a client's extra headers may not use."""

@@ -233,9 +233,12 @@ def render_tombstone(schedule: Schedule) -> OutgoingRecord:
 
 
 def render_history(schedule: Schedule, history_topic: str) -> OutgoingRecord:
-    """The audit record of a delivery: keyed by schedule id, the delivered headers."""
+    """The audit record of a delivery: keyed by schedule id, the delivered headers plus
+    ``delayline-source`` (``topic/partition/offset`` of the version that fired)."""
     delivered = render_delivery(schedule)
-    return OutgoingRecord(history_topic, schedule.id.encode(), schedule.payload, delivered.headers)
+    source = _require_source(schedule)
+    headers = (*delivered.headers, (h.SOURCE, source.describe().encode()))
+    return OutgoingRecord(history_topic, schedule.id.encode(), schedule.payload, headers)
 
 
 def render_dead_letter(

@@ -1,0 +1,221 @@
+"""Keep a catalog store current from the schedules, history and dead-letter topics."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+
+from delayline.catalog.events import Change, Role, changes_for
+from delayline.catalog.store import CatalogStore, Position
+from delayline.config import kafka_client_config
+from delayline.reader import to_consumed_record
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class FollowConfig:
+    """What the follower reads.
+
+    Attributes:
+        bootstrap_servers: Kafka bootstrap list.
+        schedules_topics: Schedules topics.
+        history_topic: History topic; ``None`` when the pipeline writes none.
+        dead_letter_topic: Dead-letter topic; ``None`` to skip dead letters.
+        batch_size: Records applied per store transaction at most.
+        poll_timeout_ms: Longest wait for records before looking around again.
+        metadata_refresh_ms: How often to look for new topics and partitions.
+    """
+
+    bootstrap_servers: str
+    schedules_topics: tuple[str, ...]
+    history_topic: str | None = None
+    dead_letter_topic: str | None = None
+    batch_size: int = 5_000
+    poll_timeout_ms: int = 500
+    metadata_refresh_ms: int = 10_000
+
+    def roles(self) -> dict[str, Role]:
+        """Topic name to its role."""
+        roles = dict.fromkeys(self.schedules_topics, Role.SCHEDULES)
+        if self.history_topic:
+            roles[self.history_topic] = Role.HISTORY
+        if self.dead_letter_topic:
+            roles[self.dead_letter_topic] = Role.DEAD_LETTER
+        return roles
+
+
+@dataclass(frozen=True, slots=True)
+class FollowStatus:
+    """A snapshot of the follower.
+
+    Attributes:
+        caught_up: Every followed partition was read to its end at least once.
+        lag: Records not yet applied, per topic (as of the last look).
+        missing_topics: Followed topics that do not exist (yet).
+        records_applied: Records applied since start.
+        last_error: The last error met, if any.
+    """
+
+    caught_up: bool
+    lag: dict[str, int] = field(default_factory=dict)
+    missing_topics: list[str] = field(default_factory=list)
+    records_applied: int = 0
+    last_error: str | None = None
+
+
+class CatalogFollower:
+    """Reads the followed topics (``read_committed``) into a store, in a thread.
+
+    Every batch of records is applied together with the new positions, so after
+    a crash or restart it resumes where the store left off: no record is applied
+    twice or skipped.
+    """
+
+    def __init__(self, store: CatalogStore, config: FollowConfig) -> None:
+        self.store = store
+        self.config = config
+        self.caught_up = threading.Event()
+        self._roles = config.roles()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lag: dict[str, int] = {}
+        self._missing: list[str] = list(self._roles)
+        self._applied = 0
+        self._last_error: str | None = None
+
+    def start(self) -> None:
+        """Start following in a daemon thread."""
+        self._thread = threading.Thread(target=self._run, name="delayline-catalog", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop after the batch in hand is applied."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def status(self) -> FollowStatus:
+        """Where the follower stands."""
+        return FollowStatus(
+            caught_up=self.caught_up.is_set(),
+            lag=dict(self._lag),
+            missing_topics=list(self._missing),
+            records_applied=self._applied,
+            last_error=self._last_error,
+        )
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._follow()
+            except Exception as exc:  # a broken batch: start over from the store's positions
+                self._last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("catalog follower failed; resuming from stored positions")
+                self._stop.wait(2.0)
+
+    def _follow(self) -> None:
+        consumer = Consumer(
+            kafka_client_config(
+                self.config.bootstrap_servers,
+                **{
+                    "group.id": f"delayline-catalog-{uuid.uuid4()}",
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                    "enable.partition.eof": True,
+                    "auto.offset.reset": "earliest",
+                },
+            )
+        )
+        assigned: dict[Position, int] = {}
+        at_end: set[Position] = set()
+        next_look = 0.0
+        try:
+            while not self._stop.is_set():
+                if time.monotonic() >= next_look:
+                    self._assign_new(consumer, assigned)
+                    self._measure_lag(consumer, assigned)
+                    next_look = time.monotonic() + self.config.metadata_refresh_ms / 1000
+                messages = consumer.consume(
+                    self.config.batch_size, self.config.poll_timeout_ms / 1000
+                )
+                self._apply(messages, assigned, at_end)
+                if assigned and not self.caught_up.is_set() and at_end >= set(assigned):
+                    self._measure_lag(consumer, assigned)
+                    log.info("catalog caught up (%d records applied)", self._applied)
+                    self.caught_up.set()
+        finally:
+            consumer.close()
+
+    def _apply(
+        self, messages: list[Message], assigned: dict[Position, int], at_end: set[Position]
+    ) -> None:
+        changes: list[Change] = []
+        positions: dict[Position, int] = {}
+        history_followed = self.config.history_topic is not None
+        for msg in messages:
+            error = msg.error()
+            where = (msg.topic() or "", msg.partition() or 0)
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(where)
+                else:
+                    self._last_error = str(error)
+                    log.warning("catalog read error on %s[%d]: %s", *where, error)
+                continue
+            record = to_consumed_record(msg)
+            changes.extend(
+                changes_for(record, self._roles[record.topic], history_followed=history_followed)
+            )
+            positions[where] = record.offset + 1
+        if positions:
+            self.store.apply(changes, positions)
+            assigned.update(positions)
+            self._applied += sum(1 for m in messages if m.error() is None)
+
+    def _assign_new(self, consumer: Consumer, assigned: dict[Position, int]) -> None:
+        stored = self.store.positions()
+        metadata = consumer.list_topics(timeout=10)
+        new: list[TopicPartition] = []
+        missing = []
+        for topic in self._roles:
+            info = metadata.topics.get(topic)
+            if info is None or info.error is not None:
+                missing.append(topic)
+                continue
+            for partition in info.partitions:
+                if (topic, partition) not in assigned:
+                    offset = stored.get((topic, partition), OFFSET_BEGINNING)
+                    new.append(TopicPartition(topic, partition, offset))
+                    assigned[(topic, partition)] = max(offset, 0)
+        if missing != self._missing and missing:
+            log.warning("catalog: topics not found (yet): %s", ", ".join(missing))
+        self._missing = missing
+        if new:
+            consumer.incremental_assign(new)
+            log.info("catalog follows %d new partition(s)", len(new))
+
+    def _measure_lag(self, consumer: Consumer, assigned: dict[Position, int]) -> None:
+        # The consumer's position steps over transaction markers; the last record's
+        # offset + 1 does not, and would leave a lag of one after every transaction.
+        read = {
+            (tp.topic, tp.partition): tp.offset
+            for tp in consumer.position([TopicPartition(t, p) for t, p in assigned])
+        }
+        lag: dict[str, int] = {}
+        for (topic, partition), applied in assigned.items():
+            try:
+                _low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=5
+                )
+            except Exception as exc:  # lag is informative only
+                log.debug("no watermarks for %s[%d]: %s", topic, partition, exc)
+                continue
+            position = max(applied, read.get((topic, partition), 0))
+            lag[topic] = lag.get(topic, 0) + max(0, high - position)
+        self._lag = lag

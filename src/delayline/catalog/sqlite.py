@@ -1,0 +1,398 @@
+"""The default catalog store: one SQLite file, WAL mode, indexed for each sort."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from delayline.catalog.events import AddDeadLetter, Change, Remove, Upsert
+from delayline.catalog.model import (
+    MAX_PAGE,
+    DeadLetter,
+    Page,
+    Pending,
+    PendingQuery,
+    Stats,
+    Version,
+)
+from delayline.catalog.sql import decode_cursor, encode_cursor, filters, select
+from delayline.catalog.store import CatalogStore, Position
+from delayline.contract.codec import decode_headers, encode_headers
+from delayline.errors import CatalogError, ConfigError
+
+SCHEMA_VERSION = 1
+LATENESS_BUCKETS_MS = (100, 250, 500, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS pending (
+    id TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
+    offset INTEGER NOT NULL, due_ms INTEGER NOT NULL, target_topic TEXT NOT NULL,
+    target_key BLOB, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,
+    PRIMARY KEY (id, topic)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS pending_due ON pending (due_ms, id, topic);
+CREATE INDEX IF NOT EXISTS pending_created ON pending (created_ms, id, topic);
+CREATE INDEX IF NOT EXISTS pending_target ON pending (target_topic, due_ms, id, topic);
+CREATE TABLE IF NOT EXISTS versions (
+    seq INTEGER PRIMARY KEY, id TEXT NOT NULL, topic TEXT NOT NULL,
+    partition INTEGER NOT NULL, offset INTEGER NOT NULL, kind TEXT NOT NULL,
+    at_ms INTEGER NOT NULL, due_ms INTEGER, target_topic TEXT, lateness_ms INTEGER,
+    reason TEXT, payload BLOB, headers BLOB, target_key BLOB
+);
+CREATE INDEX IF NOT EXISTS versions_id ON versions (id, topic);
+CREATE INDEX IF NOT EXISTS versions_kind_at ON versions (kind, at_ms);
+CREATE TABLE IF NOT EXISTS dead_letters (
+    topic TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
+    at_ms INTEGER NOT NULL, reason TEXT NOT NULL, source TEXT NOT NULL,
+    schedule_id TEXT, key BLOB, value BLOB, headers BLOB,
+    PRIMARY KEY (topic, partition, offset)
+);
+CREATE INDEX IF NOT EXISTS dead_letters_at ON dead_letters (at_ms, topic, partition, offset);
+CREATE TABLE IF NOT EXISTS positions (
+    topic TEXT NOT NULL, partition INTEGER NOT NULL, next_offset INTEGER NOT NULL,
+    PRIMARY KEY (topic, partition)
+);
+"""
+
+_PENDING_COLUMNS = (
+    "id, topic, partition, offset, due_ms, target_topic, target_key, created_ms, updated_ms"
+)
+_DEAD_LETTER_COLUMNS = (
+    "topic, partition, offset, at_ms, reason, source, schedule_id, key, value, headers"
+)
+_SORT_COLUMNS = {"due": ("due_ms", "id", "topic"), "created": ("created_ms", "id", "topic")}
+
+
+class SqliteCatalog(CatalogStore):
+    """A :class:`CatalogStore` in one SQLite file.
+
+    Each thread gets its own connection; WAL lets readers run beside the writer.
+
+    Args:
+        path: The database file; created with its directory when missing.
+
+    Raises:
+        CatalogError: the file holds a catalog of another schema version.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        conn = self._conn()
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, SCHEMA_VERSION):
+            raise CatalogError(
+                f"catalog {path} has schema version {version}, this delayline uses "
+                f"{SCHEMA_VERSION}: delete the file and it is rebuilt from the topics"
+            )
+        conn.executescript(_SCHEMA)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=10000")
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def apply(self, changes: Sequence[Change], positions: Mapping[Position, int]) -> None:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for change in changes:
+                if isinstance(change, Upsert):
+                    _upsert(conn, change)
+                elif isinstance(change, Remove):
+                    _remove(conn, change)
+                elif isinstance(change, AddDeadLetter):
+                    _add_dead_letter(conn, change.entry)
+                else:
+                    raise TypeError(f"not a catalog change: {type(change).__name__}")
+            conn.executemany(
+                "INSERT INTO positions VALUES (?, ?, ?) ON CONFLICT (topic, partition) "
+                "DO UPDATE SET next_offset = excluded.next_offset",
+                [(topic, part, offset) for (topic, part), offset in positions.items()],
+            )
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def positions(self) -> dict[Position, int]:
+        rows = self._conn().execute("SELECT topic, partition, next_offset FROM positions")
+        return {(topic, part): offset for topic, part, offset in rows}
+
+    def pending(self, query: PendingQuery) -> Page[Pending]:
+        if not 1 <= query.limit <= MAX_PAGE:
+            raise ConfigError(f"limit must be between 1 and {MAX_PAGE}, got {query.limit}")
+        keys = _SORT_COLUMNS.get(query.sort, ("id", "topic"))
+        where, args = filters(query)
+        if query.cursor is not None:
+            after = decode_cursor(query.cursor, keys)
+            op = "<" if query.descending else ">"
+            where.append(f"({', '.join(keys)}) {op} ({', '.join('?' * len(keys))})")
+            args.extend(after)
+        direction = "DESC" if query.descending else "ASC"
+        order = [f"{k} {direction}" for k in keys]
+        # Pick the page's keys from a covering index first: SQLite would otherwise read
+        # every full row while it scans, 30x slower for a substring filter over 1M.
+        page_keys = select("id, topic", "pending", where, order)
+        columns = ", ".join(f"p.{c}" for c in _PENDING_COLUMNS.split(", "))
+        sql = (
+            f"SELECT {columns} FROM ({page_keys}) AS k JOIN pending AS p USING (id, topic) "  # noqa: S608
+            f"ORDER BY {', '.join(f'p.{o}' for o in order)}"
+        )
+        rows = self._conn().execute(sql, [*args, query.limit + 1]).fetchall()
+        items = [_pending(row) for row in rows[: query.limit]]
+        next_cursor = None
+        if len(rows) > query.limit:
+            last = items[-1]
+            values: dict[str, Any] = {
+                "due_ms": last.due_ms,
+                "created_ms": last.created_ms,
+                "id": last.id,
+                "topic": last.topic,
+            }
+            next_cursor = encode_cursor([values[k] for k in keys])
+        return Page(items, next_cursor)
+
+    def get(self, schedule_id: str) -> tuple[list[Pending], list[Version]]:
+        conn = self._conn()
+        conn.execute("BEGIN")
+        try:
+            rows = conn.execute(
+                f"SELECT {_PENDING_COLUMNS} FROM pending WHERE id = ? ORDER BY topic",  # noqa: S608
+                (schedule_id,),
+            ).fetchall()
+            versions = [
+                _version(row)
+                for row in conn.execute(
+                    "SELECT kind, at_ms, topic, partition, offset, due_ms, target_topic, "
+                    "lateness_ms, reason, payload, headers, target_key FROM versions "
+                    "WHERE id = ? ORDER BY seq",
+                    (schedule_id,),
+                )
+            ]
+        finally:
+            conn.execute("COMMIT")
+        current = []
+        for row in rows:
+            pending = _pending(row)
+            match = next(
+                (
+                    v
+                    for v in reversed(versions)
+                    if v.kind in ("created", "updated")
+                    and (v.topic, v.offset) == (pending.topic, pending.offset)
+                ),
+                None,
+            )
+            if match is not None:
+                pending = replace(pending, payload=match.payload or b"", headers=match.headers)
+            current.append(pending)
+        return current, versions
+
+    def dead_letters(
+        self, *, limit: int = 100, cursor: str | None = None, reason: str | None = None
+    ) -> Page[DeadLetter]:
+        if not 1 <= limit <= MAX_PAGE:
+            raise ConfigError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+        keys = ("at_ms", "topic", "partition", "offset")
+        where: list[str] = []
+        args: list[Any] = []
+        if reason:
+            where.append("instr(reason, ?) > 0")
+            args.append(reason)
+        if cursor is not None:
+            where.append(f"({', '.join(keys)}) < (?, ?, ?, ?)")
+            args.extend(decode_cursor(cursor, keys))
+        sql = select(_DEAD_LETTER_COLUMNS, "dead_letters", where, [f"{k} DESC" for k in keys])
+        rows = self._conn().execute(sql, [*args, limit + 1]).fetchall()
+        items = [_dead_letter(row) for row in rows[:limit]]
+        next_cursor = None
+        if len(rows) > limit:
+            last = items[-1]
+            next_cursor = encode_cursor([last.at_ms, last.topic, last.partition, last.offset])
+        return Page(items, next_cursor)
+
+    def stats(self, now_ms: int, *, window_minutes: int = 30) -> Stats:
+        conn = self._conn()
+        first_minute = now_ms // 60_000 - window_minutes + 1
+        since_ms = first_minute * 60_000
+        conn.execute("BEGIN")
+        try:
+            pending = conn.execute("SELECT count(*) FROM pending").fetchone()[0]
+            dead = conn.execute("SELECT count(*) FROM dead_letters").fetchone()[0]
+            per_minute = dict(
+                conn.execute(
+                    "SELECT at_ms / 60000, count(*) FROM versions "
+                    "WHERE kind = 'fired' AND at_ms >= ? GROUP BY 1",
+                    (since_ms,),
+                ).fetchall()
+            )
+            sums = ", ".join(f"sum(lateness_ms <= {b})" for b in LATENESS_BUCKETS_MS)
+            cumulative = conn.execute(
+                f"SELECT count(*), {sums} FROM versions "  # noqa: S608 - fixed numbers
+                "WHERE kind = 'fired' AND at_ms >= ? AND lateness_ms IS NOT NULL",
+                (since_ms,),
+            ).fetchone()
+        finally:
+            conn.execute("COMMIT")
+        total, *upto = (int(x or 0) for x in cumulative)
+        counts = [b - a for a, b in zip([0, *upto], [*upto, total], strict=True)]
+        return Stats(
+            pending=pending,
+            dead_letters=dead,
+            fired_per_minute=[
+                (minute * 60_000, per_minute.get(minute, 0))
+                for minute in range(first_minute, first_minute + window_minutes)
+            ],
+            lateness_buckets_ms=list(LATENESS_BUCKETS_MS),
+            lateness_counts=counts,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+def _upsert(conn: sqlite3.Connection, change: Upsert) -> None:
+    s = change.schedule
+    assert s.source is not None  # parsed records always carry one
+    existing = conn.execute(
+        "SELECT created_ms FROM pending WHERE id = ? AND topic = ?", (s.id, s.source.topic)
+    ).fetchone()
+    created_ms = change.at_ms if existing is None else existing[0]
+    conn.execute(
+        f"INSERT OR REPLACE INTO pending ({_PENDING_COLUMNS}) "  # noqa: S608 - fixed names
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            s.id,
+            s.source.topic,
+            s.source.partition,
+            s.source.offset,
+            s.due_ms,
+            s.target_topic,
+            s.target_key,
+            created_ms,
+            change.at_ms,
+        ),
+    )
+    kind = "created" if existing is None else "updated"
+    conn.execute(
+        "INSERT INTO versions (id, topic, partition, offset, kind, at_ms, due_ms, "
+        "target_topic, payload, headers, target_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            s.id,
+            s.source.topic,
+            s.source.partition,
+            s.source.offset,
+            kind,
+            change.at_ms,
+            s.due_ms,
+            s.target_topic,
+            s.payload,
+            encode_headers(s.headers),
+            s.target_key,
+        ),
+    )
+
+
+def _remove(conn: sqlite3.Connection, change: Remove) -> None:
+    row = conn.execute(
+        "SELECT offset FROM pending WHERE id = ? AND topic = ?", (change.id, change.topic)
+    ).fetchone()
+    removed = row is not None and (
+        row[0] == change.offset if change.exact else row[0] <= change.offset
+    )
+    if removed:
+        conn.execute("DELETE FROM pending WHERE id = ? AND topic = ?", (change.id, change.topic))
+    v = change.version
+    if v is not None and (removed or not change.only_if_pending):
+        conn.execute(
+            "INSERT INTO versions (id, topic, partition, offset, kind, at_ms, due_ms, "
+            "target_topic, lateness_ms, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                change.id,
+                v.topic,
+                v.partition,
+                v.offset,
+                v.kind,
+                v.at_ms,
+                v.due_ms,
+                v.target_topic,
+                v.lateness_ms,
+                v.reason,
+            ),
+        )
+
+
+def _add_dead_letter(conn: sqlite3.Connection, d: DeadLetter) -> None:
+    conn.execute(
+        "INSERT OR IGNORE INTO dead_letters VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            d.topic,
+            d.partition,
+            d.offset,
+            d.at_ms,
+            d.reason,
+            d.source,
+            d.schedule_id,
+            d.key,
+            d.value,
+            encode_headers(d.headers),
+        ),
+    )
+
+
+def _pending(row: tuple[Any, ...]) -> Pending:
+    return Pending(*row)
+
+
+def _version(row: tuple[Any, ...]) -> Version:
+    kind, at_ms, topic, partition, offset, due_ms, target, lateness, reason, payload = row[:10]
+    return Version(
+        kind,
+        at_ms,
+        topic,
+        partition,
+        offset,
+        due_ms=due_ms,
+        target_topic=target,
+        lateness_ms=lateness,
+        reason=reason,
+        payload=payload,
+        headers=decode_headers(row[10]) if row[10] else (),
+        target_key=row[11],
+    )
+
+
+def _dead_letter(row: tuple[Any, ...]) -> DeadLetter:
+    topic, partition, offset, at_ms, reason, source, schedule_id, key, value, headers = row
+    return DeadLetter(
+        topic,
+        partition,
+        offset,
+        at_ms,
+        reason,
+        source,
+        schedule_id,
+        key,
+        value,
+        headers=decode_headers(headers) if headers else (),
+    )

@@ -1,0 +1,239 @@
+"""The shared suite every catalog store passes (see conftest.STORES)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from delayline.catalog import MAX_PAGE, CatalogStore, PendingQuery, SqliteCatalog
+from delayline.errors import CatalogError, ConfigError
+from tests.unit.catalog.records import (
+    SCHEDULES,
+    cancel,
+    changes,
+    dead,
+    fired,
+    schedule,
+)
+
+
+def ids(store: CatalogStore, **query: object) -> list[str]:
+    return [p.id for p in store.pending(PendingQuery(**query)).items]  # type: ignore[arg-type]
+
+
+def kinds(store: CatalogStore, sid: str) -> list[str]:
+    return [v.kind for v in store.get(sid)[1]]
+
+
+def test_new_version_replaces_old_and_keeps_creation_time(store: CatalogStore) -> None:
+    store.apply(changes(schedule("a", 0, 50_000, ts=1_000)), {(SCHEDULES, 0): 1})
+    store.apply(changes(schedule("a", 1, 60_000, ts=5_000, payload=b"v2")), {(SCHEDULES, 0): 2})
+    (current,), versions = store.get("a")
+    assert (current.offset, current.due_ms, current.created_ms, current.updated_ms) == (
+        1,
+        60_000,
+        1_000,
+        5_000,
+    )
+    assert current.payload == b"v2"
+    assert [v.kind for v in versions] == ["created", "updated"]
+    assert store.positions() == {(SCHEDULES, 0): 2}
+
+
+def test_cancel_removes_and_is_recorded_only_when_something_was_pending(
+    store: CatalogStore,
+) -> None:
+    store.apply(changes(schedule("a", 0, 50_000), cancel("a", 1), cancel("ghost", 2)), {})
+    assert store.get("a")[0] == []
+    assert kinds(store, "a") == ["created", "cancelled"]
+    assert kinds(store, "ghost") == []
+
+
+def test_own_tombstone_spares_a_newer_version(store: CatalogStore) -> None:
+    store.apply(
+        changes(schedule("a", 0, 50_000), schedule("a", 1, 90_000), cancel("a", 2, fired_offset=0)),
+        {},
+    )
+    (current,), _ = store.get("a")
+    assert current.offset == 1
+    store.apply(changes(cancel("a", 3, fired_offset=1)), {})
+    assert store.get("a")[0] == []
+
+
+def test_fired_from_history_records_lateness(store: CatalogStore) -> None:
+    store.apply(changes(schedule("a", 0, 50_000), fired("a", 0, 50_000, at_ms=50_420)), {})
+    pending, versions = store.get("a")
+    assert pending == []
+    assert versions[-1].kind == "fired"
+    assert versions[-1].lateness_ms == 420
+
+
+def test_without_history_own_tombstone_is_recorded_as_finished(store: CatalogStore) -> None:
+    records = (schedule("a", 0, 50_000), cancel("a", 1, fired_offset=0))
+    store.apply(changes(*records, history_followed=False), {})
+    assert kinds(store, "a") == ["created", "finished"]
+
+
+def test_dead_letter_of_newer_invalid_record_keeps_held_version(store: CatalogStore) -> None:
+    store.apply(changes(schedule("a", 0, 50_000), dead("a", 1, "missing header x")), {})
+    (current,), versions = store.get("a")
+    assert current.offset == 0
+    assert versions[-1].kind == "dead-lettered"
+    assert versions[-1].reason == "missing header x"
+    store.apply(changes(dead("a", 0, "expired", offset=1)), {})
+    assert store.get("a")[0] == []
+    page = store.dead_letters()
+    assert [d.reason for d in page.items] == ["expired", "missing header x"]
+    assert page.items[0].source == f"{SCHEDULES}/0/0"
+
+
+def test_dead_letters_filter_and_page(store: CatalogStore) -> None:
+    store.apply(
+        changes(
+            *(dead(f"d{i}", i, "expired" if i % 2 else "bad", offset=i, at_ms=i) for i in range(7))
+        ),
+        {},
+    )
+    assert len(store.dead_letters(reason="expired").items) == 3
+    first = store.dead_letters(limit=4)
+    assert first.next_cursor is not None
+    rest = store.dead_letters(limit=4, cursor=first.next_cursor)
+    assert rest.next_cursor is None
+    seen = [d.schedule_id for d in [*first.items, *rest.items]]
+    assert seen == [f"d{i}" for i in reversed(range(7))]
+
+
+@pytest.mark.parametrize("sort", ["due", "id", "created"])
+@pytest.mark.parametrize("descending", [False, True])
+def test_walking_every_page_yields_each_schedule_once_in_order(
+    store: CatalogStore, sort: str, descending: bool
+) -> None:
+    # Few distinct due and creation times, so ties must be broken consistently.
+    records = [schedule(f"s{i:03d}", i, 10_000 + (i % 7) * 1_000, ts=i % 5) for i in range(250)]
+    store.apply(changes(*records), {})
+    walked: list[tuple[object, ...]] = []
+    cursor = None
+    while True:
+        page = store.pending(
+            PendingQuery(sort=sort, descending=descending, limit=60, cursor=cursor)  # type: ignore[arg-type]
+        )
+        key = {
+            "due": lambda p: (p.due_ms, p.id),
+            "id": lambda p: (p.id,),
+            "created": lambda p: (p.created_ms, p.id),
+        }[sort]
+        walked.extend(key(p) for p in page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert len(walked) == 250
+    assert walked == sorted(walked, reverse=descending)
+    assert len(set(walked)) == 250
+
+
+def test_filters(store: CatalogStore) -> None:
+    records = [
+        schedule("order-1", 0, 10_000, target="orders"),
+        schedule("order-2", 1, 20_000, target="orders"),
+        schedule("refund-1", 2, 30_000, target="refunds"),
+        schedule("xorder-3", 3, 40_000, target="orders"),
+    ]
+    store.apply(changes(*records), {})
+    assert ids(store, id_prefix="order-") == ["order-1", "order-2"]
+    assert ids(store, id_contains="order-") == ["order-1", "order-2", "xorder-3"]
+    assert ids(store, due_from_ms=20_000, due_to_ms=40_000) == ["order-2", "refund-1"]
+    assert ids(store, target_topic="orders", sort="id", descending=True) == [
+        "xorder-3",
+        "order-2",
+        "order-1",
+    ]
+    assert ids(store, id_prefix="order-", target_topic="refunds") == []
+
+
+@pytest.mark.parametrize("limit", [0, MAX_PAGE + 1])
+def test_limit_out_of_range_is_a_config_error(store: CatalogStore, limit: int) -> None:
+    with pytest.raises(ConfigError, match="limit"):
+        store.pending(PendingQuery(limit=limit))
+    with pytest.raises(ConfigError, match="limit"):
+        store.dead_letters(limit=limit)
+
+
+@pytest.mark.parametrize(
+    "cursor", ["%%%", "bm90IGpzb24", "WzFd", "WyJhIiwgMSwgMl0", "W251bGwsMSwyXQ"]
+)
+def test_foreign_cursors_are_config_errors(store: CatalogStore, cursor: str) -> None:
+    with pytest.raises(ConfigError, match="cursor"):
+        store.pending(PendingQuery(cursor=cursor, sort="due"))
+
+
+def test_apply_is_all_or_nothing(store: CatalogStore) -> None:
+    store.apply(changes(schedule("a", 0, 1)), {(SCHEDULES, 0): 1})
+    broken = [*changes(schedule("b", 1, 1)), object()]
+    with pytest.raises(TypeError):
+        store.apply(broken, {(SCHEDULES, 0): 2})  # type: ignore[list-item]
+    assert ids(store) == ["a"]
+    assert store.positions() == {(SCHEDULES, 0): 1}
+
+
+def test_stats(store: CatalogStore) -> None:
+    minute = 60_000
+    now = 100 * minute + 30_000
+    records = [
+        schedule("a", 0, 1),
+        schedule("b", 1, 1),
+        schedule("c", 2, 1),
+        fired("a", 0, 99 * minute, at_ms=99 * minute + 50),
+        fired("b", 1, 100 * minute, at_ms=100 * minute + 700, offset=1),
+        fired("old", 9, 10 * minute, at_ms=10 * minute, offset=2),
+        dead("z", 5, "bad"),
+    ]
+    store.apply(changes(*records), {})
+    stats = store.stats(now, window_minutes=3)
+    assert stats.pending == 1
+    assert stats.dead_letters == 1
+    assert stats.fired_per_minute == [(98 * minute, 0), (99 * minute, 1), (100 * minute, 1)]
+    assert sum(stats.lateness_counts) == 2
+    assert len(stats.lateness_counts) == len(stats.lateness_buckets_ms) + 1
+    bucket_50 = next(i for i, b in enumerate(stats.lateness_buckets_ms) if b >= 50)
+    bucket_700 = next(i for i, b in enumerate(stats.lateness_buckets_ms) if b >= 700)
+    assert stats.lateness_counts[bucket_50] == 1
+    assert stats.lateness_counts[bucket_700] == 1
+
+
+def test_readers_run_beside_the_writer(store: CatalogStore) -> None:
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def read() -> None:
+        try:
+            while not done.is_set():
+                page = store.pending(PendingQuery(limit=MAX_PAGE))
+                # A page is one consistent snapshot: whole batches of 10 only.
+                assert len(page.items) % 10 == 0
+        except BaseException as exc:
+            errors.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    for batch in range(50):
+        store.apply(changes(*(schedule(f"s{batch}-{i}", batch * 10 + i, 5) for i in range(10))), {})
+    done.set()
+    reader.join()
+    assert errors == []
+    assert len(store.pending(PendingQuery(limit=MAX_PAGE)).items) == 500
+
+
+def test_sqlite_file_survives_reopen_and_refuses_other_schema(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    first = SqliteCatalog(path)
+    first.apply(changes(schedule("a", 0, 1)), {(SCHEDULES, 0): 1})
+    first.close()
+    again = SqliteCatalog(path)
+    assert again.positions() == {(SCHEDULES, 0): 1}
+    assert ids(again) == ["a"]
+    again._conn().execute("PRAGMA user_version = 99")
+    again.close()
+    with pytest.raises(CatalogError, match="delete the file"):
+        SqliteCatalog(path)

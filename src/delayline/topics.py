@@ -199,3 +199,17 @@ def _wait_for_leaders(admin: AdminClient, names: list[str], timeout_s: float) ->
                 f"no leader for topic(s) {', '.join(waiting)} after {timeout_s:g} s"
             )
         time.sleep(0.05)
+
+
+def cluster_brokers(bootstrap_servers: str, timeout_s: float) -> list[dict[str, object]]:
+    """The cluster's brokers as ``{"id", "host", "port"}``; empty when unreachable."""
+    admin = AdminClient(kafka_client_config(bootstrap_servers))
+    try:
+        metadata = admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        log.debug("no metadata from %s: %s", bootstrap_servers, exc)
+        return []
+    return [
+        {"id": b.id, "host": b.host, "port": b.port}
+        for b in sorted(metadata.brokers.values(), key=lambda b: b.id)
+    ]

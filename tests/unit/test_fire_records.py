@@ -71,7 +71,7 @@ def test_fire_event_becomes_delivery_tombstone_and_history() -> None:
     assert (history.topic, history.key, history.headers) == (
         "hist",
         b"vid1-online",
-        delivery.headers,
+        (*delivery.headers, ("delayline-source", b"schedules/2/41")),
     )
     assert len(to_records(event, PipelineConfig(history_topic=None))) == 2
 

@@ -64,6 +64,28 @@ def add_schedules_topic(parser: argparse.ArgumentParser) -> None:
     )
 
 
+TOPICS_ENV = "DELAYLINE_SCHEDULES_TOPICS"
+
+
+def add_schedules_topics(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--schedules-topic``, repeatable, for commands that read every schedules topic."""
+    parser.add_argument(
+        "--schedules-topic",
+        action="append",
+        dest="schedules_topics",
+        metavar="TOPIC",
+        help=f"{help} [env {TOPICS_ENV}, comma-separated; default {DEFAULT_SCHEDULES_TOPIC}]",
+    )
+
+
+def schedules_topics(args: argparse.Namespace) -> tuple[str, ...]:
+    """Flags win over the environment, which wins over the default."""
+    if args.schedules_topics:
+        return tuple(args.schedules_topics)
+    from_env = [t.strip() for t in os.environ.get(TOPICS_ENV, "").split(",") if t.strip()]
+    return tuple(from_env) or (DEFAULT_SCHEDULES_TOPIC,)
+
+
 def add_timeout(parser: argparse.ArgumentParser) -> None:
     """``--timeout``: how long to wait for Kafka before giving up."""
     env_flag(

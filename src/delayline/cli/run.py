@@ -4,24 +4,28 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import threading
 from pathlib import Path
 from types import FrameType
 
-from delayline.cli._common import add_bootstrap, duration_arg, env_bool, env_flag
+from delayline.cli._common import (
+    add_bootstrap,
+    add_schedules_topics,
+    duration_arg,
+    env_bool,
+    env_flag,
+    schedules_topics,
+)
 from delayline.config import (
     DEFAULT_COMMITS_TOPIC,
     DEFAULT_DEAD_LETTER_TOPIC,
-    DEFAULT_SCHEDULES_TOPIC,
 )
 from delayline.pipeline.config import PipelineConfig
 from delayline.topics import TopicsConfig, ensure_topics
 from delayline.units import parse_duration_ms
 
 log = logging.getLogger(__name__)
-TOPICS_ENV = "DELAYLINE_SCHEDULES_TOPICS"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,14 +37,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "exactly once. Stops cleanly on SIGTERM/SIGINT after the batch in flight.",
     )
     add_bootstrap(p)
-    p.add_argument(
-        "--schedules-topic",
-        action="append",
-        dest="schedules_topics",
-        metavar="TOPIC",
-        help=f"schedules topic to read; repeat for several [env {TOPICS_ENV}, comma-separated; "
-        f"default {DEFAULT_SCHEDULES_TOPIC}]",
-    )
+    add_schedules_topics(p, "schedules topic to read; repeat for several")
     env_flag(
         p,
         "--dead-letter-topic",
@@ -132,6 +129,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=Path,
         help="append one JSON line per micro-batch to this file (for tools)",
     )
+    env_flag(
+        p,
+        "--metrics-port",
+        env="DELAYLINE_METRICS_PORT",
+        default=None,
+        type=int,
+        help="serve Prometheus /metrics and JSON /progress on this port (default: off)",
+    )
+    env_flag(
+        p,
+        "--metrics-host",
+        env="DELAYLINE_METRICS_HOST",
+        default="127.0.0.1",
+        help="address the metrics server listens on",
+    )
     p.add_argument(
         "--rebuild",
         action="store_true",
@@ -140,14 +152,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "topics [env DELAYLINE_REBUILD=1]",
     )
     p.set_defaults(func=_run)
-
-
-def schedules_topics(args: argparse.Namespace) -> tuple[str, ...]:
-    """Flags win over the environment, which wins over the default."""
-    if args.schedules_topics:
-        return tuple(args.schedules_topics)
-    from_env = [t.strip() for t in os.environ.get(TOPICS_ENV, "").split(",") if t.strip()]
-    return tuple(from_env) or (DEFAULT_SCHEDULES_TOPIC,)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -168,6 +172,8 @@ def _run(args: argparse.Namespace) -> int:
         driver_memory_mb=args.driver_memory_mb,
         progress_file=args.progress_file,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
     )
     logging.getLogger("delayline").setLevel(min(logging.INFO, logging.getLogger().level))
     for schedules_topic in config.schedules_topics:  # each must exist and be compacted

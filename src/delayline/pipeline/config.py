@@ -33,6 +33,9 @@ class PipelineConfig:
         query_name: Name of the streaming query; part of the transactional id.
         driver_memory_mb: JVM heap of the Spark driver (local mode runs all there).
         progress_file: Append one JSON line per micro-batch here (for tools); ``None``: off.
+        metrics_port: Serve Prometheus ``/metrics`` and JSON ``/progress`` on this port
+            (0: any free port); ``None``: off.
+        metrics_host: Address the metrics server listens on.
         max_offsets_per_trigger: Cap on records read per micro-batch. Timers fire only
             between batches, so a cap bounds lateness while a backlog is read.
     """
@@ -51,6 +54,8 @@ class PipelineConfig:
     driver_memory_mb: int = 1024
     progress_file: Path | None = None
     max_offsets_per_trigger: int = 20_000
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         if not self.schedules_topics:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import threading
@@ -16,6 +17,7 @@ from delayline.errors import DelaylineError
 from delayline.fire.transactional import FireConfig, TransactionalFirer
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
+from delayline.pipeline.metrics import MetricsServer, PipelineMetrics
 from delayline.pipeline.session import build_session
 from delayline.pipeline.sink import BatchReport, FireSink, checkpoint_query_id
 from delayline.stores.spark_state import HoldProcessor
@@ -74,6 +76,8 @@ class Pipeline:
     ) -> None:
         self.config = config
         self._on_batch = on_batch or self._report_batch
+        self.metrics = PipelineMetrics()
+        self._metrics_server: MetricsServer | None = None
         self._spark: SparkSession | None = None
         self._query: StreamingQuery | None = None
         self._firer: TransactionalFirer | None = None
@@ -91,7 +95,12 @@ class Pipeline:
             FireConfig(config.bootstrap_servers, config.commits_topic, config.transactional_id)
         )
         self._spark = build_session(config)
-        sink = FireSink(config, self._firer, self._run_id, self._on_batch)
+        if config.metrics_port is not None and self._metrics_server is None:
+            self._metrics_server = MetricsServer(
+                self.metrics, config.metrics_host, config.metrics_port
+            )
+            self._metrics_server.start()
+        sink = FireSink(config, self._firer, self._run_id, self._on_batch_observed)
         events = hold(read_schedules(self._spark, config), config)
         self._query = (
             events.writeStream.queryName(config.query_name)
@@ -119,6 +128,7 @@ class Pipeline:
             while not stop.is_set():
                 if query.awaitTermination(poll_s):
                     break
+                self.metrics.observe_progress([json.loads(p.json) for p in query.recentProgress])
                 if not announced and query.lastProgress is not None:
                     announced = True
                     log.info("pipeline %s ready: first batch done", self.config.query_name)
@@ -143,6 +153,9 @@ class Pipeline:
         if self._firer is not None:
             self._firer.close()
             self._firer = None
+        if self._metrics_server is not None:
+            self._metrics_server.stop()
+            self._metrics_server = None
 
     def _run_id(self) -> str:
         # Fixed for the life of a checkpoint; read the file once, not on every batch.
@@ -154,6 +167,10 @@ class Pipeline:
         if self._query is None:
             raise PipelineError("pipeline not started")
         return self._query
+
+    def _on_batch_observed(self, report: BatchReport) -> None:
+        self.metrics.observe_batch(report)
+        self._on_batch(report)
 
     def _report_batch(self, report: BatchReport) -> None:
         self._log_batch(report)

@@ -1,0 +1,180 @@
+"""``/schedules``: list, inspect, create, replace and cancel schedules."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from starlette.concurrency import run_in_threadpool
+
+from delayline.api.auth import require_read, require_write
+from delayline.api.schemas import (
+    MAX_ID_LENGTH,
+    Problem,
+    ScheduleCreate,
+    ScheduleDetail,
+    ScheduleIn,
+    SchedulePage,
+    Written,
+    WrittenMany,
+    full,
+    summary,
+    version_out,
+)
+from delayline.api.state import ApiState
+from delayline.catalog import MAX_PAGE, PendingQuery
+from delayline.clock import datetime_to_ms
+from delayline.errors import InvalidScheduleError
+
+router = APIRouter(tags=["schedules"])
+
+ERRORS: dict[int | str, dict[str, object]] = {
+    400: {"model": Problem, "description": "A parameter is invalid."},
+    401: {"model": Problem, "description": "Token missing or wrong."},
+    404: {"model": Problem, "description": "No such schedule."},
+    422: {"model": Problem, "description": "The request breaks the schedule contract."},
+    503: {"model": Problem, "description": "Kafka or the catalog is unavailable; retry."},
+}
+
+
+def _state(request: Request) -> ApiState:
+    state: ApiState = request.app.state.api
+    return state
+
+
+def _ms(value: datetime | None) -> int | None:
+    if value is None:
+        return None
+    return datetime_to_ms(value if value.tzinfo is not None else value.replace(tzinfo=UTC))
+
+
+@router.get(
+    "/schedules",
+    response_model=SchedulePage,
+    responses=ERRORS,
+    dependencies=[Depends(require_read)],
+    summary="List pending schedules",
+)
+def list_schedules(
+    request: Request,
+    id: Annotated[str | None, Query(max_length=MAX_ID_LENGTH, description="Id filter.")] = None,
+    id_match: Annotated[
+        Literal["prefix", "contains"], Query(description="How `id` matches.")
+    ] = "prefix",
+    due_from: Annotated[
+        datetime | None, Query(description="Due at or after (ISO 8601; no zone means UTC).")
+    ] = None,
+    due_to: Annotated[datetime | None, Query(description="Due before (ISO 8601).")] = None,
+    target_topic: Annotated[str | None, Query(max_length=249)] = None,
+    sort: Literal["due", "id", "created"] = "due",
+    order: Literal["asc", "desc"] = "asc",
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    cursor: Annotated[str | None, Query(max_length=4096)] = None,
+) -> SchedulePage:
+    """Pending schedules from the catalog, filtered, sorted, one page at a time."""
+    query = PendingQuery(
+        id_prefix=id if id_match == "prefix" else None,
+        id_contains=id if id_match == "contains" else None,
+        due_from_ms=_ms(due_from),
+        due_to_ms=_ms(due_to),
+        target_topic=target_topic,
+        sort=sort,
+        descending=order == "desc",
+        limit=limit,
+        cursor=cursor,
+    )
+    page = _state(request).store.pending(query)
+    return SchedulePage(items=[summary(p) for p in page.items], next_cursor=page.next_cursor)
+
+
+@router.get(
+    "/schedules/{schedule_id:path}",
+    response_model=ScheduleDetail,
+    responses=ERRORS,
+    dependencies=[Depends(require_read)],
+    summary="One schedule and its versions",
+)
+def get_schedule(request: Request, schedule_id: str) -> ScheduleDetail:
+    """The pending version (with payload) and every version seen: created, updated,
+    cancelled, fired, dead-lettered."""
+    current, versions = _state(request).store.get(schedule_id)
+    if not current and not versions:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no schedule with id {schedule_id!r}")
+    newest = max(current, key=lambda p: p.updated_ms, default=None)
+    return ScheduleDetail(
+        id=schedule_id,
+        pending=bool(current),
+        current=None if newest is None else full(newest),
+        versions=[version_out(v) for v in versions],
+    )
+
+
+@router.post(
+    "/schedules",
+    response_model=Written,
+    status_code=status.HTTP_202_ACCEPTED,
+    responses=ERRORS,
+    dependencies=[Depends(require_write)],
+    summary="Create a schedule",
+)
+async def create_schedule(request: Request, body: ScheduleCreate) -> Written:
+    """Write a schedule to the schedules topic. An existing id is replaced, as with
+    any producer. Answers once Kafka acknowledged the record."""
+    state = _state(request)
+    schedule_id = body.id or str(uuid.uuid4())
+    topic = await run_in_threadpool(state.topic_of, schedule_id)
+    return await state.writers.schedule(topic, schedule_id, body)
+
+
+@router.put(
+    "/schedules/{schedule_id:path}",
+    response_model=Written,
+    status_code=status.HTTP_202_ACCEPTED,
+    responses=ERRORS,
+    dependencies=[Depends(require_write)],
+    summary="Replace a schedule",
+)
+async def replace_schedule(request: Request, schedule_id: str, body: ScheduleIn) -> Written:
+    """Write a new version of ``schedule_id`` (created if it is not pending)."""
+    _check_id(schedule_id)
+    state = _state(request)
+    topic = await run_in_threadpool(state.topic_of, schedule_id)
+    return await state.writers.schedule(topic, schedule_id, body)
+
+
+@router.delete(
+    "/schedules/{schedule_id:path}",
+    response_model=WrittenMany,
+    status_code=status.HTTP_202_ACCEPTED,
+    responses=ERRORS,
+    dependencies=[Depends(require_write)],
+    summary="Cancel a schedule",
+)
+async def cancel_schedule(
+    request: Request,
+    schedule_id: str,
+    force: Annotated[
+        bool, Query(description="Write the cancel even if the catalog has no pending version.")
+    ] = False,
+) -> WrittenMany:
+    """Write a cancel (tombstone) to each schedules topic where the id is pending."""
+    _check_id(schedule_id)
+    state = _state(request)
+    current, _ = await run_in_threadpool(state.store.get, schedule_id)
+    topics = sorted({p.topic for p in current})
+    if not topics and force:
+        topics = [state.config.schedules_topics[0]]
+    if not topics:
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND,
+            f"no pending schedule with id {schedule_id!r} (force=true cancels anyway)",
+        )
+    records = [await state.writers.cancel(topic, schedule_id) for topic in topics]
+    return WrittenMany(id=schedule_id, records=records)
+
+
+def _check_id(schedule_id: str) -> None:
+    if not schedule_id or len(schedule_id) > MAX_ID_LENGTH:
+        raise InvalidScheduleError(f"schedule id must be 1 to {MAX_ID_LENGTH} characters")

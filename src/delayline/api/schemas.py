@@ -1,0 +1,291 @@
+"""Request and response bodies of the REST API (pydantic, shown in OpenAPI)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from delayline.catalog import DeadLetter, Pending, Stats, Version
+from delayline.clock import ms_to_datetime
+from delayline.model import Headers
+
+MAX_ID_LENGTH = 1024
+
+
+class HeaderIn(BaseModel):
+    """A header to add to the schedule (and so to the delivered record)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=256)
+    value: str = Field(max_length=65_536)
+
+
+class ScheduleIn(BaseModel):
+    """A schedule to create or replace. Give exactly one of ``due_at``, ``due_ms`` and
+    ``delay_ms``."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "example": {
+                "target_topic": "orders",
+                "target_key": "order-42",
+                "payload": '{"status": "expired"}',
+                "delay_ms": 60000,
+            }
+        },
+    )
+    target_topic: str = Field(min_length=1, max_length=249, description="Topic to deliver to.")
+    target_key: str | None = Field(default=None, max_length=65_536, description="Delivered key.")
+    payload: str = Field(default="", max_length=1_048_576, description="Delivered value.")
+    payload_encoding: Literal["utf-8", "base64"] = Field(
+        default="utf-8", description="How ``payload`` is written here."
+    )
+    due_at: datetime | None = Field(
+        default=None, description="Due time, ISO 8601 with a time zone, e.g. 2030-01-01T12:00:00Z."
+    )
+    due_ms: int | None = Field(default=None, ge=0, description="Due time, epoch milliseconds.")
+    delay_ms: int | None = Field(
+        default=None, ge=0, le=10**13, description="Due this many milliseconds from now."
+    )
+    headers: list[HeaderIn] = Field(default_factory=list, max_length=100)
+
+
+class ScheduleCreate(ScheduleIn):
+    """A new schedule; without ``id`` the API makes one up (a UUID)."""
+
+    id: str | None = Field(default=None, min_length=1, max_length=MAX_ID_LENGTH)
+
+
+class Written(BaseModel):
+    """Where Kafka stored the record the API wrote. The pipeline acts on it next."""
+
+    id: str
+    topic: str
+    partition: int
+    offset: int
+
+
+class WrittenMany(BaseModel):
+    """The records a request wrote (a cancel writes one per schedules topic holding the id)."""
+
+    id: str
+    records: list[Written]
+
+
+class HeaderOut(BaseModel):
+    """A header as stored; ``value`` is text, or base64 when ``encoding`` says so."""
+
+    name: str
+    value: str | None
+    encoding: Literal["utf-8", "base64"] | None
+
+
+class ScheduleSummary(BaseModel):
+    """A pending schedule in a list."""
+
+    id: str
+    topic: str
+    partition: int
+    offset: int
+    due_ms: int
+    due_at: datetime
+    target_topic: str
+    target_key: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class ScheduleFull(ScheduleSummary):
+    """A pending schedule with its payload and headers."""
+
+    payload_base64: str
+    payload_text: str | None = Field(description="The payload as text, when it is UTF-8.")
+    payload_json: bool = Field(description="Whether the payload text is valid JSON.")
+    payload_size: int
+    headers: list[HeaderOut]
+
+
+class VersionOut(BaseModel):
+    """One event in the life of a schedule id."""
+
+    kind: str
+    at: datetime
+    topic: str
+    partition: int
+    offset: int
+    due_at: datetime | None = None
+    target_topic: str | None = None
+    lateness_ms: int | None = None
+    reason: str | None = None
+    payload_size: int | None = None
+
+
+class ScheduleDetail(BaseModel):
+    """An id: its pending version (if any) and every version seen."""
+
+    id: str
+    pending: bool
+    current: ScheduleFull | None
+    versions: list[VersionOut]
+
+
+class SchedulePage(BaseModel):
+    """A page of pending schedules; pass ``next_cursor`` back as ``cursor`` for the next."""
+
+    items: list[ScheduleSummary]
+    next_cursor: str | None
+
+
+class DeadLetterOut(BaseModel):
+    """A rejected or expired record."""
+
+    topic: str
+    partition: int
+    offset: int
+    at: datetime
+    reason: str
+    source: str
+    schedule_id: str | None
+    payload_base64: str | None
+    payload_text: str | None
+    headers: list[HeaderOut]
+
+
+class DeadLetterPage(BaseModel):
+    """A page of dead letters, newest first."""
+
+    items: list[DeadLetterOut]
+    next_cursor: str | None
+
+
+class StatsOut(BaseModel):
+    """Dashboard figures."""
+
+    pending: int
+    dead_letters: int
+    fired_per_minute: list[tuple[datetime, int]]
+    lateness_buckets_ms: list[int]
+    lateness_counts: list[int]
+
+
+class Problem(BaseModel):
+    """Every error answer: what is wrong, in one sentence."""
+
+    detail: str
+
+
+def utc(epoch_ms: int) -> datetime:
+    """Epoch milliseconds as an aware UTC datetime."""
+    return ms_to_datetime(epoch_ms)
+
+
+def text_or_none(raw: bytes | None) -> str | None:
+    """``raw`` as text when it is UTF-8."""
+    if raw is None:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def headers_out(headers: Headers) -> list[HeaderOut]:
+    """Headers with text values where possible, base64 otherwise."""
+    out = []
+    for name, value in headers:
+        text = text_or_none(value)
+        if value is None:
+            out.append(HeaderOut(name=name, value=None, encoding=None))
+        elif text is not None:
+            out.append(HeaderOut(name=name, value=text, encoding="utf-8"))
+        else:
+            encoded = base64.b64encode(value).decode()
+            out.append(HeaderOut(name=name, value=encoded, encoding="base64"))
+    return out
+
+
+def summary(p: Pending) -> ScheduleSummary:
+    """A list item."""
+    return ScheduleSummary(
+        id=p.id,
+        topic=p.topic,
+        partition=p.partition,
+        offset=p.offset,
+        due_ms=p.due_ms,
+        due_at=utc(p.due_ms),
+        target_topic=p.target_topic,
+        target_key=None if p.target_key is None else p.target_key.decode("utf-8", "replace"),
+        created_at=utc(p.created_ms),
+        updated_at=utc(p.updated_ms),
+    )
+
+
+def full(p: Pending) -> ScheduleFull:
+    """A pending schedule with payload and headers."""
+    text = text_or_none(p.payload)
+    return ScheduleFull(
+        **summary(p).model_dump(),
+        payload_base64=base64.b64encode(p.payload).decode(),
+        payload_text=text,
+        payload_json=_is_json(text),
+        payload_size=len(p.payload),
+        headers=headers_out(p.headers),
+    )
+
+
+def version_out(v: Version) -> VersionOut:
+    """A version for the detail page."""
+    return VersionOut(
+        kind=v.kind,
+        at=utc(v.at_ms),
+        topic=v.topic,
+        partition=v.partition,
+        offset=v.offset,
+        due_at=None if v.due_ms is None else utc(v.due_ms),
+        target_topic=v.target_topic,
+        lateness_ms=v.lateness_ms,
+        reason=v.reason,
+        payload_size=None if v.payload is None else len(v.payload),
+    )
+
+
+def dead_letter_out(d: DeadLetter) -> DeadLetterOut:
+    """A dead letter."""
+    return DeadLetterOut(
+        topic=d.topic,
+        partition=d.partition,
+        offset=d.offset,
+        at=utc(d.at_ms),
+        reason=d.reason,
+        source=d.source,
+        schedule_id=d.schedule_id,
+        payload_base64=None if d.value is None else base64.b64encode(d.value).decode(),
+        payload_text=text_or_none(d.value),
+        headers=headers_out(d.headers),
+    )
+
+
+def stats_out(s: Stats) -> StatsOut:
+    """Dashboard figures."""
+    return StatsOut(
+        pending=s.pending,
+        dead_letters=s.dead_letters,
+        fired_per_minute=[(utc(minute), n) for minute, n in s.fired_per_minute],
+        lateness_buckets_ms=s.lateness_buckets_ms,
+        lateness_counts=s.lateness_counts,
+    )
+
+
+def _is_json(text: str | None) -> bool:
+    if text is None:
+        return False
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True

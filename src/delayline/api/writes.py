@@ -1,0 +1,126 @@
+"""Turn API bodies into schedules written through the schedules topic."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+from collections.abc import Awaitable
+from datetime import datetime
+
+from delayline.api.schemas import ScheduleIn, Written
+from delayline.client import AsyncScheduler, ClientConfig
+from delayline.client.aio import Written as ClientWritten
+from delayline.clock import Clock, SystemClock, datetime_to_ms, ms_to_datetime
+from delayline.errors import InvalidScheduleError, KafkaUnavailableError
+from delayline.model import MAX_EPOCH_MS
+
+
+class Writers:
+    """One asyncio client per schedules topic, made on first use.
+
+    Args:
+        bootstrap_servers: Kafka bootstrap list.
+        timeout_ms: Bound on waiting for Kafka's acknowledgement of one write.
+        clock: "Now" for ``delay_ms``.
+    """
+
+    def __init__(self, bootstrap_servers: str, timeout_ms: int, clock: Clock | None = None) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.clock = clock or SystemClock()
+        self.timeout_ms = timeout_ms
+        self._clients: dict[str, AsyncScheduler] = {}
+
+    def client(self, topic: str) -> AsyncScheduler:
+        """The client writing to ``topic``."""
+        if topic not in self._clients:
+            self._clients[topic] = AsyncScheduler(
+                ClientConfig(
+                    bootstrap_servers=self.bootstrap_servers,
+                    schedules_topic=topic,
+                    metadata_timeout_ms=self.timeout_ms,
+                    delivery_timeout_ms=self.timeout_ms,
+                )
+            )
+        return self._clients[topic]
+
+    async def schedule(self, topic: str, schedule_id: str, body: ScheduleIn) -> Written:
+        """Write ``body`` as the new version of ``schedule_id`` on ``topic``.
+
+        Raises:
+            InvalidScheduleError: the body breaks the contract (422).
+            KafkaUnavailableError: Kafka did not acknowledge in time (503).
+        """
+        due = due_datetime(body, self.clock)
+        payload = payload_bytes(body)
+        written = await self._bounded(
+            self.client(topic).schedule(
+                schedule_id,
+                payload,
+                body.target_topic,
+                at=due,
+                target_key=body.target_key,
+                headers=[(h.name, h.value) for h in body.headers],
+            )
+        )
+        return _written(written)
+
+    async def cancel(self, topic: str, schedule_id: str) -> Written:
+        """Write a cancel of ``schedule_id`` on ``topic``."""
+        return _written(await self._bounded(self.client(topic).cancel(schedule_id)))
+
+    async def _bounded(self, write: Awaitable[ClientWritten]) -> ClientWritten:
+        try:
+            return await asyncio.wait_for(write, self.timeout_ms / 1000 + 1)
+        except TimeoutError as exc:
+            raise KafkaUnavailableError(
+                f"Kafka did not acknowledge the write within {self.timeout_ms} ms"
+            ) from exc
+
+    async def close(self) -> None:
+        """Flush and close every client."""
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
+
+
+def due_datetime(body: ScheduleIn, clock: Clock) -> datetime:
+    """The due time the body asks for, as an aware datetime.
+
+    Raises:
+        InvalidScheduleError: not exactly one form given, no time zone, or beyond 9999.
+    """
+    given = [body.due_at is not None, body.due_ms is not None, body.delay_ms is not None]
+    if sum(given) != 1:
+        raise InvalidScheduleError("give exactly one of due_at, due_ms and delay_ms")
+    if body.due_at is not None:
+        if body.due_at.tzinfo is None:
+            raise InvalidScheduleError("due_at needs a time zone, e.g. 2030-01-01T12:00:00Z")
+        due_ms = datetime_to_ms(body.due_at)
+    elif body.due_ms is not None:
+        due_ms = body.due_ms
+    else:
+        due_ms = clock.now_ms() + (body.delay_ms or 0)
+    if due_ms > MAX_EPOCH_MS:
+        raise InvalidScheduleError("due time is beyond year 9999")
+    if due_ms < 0:
+        raise InvalidScheduleError("due time is before 1970")
+    return ms_to_datetime(due_ms)
+
+
+def payload_bytes(body: ScheduleIn) -> bytes:
+    """The payload as bytes.
+
+    Raises:
+        InvalidScheduleError: ``payload_encoding`` is base64 and the payload is not.
+    """
+    if body.payload_encoding == "utf-8":
+        return body.payload.encode("utf-8")
+    try:
+        return base64.b64decode(body.payload, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidScheduleError("payload is not valid base64") from exc
+
+
+def _written(w: ClientWritten) -> Written:
+    return Written(id=w.id, topic=w.topic, partition=w.partition, offset=w.offset)

@@ -1,0 +1,113 @@
+"""``delayline api``: the REST API and the admin page."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from delayline.cli._common import (
+    add_bootstrap,
+    add_schedules_topics,
+    duration_arg,
+    env_bool,
+    env_flag,
+    say,
+    schedules_topics,
+)
+from delayline.config import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_HISTORY_TOPIC
+from delayline.units import parse_duration_ms
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``api``."""
+    p = sub.add_parser(
+        "api",
+        help="serve the REST API and the admin page (/ui)",
+        description="List, inspect, create, update and cancel schedules over HTTP. Reads "
+        "come from a SQLite catalog kept current from the topics; writes go through the "
+        "schedules topic. OpenAPI at /openapi.json, the admin page at /ui.",
+    )
+    add_bootstrap(p)
+    add_schedules_topics(p, "schedules topic to follow (writes of new ids go to the first)")
+    env_flag(
+        p,
+        "--history-topic",
+        env="DELAYLINE_HISTORY_TOPIC",
+        default=DEFAULT_HISTORY_TOPIC,
+        help="history topic to follow for deliveries (empty: none)",
+    )
+    env_flag(
+        p,
+        "--dead-letter-topic",
+        env="DELAYLINE_DEAD_LETTER_TOPIC",
+        default=DEFAULT_DEAD_LETTER_TOPIC,
+        help="dead-letter topic to follow",
+    )
+    env_flag(
+        p,
+        "--catalog",
+        env="DELAYLINE_CATALOG",
+        default=".delayline/catalog.db",
+        type=Path,
+        help="SQLite catalog file (rebuilt from the topics when deleted)",
+    )
+    env_flag(p, "--host", env="DELAYLINE_API_HOST", default="127.0.0.1", help="listen address")
+    env_flag(p, "--port", env="DELAYLINE_API_PORT", default=8080, type=int, help="listen port")
+    env_flag(
+        p,
+        "--token",
+        env="DELAYLINE_API_TOKEN",
+        default=None,
+        help="bearer token writes need (without it the API refuses writes)",
+    )
+    p.add_argument(
+        "--reads-need-token",
+        action="store_true",
+        default=env_bool("DELAYLINE_API_READS_NEED_TOKEN"),
+        help="reads need the token too [env DELAYLINE_API_READS_NEED_TOKEN=1]",
+    )
+    env_flag(
+        p,
+        "--pipeline-url",
+        env="DELAYLINE_PIPELINE_URL",
+        default=None,
+        help="the pipeline's metrics server (delayline run --metrics-port), for /info",
+    )
+    env_flag(
+        p,
+        "--request-timeout",
+        env="DELAYLINE_API_REQUEST_TIMEOUT",
+        default="10s",
+        type=duration_arg(parse_duration_ms),
+        dest="request_timeout_ms",
+        metavar="DURATION",
+        help="how long a write waits for Kafka",
+    )
+    p.set_defaults(func=_api)
+
+
+def _api(args: argparse.Namespace) -> int:
+    from delayline.api.config import ApiConfig  # noqa: PLC0415 - FastAPI loads only for api
+    from delayline.api.server import serve  # noqa: PLC0415
+
+    config = ApiConfig(
+        bootstrap_servers=args.bootstrap_servers,
+        schedules_topics=schedules_topics(args),
+        history_topic=args.history_topic or None,
+        dead_letter_topic=args.dead_letter_topic or None,
+        catalog_path=args.catalog,
+        host=args.host,
+        port=args.port,
+        token=args.token or None,
+        reads_need_token=args.reads_need_token,
+        pipeline_url=args.pipeline_url or None,
+        request_timeout_ms=args.request_timeout_ms,
+    )
+    logging.getLogger("delayline").setLevel(min(logging.INFO, logging.getLogger().level))
+    if config.token is None:
+        log.warning("no --token: the API is read-only")
+    serve(config, on_ready=lambda url: say(f"delayline api on {url} (admin page {url}/ui/)"))
+    return 0

@@ -1,0 +1,48 @@
+// The admin page: a hash router over the views.
+import { token, ApiError } from "./api.js";
+import { flash } from "./flash.js";
+import { dashboard } from "./dashboard.js";
+import { list, detail, form } from "./schedules.js";
+import { deadLetters } from "./deadletters.js";
+
+const main = document.getElementById("main");
+
+async function route() {
+  const [path, search] = location.hash.replace(/^#/, "").split("?");
+  const params = new URLSearchParams(search || "");
+  const parts = (path || "/").split("/").filter(Boolean);
+  const section = parts[0] || "dashboard";
+  document.querySelectorAll("[data-nav]").forEach((a) => {
+    if (a.dataset.nav === section) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
+  });
+  try {
+    if (section === "dashboard") await dashboard(main);
+    else if (section === "schedules" && parts.length > 1) await detail(main, decodeURIComponent(parts.slice(1).join("/")));
+    else if (section === "schedules") await list(main, params);
+    else if (section === "new") await form(main, null);
+    else if (section === "edit") await form(main, decodeURIComponent(parts.slice(1).join("/")));
+    else if (section === "dead-letters") await deadLetters(main, params);
+    else main.innerHTML = "<h1>Not found</h1>";
+  } catch (err) {
+    const hint = err instanceof ApiError && err.status === 401 ? " Enter the API token at the top right." : "";
+    main.innerHTML = `<h1>Could not load</h1><p data-testid="load-error"></p>`;
+    main.querySelector("p").textContent = `${err.message}.${hint}`;
+  }
+  document.getElementById("status-line").textContent = `Times in UTC · refreshed ${new Date().toISOString().slice(11, 19)}`;
+}
+
+document.getElementById("token").value = token.get();
+document.getElementById("token-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  token.set(document.getElementById("token").value.trim());
+  flash("Token saved in this browser.");
+  route();
+});
+document.addEventListener("keydown", (e) => {
+  if (e.key === "/" && !["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement.tagName)) {
+    const search = document.getElementById("search");
+    if (search) { e.preventDefault(); search.focus(); } else location.hash = "#/schedules";
+  }
+});
+window.addEventListener("hashchange", route);
+route();

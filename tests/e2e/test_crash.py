@@ -11,7 +11,7 @@ from delayline.client import ClientConfig, Scheduler
 from delayline.clock import ms_to_datetime
 from delayline.harness import DeliveryCollector, PipelineProcess
 from delayline.testing import create_topic, unique_topic
-from tests.e2e.conftest import ARTIFACTS, make_topics, pipeline_args
+from tests.support import ARTIFACTS, make_topics, pipeline_args
 
 TOTAL = 1000
 KILLS = 3

@@ -12,7 +12,7 @@ from delayline.contract import parse_record
 from delayline.harness import Delivery, DeliveryCollector
 from delayline.model import Cancel
 from delayline.reader import read_topic
-from tests.e2e.conftest import LATENESS_TOLERANCE_MS, RunningPipeline
+from tests.support import LATENESS_TOLERANCE_MS, RunningPipeline
 
 
 def now_ms() -> int:

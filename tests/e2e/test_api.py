@@ -1,0 +1,282 @@
+"""The REST API against a real broker and a real pipeline: create, see pending,
+update, cancel, fired, dead-lettered, auth, validation, info and metrics."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from confluent_kafka import Producer
+
+from delayline.api.config import ApiConfig
+from delayline.api.server import ApiServer
+from delayline.config import kafka_client_config
+from delayline.harness import DeliveryCollector
+from delayline.infra.broker import free_port
+from tests.support import LATENESS_TOLERANCE_MS, RunningPipeline, eventually, running_pipeline
+
+TOKEN = "e2e-token"
+
+
+@dataclass
+class Api:
+    url: str
+    pipeline: RunningPipeline
+    http: httpx.Client
+
+    def pending_ids(self, prefix: str) -> list[str]:
+        page = self.http.get("/schedules", params={"id": prefix, "limit": 1000}).json()
+        return [item["id"] for item in page["items"]]
+
+    def versions(self, schedule_id: str) -> list[str]:
+        response = self.http.get(f"/schedules/{schedule_id}")
+        return (
+            [v["kind"] for v in response.json()["versions"]] if response.status_code == 200 else []
+        )
+
+
+@pytest.fixture(scope="module")
+def api(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    metrics_port = free_port()
+    checkpoint = tmp_path_factory.mktemp("checkpoint")
+    with running_pipeline(
+        kafka_bootstrap, checkpoint, "--metrics-port", str(metrics_port)
+    ) as pipeline:
+        topics = pipeline.topics
+        server = ApiServer(
+            ApiConfig(
+                bootstrap_servers=kafka_bootstrap,
+                schedules_topics=(topics.schedules, topics.schedules_b),
+                history_topic=topics.history,
+                dead_letter_topic=topics.dead_letters,
+                catalog_path=tmp_path_factory.mktemp("catalog") / "catalog.db",
+                port=0,
+                token=TOKEN,
+                pipeline_url=f"http://127.0.0.1:{metrics_port}",
+            )
+        )
+        url = server.start()
+        http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=20)
+        try:
+            eventually(lambda: http.get("/readyz").status_code == 200, 30, "catalog ready")
+            yield Api(url, pipeline, http)
+        finally:
+            http.close()
+            server.stop()
+
+
+def body(target: str, **extra: Any) -> dict[str, Any]:
+    return {"target_topic": target, "payload": '{"ok": true}', **extra}
+
+
+def test_create_update_cancel_through_the_api(api: Api) -> None:
+    target = api.pipeline.target()
+    sid = f"api-life-{target}"
+    created = api.http.post("/schedules", json=body(target, id=sid, delay_ms=600_000))
+    assert created.status_code == 202, created.text
+    written = created.json()
+    assert written["id"] == sid
+    assert written["topic"] == api.pipeline.topics.schedules
+    assert written["offset"] >= 0
+    eventually(lambda: api.pending_ids(sid) == [sid], 15, "created schedule pending")
+
+    detail = api.http.get(f"/schedules/{sid}").json()
+    assert detail["pending"] is True
+    assert detail["current"]["payload_text"] == '{"ok": true}'
+    assert detail["current"]["payload_json"] is True
+    assert detail["current"]["offset"] == written["offset"]
+
+    due = "2031-05-01T10:00:00Z"
+    updated = api.http.put(f"/schedules/{sid}", json=body(target, due_at=due, target_key="k1"))
+    assert updated.status_code == 202, updated.text
+    eventually(lambda: api.versions(sid) == ["created", "updated"], 15, "update seen")
+    current = api.http.get(f"/schedules/{sid}").json()["current"]
+    assert current["due_at"] == "2031-05-01T10:00:00Z"
+    assert current["target_key"] == "k1"
+
+    cancelled = api.http.delete(f"/schedules/{sid}")
+    assert cancelled.status_code == 202, cancelled.text
+    assert [r["topic"] for r in cancelled.json()["records"]] == [api.pipeline.topics.schedules]
+    eventually(lambda: api.pending_ids(sid) == [], 15, "cancelled schedule gone")
+    assert api.versions(sid) == ["created", "updated", "cancelled"]
+    again = api.http.delete(f"/schedules/{sid}")
+    assert again.status_code == 404
+    assert "no pending schedule" in again.json()["detail"]
+
+
+def test_a_schedule_created_through_the_api_fires_once_and_is_recorded(api: Api) -> None:
+    target = api.pipeline.target()
+    sid = f"api-fire-{target}"
+    with DeliveryCollector(api.pipeline.bootstrap, [target]) as seen:
+        created = api.http.post("/schedules", json=body(target, id=sid, delay_ms=2_000))
+        assert created.status_code == 202, created.text
+        seen.wait_for(lambda d: len(d) >= 1, timeout_s=30)
+        time.sleep(1)
+        (delivery,) = seen.snapshot()
+    assert delivery.value == b'{"ok": true}'
+    eventually(lambda: api.versions(sid) == ["created", "fired"], 20, "fired version")
+    detail = api.http.get(f"/schedules/{sid}").json()
+    assert detail["pending"] is False
+    fired = detail["versions"][-1]
+    assert 0 <= fired["lateness_ms"] < LATENESS_TOLERANCE_MS
+    stats = api.http.get("/stats").json()
+    assert sum(n for _, n in stats["fired_per_minute"]) >= 1
+    assert sum(stats["lateness_counts"]) >= 1
+
+
+def test_malformed_record_shows_up_as_a_dead_letter(api: Api) -> None:
+    sid = f"api-bad-{time.time_ns()}"
+    producer = Producer(kafka_client_config(api.pipeline.bootstrap))
+    producer.produce(
+        api.pipeline.topics.schedules,
+        key=sid.encode(),
+        value=b"no epoch",
+        headers=[("scheduler-target-topic", b"somewhere")],
+    )
+    producer.flush(10)
+
+    def listed() -> list[dict[str, Any]]:
+        items = api.http.get("/dead-letters", params={"reason": "scheduler-epoch"}).json()["items"]
+        return [d for d in items if d["schedule_id"] == sid]
+
+    (dead,) = eventually(listed, 30, "dead letter listed")
+    assert dead["reason"] == "missing header scheduler-epoch"
+    assert dead["payload_text"] == "no epoch"
+    assert dead["source"].startswith(f"{api.pipeline.topics.schedules}/")
+    assert api.versions(sid) == ["dead-lettered"]
+
+
+def test_info_reports_kafka_catalog_and_running_pipeline(api: Api) -> None:
+    info = eventually(
+        lambda: (i := api.http.get("/info").json())["pipeline"]["status"] == "running" and i,
+        30,
+        "pipeline reported running",
+    )
+    assert info["brokers"]
+    assert info["catalog"]["caught_up"] is True
+    assert info["topics"]["schedules"] == [
+        api.pipeline.topics.schedules,
+        api.pipeline.topics.schedules_b,
+    ]
+    assert info["pipeline"]["progress"]["spark"]["batch_id"] >= 0
+    assert api.http.get("/healthz").json() == {"status": "ok"}
+    assert api.http.get("/readyz").status_code == 200
+
+
+def test_metrics_of_api_and_pipeline(api: Api) -> None:
+    text = api.http.get("/metrics").text
+    assert 'delayline_api_requests_total{method="GET",route="/readyz",status="200"}' in text
+    assert "delayline_catalog_pending " in text
+    pipeline_url = api.http.get("/info").json()["pipeline"]["url"]
+    pipeline_metrics = httpx.get(f"{pipeline_url}/metrics").text
+    for name in (
+        "delayline_schedules_received_total",
+        "delayline_schedules_planned_total",
+        "delayline_schedules_fired_total",
+        "delayline_schedules_pending",
+        "delayline_lateness_seconds_bucket",
+        "delayline_batch_duration_seconds_bucket",
+    ):
+        assert name in pipeline_metrics
+
+
+def test_writes_need_the_token(api: Api) -> None:
+    target = "anything"
+    anonymous = httpx.post(f"{api.url}/schedules", json=body(target, delay_ms=1000))
+    assert anonymous.status_code == 401
+    assert anonymous.headers["WWW-Authenticate"] == "Bearer"
+    wrong = httpx.delete(f"{api.url}/schedules/x", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    assert wrong.json()["detail"] == "wrong bearer token"
+    assert httpx.get(f"{api.url}/schedules").status_code == 200  # reads are open here
+
+
+@pytest.mark.parametrize(
+    ("payload", "status", "message"),
+    [
+        ({"payload": "x", "delay_ms": 1}, 422, "target_topic: Field required"),
+        (body("bad topic", delay_ms=1), 422, "not a valid topic name"),
+        (body("t"), 422, "exactly one of due_at, due_ms and delay_ms"),
+        (body("t", delay_ms=1, due_ms=5), 422, "exactly one of"),
+        (body("t", due_at="2030-01-01T00:00:00"), 422, "needs a time zone"),
+        (body("t", due_ms=253_402_300_800_000), 422, "beyond year 9999"),
+        (body("t", delay_ms=-1), 422, "delay_ms"),
+        (body("t", delay_ms=1, payload="%%%", payload_encoding="base64"), 422, "not valid base64"),
+        (
+            body("t", delay_ms=1, headers=[{"name": "scheduler-epoch", "value": "1"}]),
+            422,
+            "reserved",
+        ),
+        (body("t", delay_ms=1, surprise=1), 422, "surprise: Extra inputs are not permitted"),
+        (body("t", delay_ms=1, id=""), 422, "id: String should have at least 1 character"),
+        (body("t", due_at="yesterday"), 422, "due_at"),
+    ],
+)
+def test_every_bad_write_gets_a_4xx_that_says_why(
+    api: Api, payload: dict[str, Any], status: int, message: str
+) -> None:
+    response = api.http.post("/schedules", json=payload)
+    assert response.status_code == status, response.text
+    assert message in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "message"),
+    [
+        ({"limit": 0}, 422, "limit"),
+        ({"limit": 1001}, 422, "limit"),
+        ({"sort": "size"}, 422, "sort"),
+        ({"cursor": "not-a-cursor"}, 400, "cursor"),
+        ({"due_from": "soon"}, 422, "due_from"),
+    ],
+)
+def test_bad_list_queries_get_a_4xx_that_says_why(
+    api: Api, params: dict[str, Any], status: int, message: str
+) -> None:
+    response = api.http.get("/schedules", params=params)
+    assert response.status_code == status, response.text
+    assert message in response.json()["detail"]
+
+
+def test_unknown_schedule_is_404(api: Api) -> None:
+    response = api.http.get("/schedules/never-seen-anywhere")
+    assert response.status_code == 404
+    assert "never-seen-anywhere" in response.json()["detail"]
+
+
+def test_read_only_and_closed_reads(kafka_bootstrap: str, tmp_path: Path) -> None:
+    def serve(**settings: Any) -> ApiServer:
+        server = ApiServer(
+            ApiConfig(
+                bootstrap_servers=kafka_bootstrap,
+                schedules_topics=("nowhere",),
+                history_topic=None,
+                dead_letter_topic=None,
+                catalog_path=tmp_path / f"{len(settings)}.db",
+                port=0,
+                **settings,
+            )
+        )
+        server.start()
+        return server
+
+    read_only = serve()
+    try:
+        refused = httpx.post(f"{read_only.url}/schedules", json=body("t", delay_ms=1))
+        assert refused.status_code == 403
+        assert "writes are disabled" in refused.json()["detail"]
+    finally:
+        read_only.stop()
+    closed = serve(token="s3cret", reads_need_token=True)
+    try:
+        assert httpx.get(f"{closed.url}/schedules").status_code == 401
+        allowed = httpx.get(f"{closed.url}/schedules", headers={"Authorization": "Bearer s3cret"})
+        assert allowed.status_code == 200
+        assert httpx.get(f"{closed.url}/healthz").status_code == 200
+    finally:
+        closed.stop()

@@ -163,12 +163,19 @@ class DeadLetterPage(BaseModel):
     next_cursor: str | None
 
 
+class MinuteCount(BaseModel):
+    """Deliveries in one minute (UTC)."""
+
+    minute: datetime
+    deliveries: int
+
+
 class StatsOut(BaseModel):
     """Dashboard figures."""
 
     pending: int
     dead_letters: int
-    fired_per_minute: list[tuple[datetime, int]]
+    fired_per_minute: list[MinuteCount]
     lateness_buckets_ms: list[int]
     lateness_counts: list[int]
 
@@ -275,7 +282,9 @@ def stats_out(s: Stats) -> StatsOut:
     return StatsOut(
         pending=s.pending,
         dead_letters=s.dead_letters,
-        fired_per_minute=[(utc(minute), n) for minute, n in s.fired_per_minute],
+        fired_per_minute=[
+            MinuteCount(minute=utc(minute), deliveries=n) for minute, n in s.fired_per_minute
+        ],
         lateness_buckets_ms=s.lateness_buckets_ms,
         lateness_counts=s.lateness_counts,
     )

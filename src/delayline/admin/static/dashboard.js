@@ -17,8 +17,8 @@ function bucketLabel(bounds, i) {
 
 export async function dashboard(main) {
   const [stats, info] = await Promise.all([api("/stats?minutes=30"), api("/info")]);
-  const perMinute = stats.fired_per_minute.map(([, n]) => n);
-  const minuteLabels = stats.fired_per_minute.map(([t], i) => (i % 5 === 4 ? t.slice(11, 16) : ""));
+  const perMinute = stats.fired_per_minute.map((m) => m.deliveries);
+  const minuteLabels = stats.fired_per_minute.map((m, i) => (i % 5 === 4 ? m.minute.slice(11, 16) : ""));
   const lastMinute = perMinute.length > 1 ? perMinute[perMinute.length - 2] : 0;
   const lateLabels = stats.lateness_counts.map((_, i) => bucketLabel(stats.lateness_buckets_ms, i));
   const pipeline = info.pipeline;

@@ -124,7 +124,13 @@ def readyz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "starting", "reasons": reasons}, status_code=503)
 
 
-@router.get("/metrics", tags=["operations"], summary="Prometheus metrics")
+@router.get(
+    "/metrics",
+    tags=["operations"],
+    summary="Prometheus metrics",
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {}}}},
+)
 def metrics(request: Request) -> Response:
     """The API's metrics in the Prometheus text format."""
     registry = request.app.state.metrics.registry

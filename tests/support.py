@@ -9,6 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+import httpx
+
+from delayline.api.config import ApiConfig
+from delayline.api.server import ApiServer
 from delayline.client import ClientConfig, Scheduler
 from delayline.harness import PipelineProcess
 from delayline.testing import create_topic, unique_topic
@@ -102,3 +106,30 @@ def eventually(check: Callable[[], T | None], timeout_s: float, what: str) -> T:
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout_s:g} s: {what}")
         time.sleep(0.2)
+
+
+@contextmanager
+def running_api(
+    pipeline: RunningPipeline, catalog: Path, token: str, pipeline_url: str | None = None
+) -> Iterator[str]:
+    """``delayline api`` (in this process, on a free port) over ``pipeline``'s topics;
+    yields its base URL once the catalog has caught up."""
+    topics = pipeline.topics
+    server = ApiServer(
+        ApiConfig(
+            bootstrap_servers=pipeline.bootstrap,
+            schedules_topics=(topics.schedules, topics.schedules_b),
+            history_topic=topics.history,
+            dead_letter_topic=topics.dead_letters,
+            catalog_path=catalog,
+            port=0,
+            token=token,
+            pipeline_url=pipeline_url,
+        )
+    )
+    url = server.start()
+    try:
+        eventually(lambda: httpx.get(f"{url}/readyz").status_code == 200, 30, "catalog caught up")
+        yield url
+    finally:
+        server.stop()

@@ -18,7 +18,13 @@ from delayline.api.server import ApiServer
 from delayline.config import kafka_client_config
 from delayline.harness import DeliveryCollector
 from delayline.infra.broker import free_port
-from tests.support import LATENESS_TOLERANCE_MS, RunningPipeline, eventually, running_pipeline
+from tests.support import (
+    LATENESS_TOLERANCE_MS,
+    RunningPipeline,
+    eventually,
+    running_api,
+    running_pipeline,
+)
 
 TOKEN = "e2e-token"
 
@@ -44,30 +50,17 @@ class Api:
 def api(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     metrics_port = free_port()
     checkpoint = tmp_path_factory.mktemp("checkpoint")
-    with running_pipeline(
-        kafka_bootstrap, checkpoint, "--metrics-port", str(metrics_port)
-    ) as pipeline:
-        topics = pipeline.topics
-        server = ApiServer(
-            ApiConfig(
-                bootstrap_servers=kafka_bootstrap,
-                schedules_topics=(topics.schedules, topics.schedules_b),
-                history_topic=topics.history,
-                dead_letter_topic=topics.dead_letters,
-                catalog_path=tmp_path_factory.mktemp("catalog") / "catalog.db",
-                port=0,
-                token=TOKEN,
-                pipeline_url=f"http://127.0.0.1:{metrics_port}",
-            )
-        )
-        url = server.start()
-        http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=20)
-        try:
-            eventually(lambda: http.get("/readyz").status_code == 200, 30, "catalog ready")
-            yield Api(url, pipeline, http)
-        finally:
-            http.close()
-            server.stop()
+    catalog = tmp_path_factory.mktemp("catalog") / "catalog.db"
+    with (
+        running_pipeline(
+            kafka_bootstrap, checkpoint, "--metrics-port", str(metrics_port)
+        ) as pipeline,
+        running_api(pipeline, catalog, TOKEN, f"http://127.0.0.1:{metrics_port}") as url,
+        httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=20
+        ) as http,
+    ):
+        yield Api(url, pipeline, http)
 
 
 def body(target: str, **extra: Any) -> dict[str, Any]:

@@ -6,8 +6,14 @@ import { list, detail, form } from "./schedules.js";
 import { deadLetters } from "./deadletters.js";
 
 const main = document.getElementById("main");
+let latest = 0;
+let focusSearch = false;
 
+// Each view renders into a detached element, swapped in only if no newer navigation
+// started meanwhile: a slow answer must not overwrite the page the user moved to.
 async function route() {
+  const mine = ++latest;
+  const view = document.createElement("div");
   const [path, search] = location.hash.replace(/^#/, "").split("?");
   const params = new URLSearchParams(search || "");
   const parts = (path || "/").split("/").filter(Boolean);
@@ -16,18 +22,21 @@ async function route() {
     if (a.dataset.nav === section) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
   });
   try {
-    if (section === "dashboard") await dashboard(main);
-    else if (section === "schedules" && parts.length > 1) await detail(main, decodeURIComponent(parts.slice(1).join("/")));
-    else if (section === "schedules") await list(main, params);
-    else if (section === "new") await form(main, null);
-    else if (section === "edit") await form(main, decodeURIComponent(parts.slice(1).join("/")));
-    else if (section === "dead-letters") await deadLetters(main, params);
-    else main.innerHTML = "<h1>Not found</h1>";
+    if (section === "dashboard") await dashboard(view);
+    else if (section === "schedules" && parts.length > 1) await detail(view, decodeURIComponent(parts.slice(1).join("/")));
+    else if (section === "schedules") await list(view, params);
+    else if (section === "new") await form(view, null);
+    else if (section === "edit") await form(view, decodeURIComponent(parts.slice(1).join("/")));
+    else if (section === "dead-letters") await deadLetters(view, params);
+    else view.innerHTML = "<h1>Not found</h1>";
   } catch (err) {
     const hint = err instanceof ApiError && err.status === 401 ? " Enter the API token at the top right." : "";
-    main.innerHTML = `<h1>Could not load</h1><p data-testid="load-error"></p>`;
-    main.querySelector("p").textContent = `${err.message}.${hint}`;
+    view.innerHTML = `<h1>Could not load</h1><p data-testid="load-error"></p>`;
+    view.querySelector("p").textContent = `${err.message}.${hint}`;
   }
+  if (mine !== latest) return;
+  main.replaceChildren(view);
+  if (focusSearch) { focusSearch = false; document.getElementById("search")?.focus(); }
   document.getElementById("status-line").textContent = `Times in UTC · refreshed ${new Date().toISOString().slice(11, 19)}`;
 }
 
@@ -41,7 +50,9 @@ document.getElementById("token-form").addEventListener("submit", (e) => {
 document.addEventListener("keydown", (e) => {
   if (e.key === "/" && !["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement.tagName)) {
     const search = document.getElementById("search");
-    if (search) { e.preventDefault(); search.focus(); } else location.hash = "#/schedules";
+    e.preventDefault();
+    if (search) search.focus();
+    else { focusSearch = true; location.hash = "#/schedules"; }
   }
 });
 window.addEventListener("hashchange", route);

@@ -1,5 +1,6 @@
 // Dead letters: newest first, with the reason and the rejected record.
 import { api, query } from "./api.js";
+import { go } from "./nav.js";
 import { esc, when, hexdump, bytesFromBase64 } from "./format.js";
 
 export async function deadLetters(main, params) {
@@ -25,6 +26,6 @@ export async function deadLetters(main, params) {
     <div class="pager">${page.next_cursor ? `<a href="#/dead-letters${query({ reason, cursor: page.next_cursor })}">Older →</a>` : ""}</div>`;
   main.querySelector("#dl-filter").addEventListener("submit", (e) => {
     e.preventDefault();
-    location.hash = `#/dead-letters${query({ reason: new FormData(e.target).get("reason") })}`;
+    go(`#/dead-letters${query({ reason: new FormData(e.target).get("reason") })}`);
   });
 }

@@ -2,9 +2,21 @@
 import { api, query } from "./api.js";
 import { esc, when, relative, hexdump, bytesFromBase64, prettyJson, utcInputToIso, isoToUtcInput } from "./format.js";
 import { flash } from "./flash.js";
+import { go } from "./nav.js";
 
 const FILTERS = ["id", "id_match", "target_topic", "due_from", "due_to", "sort", "order", "limit"];
 const link = (id) => `#/schedules/${encodeURIComponent(id)}`;
+
+// Writes reach the list through Kafka and the catalog; wait (briefly) until the
+// catalog shows what was written, so the next page reads the user's own write.
+async function caughtUp(id, seen, timeoutMs = 10000) {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    try { if (seen(await api(`/schedules/${encodeURIComponent(id)}`))) return true; } catch { /* not there yet */ }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  return false;
+}
 
 export async function list(main, params) {
   const f = Object.fromEntries(FILTERS.map((k) => [k, params.get(k) || ""]));
@@ -42,7 +54,7 @@ export async function list(main, params) {
     </div>`;
   main.querySelector("#filters").addEventListener("submit", (e) => {
     e.preventDefault();
-    location.hash = `#/schedules${query(Object.fromEntries(new FormData(e.target)))}`;
+    go(`#/schedules${query(Object.fromEntries(new FormData(e.target)))}`);
   });
 }
 
@@ -91,7 +103,8 @@ export async function detail(main, id) {
       try {
         await api(`/schedules/${encodeURIComponent(d.id)}`, { method: "DELETE" });
         flash(`Cancel of ${d.id} written.`);
-        location.hash = "#/schedules";
+        await caughtUp(d.id, (now) => !now.pending);
+        go("#/schedules");
       } catch (err) { flash(err.message, true); }
     });
   }
@@ -128,7 +141,8 @@ export async function form(main, id) {
         ? await api(`/schedules/${encodeURIComponent(id)}`, { method: "PUT", body })
         : await api("/schedules", { method: "POST", body: { ...body, id: newId } });
       flash(`Written to ${written.topic}/${written.partition}/${written.offset}.`);
-      location.hash = link(written.id);
+      await caughtUp(written.id, (now) => now.current && now.current.offset === written.offset);
+      go(link(written.id));
     } catch (err) { flash(err.message, true); }
   });
 }

@@ -1,0 +1,84 @@
+"""A real pipeline, the API and Debian's Chromium driven by Playwright.
+
+Screenshots of every test land in ``test-artifacts/browser/``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from delayline.infra.broker import free_port
+from tests.support import ARTIFACTS, RunningPipeline, running_api, running_pipeline
+
+TOKEN = "browser-token"
+CHROMIUM_ENV = "DELAYLINE_CHROMIUM"
+SHOTS = ARTIFACTS / "browser"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/browser" in str(item.fspath):
+            item.add_marker(pytest.mark.slow)
+
+
+@dataclass
+class Stack:
+    url: str
+    pipeline: RunningPipeline
+
+
+@pytest.fixture(scope="module")
+def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    metrics_port = free_port()
+    checkpoint = tmp_path_factory.mktemp("checkpoint")
+    catalog = tmp_path_factory.mktemp("catalog") / "catalog.db"
+    with (
+        running_pipeline(
+            kafka_bootstrap, checkpoint, "--metrics-port", str(metrics_port)
+        ) as pipeline,
+        running_api(pipeline, catalog, TOKEN, f"http://127.0.0.1:{metrics_port}") as url,
+    ):
+        yield Stack(url, pipeline)
+
+
+def chromium_path() -> str:
+    path = os.environ.get(CHROMIUM_ENV) or shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(path).exists():
+        raise RuntimeError(
+            f"no Chromium at {path}: install Debian's 'chromium' package or set {CHROMIUM_ENV}"
+        )
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=chromium_path(), args=["--no-sandbox", "--disable-dev-shm-usage"]
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser, stack: Stack, request: pytest.FixtureRequest) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1366, "height": 820}, base_url=stack.url)
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        yield opened
+    finally:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        opened.screenshot(path=str(SHOTS / f"{request.node.name}.png"), full_page=True)
+        context.close()
+    assert errors == [], f"JavaScript errors on the page: {errors}"

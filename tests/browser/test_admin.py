@@ -1,0 +1,104 @@
+"""The admin page in a real browser, against the real API and pipeline."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+
+from playwright.sync_api import Page, expect
+
+from delayline.harness import DeliveryCollector
+from tests.browser.conftest import SHOTS, TOKEN, Stack
+
+CATALOG_WAIT_MS = 15_000
+
+
+def sign_in(page: Page) -> None:
+    page.goto("/ui/")
+    page.get_by_label("API token").fill(TOKEN)
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_test_id("flash")).to_have_text("Token saved in this browser.")
+
+
+def create(page: Page, schedule_id: str, target: str, delay_s: int, payload: str) -> None:
+    page.get_by_role("link", name="New schedule").click()
+    page.get_by_label("Id").fill(schedule_id)
+    page.get_by_label("Target topic").fill(target)
+    page.get_by_label("…or due in (seconds)").fill(str(delay_s))
+    page.get_by_label("Payload (UTF-8 text)").fill(payload)
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_test_id("flash")).to_contain_text("Written to")
+    # The page shows the schedule once the catalog has it.
+    expect(page.get_by_test_id("state")).to_have_text("pending", timeout=CATALOG_WAIT_MS)
+
+
+def row_in_list(page: Page, schedule_id: str, *, present: bool) -> None:
+    """Search the list until the catalog shows (or no longer shows) the id."""
+    page.goto(f"/ui/#/schedules?id={schedule_id}")
+    deadline = time.monotonic() + CATALOG_WAIT_MS / 1000
+    row = page.locator(f'[data-testid=schedule-row][data-id="{schedule_id}"]')
+    while (row.count() > 0) != present:
+        assert time.monotonic() < deadline, f"{schedule_id} present={present} not seen"
+        page.get_by_role("button", name="Apply").click()
+        page.wait_for_timeout(300)
+    if present:
+        expect(row).to_be_visible()
+    else:
+        expect(page.get_by_test_id("no-schedules")).to_be_visible()
+
+
+def test_create_see_pending_cancel_and_see_it_gone(page: Page, stack: Stack) -> None:
+    schedule_id = f"ui-{uuid.uuid4().hex[:8]}"
+    sign_in(page)
+    create(page, schedule_id, stack.pipeline.target(), 3600, '{"order": 42}')
+    row_in_list(page, schedule_id, present=True)
+    page.screenshot(path=str(SHOTS / "schedules-list.png"))
+
+    page.get_by_role("link", name=schedule_id).click()
+    expect(page.get_by_test_id("state")).to_have_text("pending")
+    expect(page.get_by_test_id("payload")).to_contain_text('"order": 42')  # pretty JSON
+    page.get_by_role("button", name="HEX").click()
+    expect(page.get_by_test_id("payload")).to_contain_text("7b 22 6f 72")
+    page.screenshot(path=str(SHOTS / "schedule-detail.png"), full_page=True)
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Cancel schedule").click()
+    expect(page.get_by_test_id("flash")).to_contain_text(f"Cancel of {schedule_id} written")
+    row_in_list(page, schedule_id, present=False)
+
+
+def test_schedule_due_in_five_seconds_is_delivered(page: Page, stack: Stack) -> None:
+    schedule_id = f"ui-fire-{uuid.uuid4().hex[:8]}"
+    target = stack.pipeline.target()
+    sign_in(page)
+    with DeliveryCollector(stack.pipeline.bootstrap, [target]) as seen:
+        create(page, schedule_id, target, 5, "hello from the page")
+        delivered = seen.wait_for(lambda d: len(d) >= 1, timeout_s=40)
+    assert [d.value for d in delivered] == [b"hello from the page"]
+    deadline = time.monotonic() + CATALOG_WAIT_MS / 1000
+    fired = page.get_by_test_id("versions").locator(".tag.fired")
+    while fired.count() == 0:
+        assert time.monotonic() < deadline, "fired version not shown"
+        page.reload()
+        page.wait_for_timeout(500)
+    expect(page.get_by_test_id("state")).to_have_text("not pending")
+    expect(fired).to_have_count(1)
+
+
+def test_dashboard_shows_figures_and_status(page: Page, stack: Stack) -> None:
+    page.goto("/ui/")
+    expect(page.get_by_test_id("pending-count")).to_have_text(re.compile(r"^\d+$"))
+    expect(page.get_by_test_id("pipeline-status")).to_contain_text("running", timeout=20_000)
+    page.screenshot(path=str(SHOTS / "dashboard.png"), full_page=True)
+    page.keyboard.press("/")  # the search shortcut opens the list with the search focused
+    expect(page.locator("#search")).to_be_focused()
+
+
+def test_bad_input_shows_the_apis_reason(page: Page, stack: Stack) -> None:
+    sign_in(page)
+    page.get_by_role("link", name="New schedule").click()
+    page.get_by_label("Target topic").fill("not a topic!")
+    page.get_by_label("…or due in (seconds)").fill("10")
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_test_id("flash")).to_contain_text("not a valid topic name")

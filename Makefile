@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup jars lint test test-unit test-integration demo broker-start broker-stop clean
+.PHONY: setup system jars lint test test-unit test-integration test-browser api demo broker-start broker-stop clean
 
 # Create the venv and install delayline with its dev tools; redone when pyproject changes.
 $(STAMP): pyproject.toml
@@ -14,7 +14,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $@
 
-setup: $(STAMP) jars
+setup: system $(STAMP) jars
+
+# Java, Maven, python3-venv and Chromium from Debian, when missing (needs root or sudo).
+system:
+	@bash infra/system-packages.sh
 
 # Resolve the Kafka broker and Spark connector jars into the local cache (once).
 jars: $(STAMP)
@@ -33,6 +37,12 @@ test-unit: $(STAMP)
 
 test-integration: setup
 	$(BIN)/pytest tests/integration
+
+test-browser: setup
+	$(BIN)/pytest tests/browser
+
+api: setup
+	$(BIN)/delayline api
 
 demo: setup
 	$(BIN)/delayline demo

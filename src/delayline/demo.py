@@ -21,8 +21,9 @@ from confluent_kafka import Producer
 
 from delayline.client import ClientConfig, Scheduler
 from delayline.clock import ms_to_datetime
+from delayline.demo_api import DEMO_TOKEN, api_agrees, demo_api, hold
 from delayline.harness import Delivery, DeliveryCollector, PipelineProcess
-from delayline.infra.broker import BrokerConfig, LocalBroker
+from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
 from delayline.topics import TopicsConfig, create_topic, ensure_topics
 
 Out = Callable[[str], None]
@@ -37,12 +38,16 @@ class DemoConfig:
         schedules: How many schedules to write.
         spread_s: Due times spread over this many seconds from now.
         keep_broker: Leave a broker the demo started running afterwards.
+        api_port: Port of the REST API and admin page (another is picked if taken).
+        hold: Keep the pipeline and the API running after the demo, until Ctrl-C.
     """
 
     broker: BrokerConfig
     schedules: int = 50
     spread_s: int = 25
     keep_broker: bool = False
+    api_port: int = 8080
+    hold: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +88,7 @@ def _with_broker(config: DemoConfig, out: Out) -> bool:
         bootstrap_servers=bootstrap,
         schedules_topic=f"demo-{run}-schedules",
         dead_letter_topic=f"demo-{run}-dead-letters",
-        history_topic=None,
+        history_topic=f"demo-{run}-history",
         commits_topic=f"demo-{run}-commits",
         partitions=3,
     )
@@ -92,26 +97,41 @@ def _with_broker(config: DemoConfig, out: Out) -> bool:
     create_topic(bootstrap, target, partitions=3)
     out(f"topics: {topics.schedules_topic} -> {target}, dead letters {topics.dead_letter_topic}")
     with tempfile.TemporaryDirectory(prefix="delayline-demo-") as tmp:
+        metrics_port = free_port()
         args = [
             "--schedules-topic", topics.schedules_topic,
             "--dead-letter-topic", topics.dead_letter_topic,
+            "--history-topic", str(topics.history_topic),
             "--commits-topic", topics.commits_topic,
             "--checkpoint-dir", str(Path(tmp) / "checkpoint"),
             "--trigger-interval", "500ms",
             "--query-name", f"demo-{run}",
+            "--metrics-port", str(metrics_port),
         ]  # fmt: skip
         log = Path(".delayline") / f"demo-{run}-pipeline.log"
         out(f"starting the Spark pipeline (log {log}) ...")
+        api = demo_api(
+            topics, Path(tmp) / "catalog.db", config.api_port, f"http://127.0.0.1:{metrics_port}"
+        )
         with (
             PipelineProcess(bootstrap, args, log) as pipeline,
             DeliveryCollector(bootstrap, [target, topics.dead_letter_topic]) as seen,
         ):
             pipeline.start()
-            out(f"pipeline ready in {pipeline.wait_ready():.1f} s")
-            plan = _write(bootstrap, topics.schedules_topic, target, config, out)
-            ok = _watch(seen, plan, target, out)
-            code = pipeline.terminate()
-            out(f"pipeline stopped (exit {code})")
+            url = api.start()
+            out(f"admin page: {url}/ui/  (API token for writes: {DEMO_TOKEN})")
+            out(f"pipeline metrics: http://127.0.0.1:{metrics_port}/metrics")
+            try:
+                out(f"pipeline ready in {pipeline.wait_ready():.1f} s")
+                plan = _write(bootstrap, topics.schedules_topic, target, config, out)
+                ok = _watch(seen, plan, target, out)
+                ok = api_agrees(url, len(plan.due_ms), out) and ok
+                if config.hold:
+                    hold(url, out)
+            finally:
+                api.stop()
+                code = pipeline.terminate()
+                out(f"pipeline stopped (exit {code})")
     return ok and code == 0
 
 

@@ -84,6 +84,7 @@ def start_pipeline(env: BenchEnv, *extra: str) -> float:
         args = [
             "--schedules-topic", env.schedules_topic,
             "--dead-letter-topic", f"bench-{env.run}-dlq",
+            "--history-topic", "",
             "--commits-topic", f"bench-{env.run}-commits",
             "--checkpoint-dir", str(env.work_dir / "checkpoint"),
             "--query-name", f"bench-{env.run}",

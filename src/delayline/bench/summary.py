@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ORDER = ("steady", "burst", "backlog", "restart", "idle")
+ORDER = ("steady", "burst", "backlog", "restart", "idle", "catalog")
 
 
 def markdown(results_dir: Path) -> str:

@@ -147,6 +147,7 @@ class CatalogFollower:
                 self._measure_lag(consumer, assigned)
                 if assigned and not self.caught_up.is_set() and at_end >= set(assigned):
                     log.info("catalog caught up (%d records applied)", self._applied)
+                    self.store.optimize()
                     self.caught_up.set()
         finally:
             consumer.close()

@@ -63,6 +63,10 @@ class CatalogStore(abc.ABC):
     def stats(self, now_ms: int, *, window_minutes: int = 30) -> Stats:
         """Dashboard figures; rates and lateness over the last ``window_minutes``."""
 
+    def optimize(self) -> None:  # noqa: B027 - optional: most stores need nothing
+        """Refresh whatever helps queries after a bulk load (the follower calls it
+        once it has caught up). Safe to call at any time; the default does nothing."""
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release resources; the store is unusable afterwards."""

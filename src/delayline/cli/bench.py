@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--scenario",
         env="DELAYLINE_BENCH_SCENARIO",
         default="steady",
-        choices=sorted(SCENARIOS),
+        choices=[*sorted(SCENARIOS), "catalog"],
         help="what to measure",
     )
     p.add_argument(
@@ -84,6 +85,8 @@ def _bench(args: argparse.Namespace) -> int:
     from delayline.bench.run import close_env, open_env, progress, start_pipeline  # noqa: PLC0415
     from delayline.bench.scenarios import SCENARIOS, SIZES  # noqa: PLC0415
 
+    if args.scenario == "catalog":
+        return _catalog(args)
     size = SIZES[args.scenario][1 if args.quick else 0]
     env = open_env(args.bootstrap_servers, args.work_dir)
     started = time.time()
@@ -118,3 +121,26 @@ def _bench(args: argparse.Namespace) -> int:
         report.plot(result, args.plot_path)
         say(f"wrote {args.plot_path}")
     return 0
+
+
+def _catalog(args: argparse.Namespace) -> int:
+    from delayline.bench import catalog, report  # noqa: PLC0415
+
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="delayline-bench-") as tmp:
+        work_dir = args.work_dir or Path(tmp)
+        work_dir.mkdir(parents=True, exist_ok=True)
+        figures = catalog.catalog_bench(100_000 if args.quick else 1_000_000, work_dir)
+    result = {
+        "scenario": "catalog",
+        "quick": args.quick,
+        "started_at": datetime.fromtimestamp(started, UTC).isoformat(),
+        "wall_s": round(time.time() - started, 1),
+        "machine": report.machine(),
+        "figures": figures,
+    }
+    say(catalog.table(figures))
+    if args.json_path:
+        report.write_json(result, args.json_path)
+        say(f"wrote {args.json_path}")
+    return 0 if figures["met"] else 1

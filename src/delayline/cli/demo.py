@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from delayline.cli._common import env_bool, env_flag, say
@@ -41,11 +42,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=env_bool("DELAYLINE_DEMO_KEEP_BROKER"),
         help="leave the broker running if the demo started it [env DELAYLINE_DEMO_KEEP_BROKER=1]",
     )
+    env_flag(
+        parser,
+        "--api-port",
+        env="DELAYLINE_DEMO_API_PORT",
+        default=8080,
+        type=int,
+        help="port of the REST API and admin page (another is picked if taken)",
+    )
+    parser.add_argument(
+        "--hold",
+        action=argparse.BooleanOptionalAction,
+        default=env_bool("DELAYLINE_DEMO_HOLD") or sys.stdin.isatty(),
+        help="keep the pipeline and the admin page running after the demo until Ctrl-C "
+        "[env DELAYLINE_DEMO_HOLD=1; default: when run from a terminal]",
+    )
     parser.set_defaults(func=_demo)
 
 
 def _demo(args: argparse.Namespace) -> int:
     config = DemoConfig(
-        broker=BrokerConfig(data_dir=args.data_dir, port=args.port), keep_broker=args.keep_broker
+        broker=BrokerConfig(data_dir=args.data_dir, port=args.port),
+        keep_broker=args.keep_broker,
+        api_port=args.api_port,
+        hold=args.hold,
     )
     return 0 if run_demo(config, say) else 1

@@ -20,6 +20,7 @@ from delayline.cli._common import (
 from delayline.config import (
     DEFAULT_COMMITS_TOPIC,
     DEFAULT_DEAD_LETTER_TOPIC,
+    DEFAULT_HISTORY_TOPIC,
 )
 from delayline.pipeline.config import PipelineConfig
 from delayline.topics import TopicsConfig, ensure_topics
@@ -49,8 +50,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p,
         "--history-topic",
         env="DELAYLINE_HISTORY_TOPIC",
-        default="",
-        help="topic receiving a copy of every delivery (empty: none)",
+        default=DEFAULT_HISTORY_TOPIC,
+        help="topic receiving a copy of every delivery, which the API's catalog follows "
+        "(empty: none)",
     )
     env_flag(
         p,

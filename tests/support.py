@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import TypeVar
 
 import httpx
+import pytest
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
 from delayline.client import ClientConfig, Scheduler
 from delayline.harness import PipelineProcess
+from delayline.infra.broker import free_port
 from delayline.testing import create_topic, unique_topic
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
@@ -133,3 +135,23 @@ def running_api(
         yield url
     finally:
         server.stop()
+
+
+@contextmanager
+def running_stack(
+    bootstrap: str, tmp: pytest.TempPathFactory, token: str
+) -> Iterator[tuple[RunningPipeline, str]]:
+    """A pipeline with its metrics server and the API over it: (pipeline, API URL)."""
+    metrics_port = free_port()
+    with (
+        running_pipeline(
+            bootstrap, tmp.mktemp("checkpoint"), "--metrics-port", str(metrics_port)
+        ) as pipeline,
+        running_api(
+            pipeline,
+            tmp.mktemp("catalog") / "catalog.db",
+            token,
+            f"http://127.0.0.1:{metrics_port}",
+        ) as url,
+    ):
+        yield pipeline, url

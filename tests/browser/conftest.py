@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from delayline.infra.broker import free_port
-from tests.support import ARTIFACTS, RunningPipeline, running_api, running_pipeline
+from tests.support import ARTIFACTS, RunningPipeline, running_stack
 
 TOKEN = "browser-token"
 CHROMIUM_ENV = "DELAYLINE_CHROMIUM"
@@ -36,15 +35,7 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    metrics_port = free_port()
-    checkpoint = tmp_path_factory.mktemp("checkpoint")
-    catalog = tmp_path_factory.mktemp("catalog") / "catalog.db"
-    with (
-        running_pipeline(
-            kafka_bootstrap, checkpoint, "--metrics-port", str(metrics_port)
-        ) as pipeline,
-        running_api(pipeline, catalog, TOKEN, f"http://127.0.0.1:{metrics_port}") as url,
-    ):
+    with running_stack(kafka_bootstrap, tmp_path_factory, TOKEN) as (pipeline, url):
         yield Stack(url, pipeline)
 
 

@@ -17,13 +17,11 @@ from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
 from delayline.config import kafka_client_config
 from delayline.harness import DeliveryCollector
-from delayline.infra.broker import free_port
 from tests.support import (
     LATENESS_TOLERANCE_MS,
     RunningPipeline,
     eventually,
-    running_api,
-    running_pipeline,
+    running_stack,
 )
 
 TOKEN = "e2e-token"
@@ -48,14 +46,8 @@ class Api:
 
 @pytest.fixture(scope="module")
 def api(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
-    metrics_port = free_port()
-    checkpoint = tmp_path_factory.mktemp("checkpoint")
-    catalog = tmp_path_factory.mktemp("catalog") / "catalog.db"
     with (
-        running_pipeline(
-            kafka_bootstrap, checkpoint, "--metrics-port", str(metrics_port)
-        ) as pipeline,
-        running_api(pipeline, catalog, TOKEN, f"http://127.0.0.1:{metrics_port}") as url,
+        running_stack(kafka_bootstrap, tmp_path_factory, TOKEN) as (pipeline, url),
         httpx.Client(
             base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=20
         ) as http,

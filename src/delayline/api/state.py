@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from starlette.requests import Request
+
 from delayline.api.config import ApiConfig
 from delayline.api.writes import Writers
 from delayline.catalog import CatalogFollower, CatalogStore
@@ -35,3 +37,9 @@ class ApiState:
         if current:
             return max(current, key=lambda p: p.updated_ms).topic
         return self.config.schedules_topics[0]
+
+
+def api_state(request: Request) -> ApiState:
+    """The state of the app serving ``request``."""
+    state: ApiState = request.app.state.api
+    return state

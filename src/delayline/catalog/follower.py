@@ -8,7 +8,14 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from delayline.catalog.events import Change, Role, changes_for
 from delayline.catalog.store import CatalogStore, Position
@@ -114,6 +121,10 @@ class CatalogFollower:
         while not self._stop.is_set():
             try:
                 self._follow()
+            except KafkaException as exc:  # Kafka away: say so once per attempt, no trace
+                self._last_error = f"Kafka: {exc.args[0] if exc.args else exc}"
+                log.warning("catalog follower: %s; retrying in 2 s", self._last_error)
+                self._stop.wait(2.0)
             except Exception as exc:  # a broken batch: start over from the store's positions
                 self._last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("catalog follower failed; resuming from stored positions")

@@ -79,7 +79,7 @@ export async function detail(main, id) {
     <h1>Schedule <span class="mono">${esc(d.id)}</span> <span class="tag" data-testid="state">${d.pending ? "pending" : "not pending"}</span></h1>
     ${c ? `
       <div class="actions">
-        <a href="#/edit/${encodeURIComponent(d.id)}"><button type="button">Edit</button></a>
+        <a class="button" href="#/edit/${encodeURIComponent(d.id)}">Edit</a>
         <button type="button" class="danger" id="cancel">Cancel schedule</button>
       </div>
       <dl class="kv">

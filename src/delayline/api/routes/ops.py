@@ -14,16 +14,11 @@ from delayline.api.auth import require_read
 from delayline.api.pipeline_status import pipeline_status
 from delayline.api.routes.schedules import ERRORS
 from delayline.api.schemas import DeadLetterPage, StatsOut, dead_letter_out, stats_out
-from delayline.api.state import ApiState
+from delayline.api.state import api_state
 from delayline.catalog import MAX_PAGE
 from delayline.topics import cluster_brokers
 
 router = APIRouter()
-
-
-def _state(request: Request) -> ApiState:
-    state: ApiState = request.app.state.api
-    return state
 
 
 @router.get(
@@ -41,7 +36,7 @@ def list_dead_letters(
     cursor: Annotated[str | None, Query(max_length=4096)] = None,
 ) -> DeadLetterPage:
     """Dead letters, newest first, each with its reason and the record it came from."""
-    page = _state(request).store.dead_letters(limit=limit, cursor=cursor, reason=reason)
+    page = api_state(request).store.dead_letters(limit=limit, cursor=cursor, reason=reason)
     return DeadLetterPage(
         items=[dead_letter_out(d) for d in page.items], next_cursor=page.next_cursor
     )
@@ -58,7 +53,7 @@ def list_dead_letters(
 def stats(request: Request, minutes: Annotated[int, Query(ge=1, le=1440)] = 30) -> StatsOut:
     """Pending and dead-letter counts, deliveries per minute and lateness histogram
     over the last ``minutes``."""
-    state = _state(request)
+    state = api_state(request)
     return stats_out(state.store.stats(state.clock.now_ms(), window_minutes=minutes))
 
 
@@ -71,7 +66,7 @@ def stats(request: Request, minutes: Annotated[int, Query(ge=1, le=1440)] = 30) 
 )
 async def info(request: Request) -> dict[str, Any]:
     """What this API talks to and how each part is doing."""
-    state = _state(request)
+    state = api_state(request)
     config = state.config
     follow = state.follower.status()
     brokers = await run_in_threadpool(cluster_brokers, config.bootstrap_servers, 2.0)
@@ -113,7 +108,7 @@ def healthz() -> dict[str, str]:
 )
 def readyz(request: Request) -> JSONResponse:
     """200 once the catalog has read every followed partition to its end."""
-    follow = _state(request).follower.status()
+    follow = api_state(request).follower.status()
     if follow.caught_up:
         return JSONResponse({"status": "ready"})
     reasons = ["catalog still reading the topics"]

@@ -23,7 +23,7 @@ from delayline.api.schemas import (
     summary,
     version_out,
 )
-from delayline.api.state import ApiState
+from delayline.api.state import api_state
 from delayline.catalog import MAX_PAGE, PendingQuery
 from delayline.clock import datetime_to_ms
 from delayline.errors import InvalidScheduleError
@@ -37,11 +37,6 @@ ERRORS: dict[int | str, dict[str, object]] = {
     422: {"model": Problem, "description": "The request breaks the schedule contract."},
     503: {"model": Problem, "description": "Kafka or the catalog is unavailable; retry."},
 }
-
-
-def _state(request: Request) -> ApiState:
-    state: ApiState = request.app.state.api
-    return state
 
 
 def _ms(value: datetime | None) -> int | None:
@@ -85,7 +80,7 @@ def list_schedules(
         limit=limit,
         cursor=cursor,
     )
-    page = _state(request).store.pending(query)
+    page = api_state(request).store.pending(query)
     return SchedulePage(items=[summary(p) for p in page.items], next_cursor=page.next_cursor)
 
 
@@ -99,7 +94,7 @@ def list_schedules(
 def get_schedule(request: Request, schedule_id: str) -> ScheduleDetail:
     """The pending version (with payload) and every version seen: created, updated,
     cancelled, fired, dead-lettered."""
-    current, versions = _state(request).store.get(schedule_id)
+    current, versions = api_state(request).store.get(schedule_id)
     if not current and not versions:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no schedule with id {schedule_id!r}")
     newest = max(current, key=lambda p: p.updated_ms, default=None)
@@ -122,7 +117,7 @@ def get_schedule(request: Request, schedule_id: str) -> ScheduleDetail:
 async def create_schedule(request: Request, body: ScheduleCreate) -> Written:
     """Write a schedule to the schedules topic. An existing id is replaced, as with
     any producer. Answers once Kafka acknowledged the record."""
-    state = _state(request)
+    state = api_state(request)
     schedule_id = body.id or str(uuid.uuid4())
     topic = await run_in_threadpool(state.topic_of, schedule_id)
     return await state.writers.schedule(topic, schedule_id, body)
@@ -139,7 +134,7 @@ async def create_schedule(request: Request, body: ScheduleCreate) -> Written:
 async def replace_schedule(request: Request, schedule_id: str, body: ScheduleIn) -> Written:
     """Write a new version of ``schedule_id`` (created if it is not pending)."""
     _check_id(schedule_id)
-    state = _state(request)
+    state = api_state(request)
     topic = await run_in_threadpool(state.topic_of, schedule_id)
     return await state.writers.schedule(topic, schedule_id, body)
 
@@ -161,7 +156,7 @@ async def cancel_schedule(
 ) -> WrittenMany:
     """Write a cancel (tombstone) to each schedules topic where the id is pending."""
     _check_id(schedule_id)
-    state = _state(request)
+    state = api_state(request)
     current, _ = await run_in_threadpool(state.store.get, schedule_id)
     topics = sorted({p.topic for p in current})
     if not topics and force:

@@ -52,6 +52,7 @@ def create_app(config: ApiConfig, clock: Clock | None = None) -> FastAPI:
                 schedules_topics=config.schedules_topics,
                 history_topic=config.history_topic,
                 dead_letter_topic=config.dead_letter_topic,
+                retention_ms=config.catalog_retention_ms,
             ),
         )
         writers = Writers(config.bootstrap_servers, config.request_timeout_ms, clock)

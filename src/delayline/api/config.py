@@ -29,6 +29,8 @@ class ApiConfig:
         reads_need_token: Reads need the token too.
         pipeline_url: Base URL of the pipeline's metrics server, for ``/info``.
         request_timeout_ms: Bound on a write waiting for Kafka's acknowledgement.
+        catalog_retention_ms: Forget versions of finished ids and dead letters older
+            than this; ``None`` keeps everything.
     """
 
     bootstrap_servers: str = DEFAULT_BOOTSTRAP_SERVERS
@@ -42,3 +44,4 @@ class ApiConfig:
     reads_need_token: bool = False
     pipeline_url: str | None = None
     request_timeout_ms: int = 10_000
+    catalog_retention_ms: int | None = 7 * 86_400_000

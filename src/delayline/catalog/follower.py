@@ -37,6 +37,8 @@ class FollowConfig:
         batch_size: Records applied per store transaction at most.
         poll_timeout_ms: Longest wait for records before looking around again.
         metadata_refresh_ms: How often to look for new topics and partitions.
+        retention_ms: Forget versions of finished ids and dead letters older than
+            this (checked hourly); ``None`` keeps everything.
     """
 
     bootstrap_servers: str
@@ -46,6 +48,7 @@ class FollowConfig:
     batch_size: int = 5_000
     poll_timeout_ms: int = 500
     metadata_refresh_ms: int = 10_000
+    retention_ms: int | None = 7 * 86_400_000
 
     def roles(self) -> dict[str, Role]:
         """Topic name to its role."""
@@ -146,8 +149,12 @@ class CatalogFollower:
         assigned: dict[Position, int] = {}
         at_end: set[Position] = set()
         next_look = 0.0
+        next_prune = time.monotonic() + 60
         try:
             while not self._stop.is_set():
+                if time.monotonic() >= next_prune:
+                    self._prune()
+                    next_prune = time.monotonic() + 3600
                 if time.monotonic() >= next_look:
                     self._assign_new(consumer, assigned)
                     next_look = time.monotonic() + self.config.metadata_refresh_ms / 1000
@@ -162,6 +169,13 @@ class CatalogFollower:
                     self.caught_up.set()
         finally:
             consumer.close()
+
+    def _prune(self) -> None:
+        if self.config.retention_ms is None:
+            return
+        removed = self.store.prune(int(time.time() * 1000) - self.config.retention_ms)
+        if removed:
+            log.info("catalog: forgot %d entries older than the retention", removed)
 
     def _apply(
         self, messages: list[Message], assigned: dict[Position, int], at_end: set[Position]

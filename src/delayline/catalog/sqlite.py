@@ -263,6 +263,22 @@ class SqliteCatalog(CatalogStore):
             lateness_counts=counts,
         )
 
+    def prune(self, before_ms: int) -> int:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            versions = conn.execute(
+                "DELETE FROM versions WHERE at_ms < ? AND NOT EXISTS (SELECT 1 FROM pending p "
+                "WHERE p.id = versions.id AND p.topic = versions.topic)",
+                (before_ms,),
+            ).rowcount
+            dead = conn.execute("DELETE FROM dead_letters WHERE at_ms < ?", (before_ms,)).rowcount
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return int(versions) + int(dead)
+
     def optimize(self) -> None:
         # Without statistics SQLite may scan the due-time index for a rare id prefix.
         self._conn().execute("ANALYZE")

@@ -63,6 +63,15 @@ class CatalogStore(abc.ABC):
     def stats(self, now_ms: int, *, window_minutes: int = 30) -> Stats:
         """Dashboard figures; rates and lateness over the last ``window_minutes``."""
 
+    @abc.abstractmethod
+    def prune(self, before_ms: int) -> int:
+        """Forget history older than ``before_ms``: versions of ids with nothing pending,
+        and dead letters. Pending schedules and their versions are always kept.
+
+        Returns:
+            How many entries were removed.
+        """
+
     def optimize(self) -> None:  # noqa: B027 - optional: most stores need nothing
         """Refresh whatever helps queries after a bulk load (the follower calls it
         once it has caught up). Safe to call at any time; the default does nothing."""

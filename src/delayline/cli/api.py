@@ -54,6 +54,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=Path,
         help="SQLite catalog file (rebuilt from the topics when deleted)",
     )
+    env_flag(
+        p,
+        "--catalog-retention",
+        env="DELAYLINE_CATALOG_RETENTION",
+        default="7d",
+        type=duration_arg(parse_duration_ms),
+        dest="catalog_retention_ms",
+        metavar="DURATION",
+        help="forget versions of finished schedules and dead letters older than this "
+        "(0s: keep everything)",
+    )
     env_flag(p, "--host", env="DELAYLINE_API_HOST", default="127.0.0.1", help="listen address")
     env_flag(p, "--port", env="DELAYLINE_API_PORT", default=8080, type=int, help="listen port")
     env_flag(
@@ -105,6 +116,7 @@ def _api(args: argparse.Namespace) -> int:
         reads_need_token=args.reads_need_token,
         pipeline_url=args.pipeline_url or None,
         request_timeout_ms=args.request_timeout_ms,
+        catalog_retention_ms=args.catalog_retention_ms or None,
     )
     logging.getLogger("delayline").setLevel(min(logging.INFO, logging.getLogger().level))
     if config.token is None:

@@ -237,3 +237,24 @@ def test_sqlite_file_survives_reopen_and_refuses_other_schema(tmp_path: Path) ->
     again.close()
     with pytest.raises(CatalogError, match="delete the file"):
         SqliteCatalog(path)
+
+
+def test_prune_forgets_old_history_but_never_what_is_pending(store: CatalogStore) -> None:
+    store.apply(
+        changes(
+            schedule("kept", 0, 90_000, ts=1_000),
+            schedule("gone", 1, 50_000, ts=1_000),
+            fired("gone", 1, 50_000, at_ms=50_100),
+            dead("x", 7, "bad", at_ms=2_000),
+            schedule("new", 2, 90_000, ts=80_000),
+        ),
+        {},
+    )
+    removed = store.prune(before_ms=60_000)
+    assert removed == 4  # two versions of "gone"; the dead letter and its version for "x"
+    assert kinds(store, "gone") == []
+    assert kinds(store, "x") == []
+    assert kinds(store, "kept") == ["created"]  # old, but still pending
+    assert kinds(store, "new") == ["created"]
+    assert store.dead_letters().items == []
+    assert store.prune(before_ms=60_000) == 0

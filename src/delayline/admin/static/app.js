@@ -37,6 +37,8 @@ async function route() {
   if (mine !== latest) return;
   main.replaceChildren(view);
   if (focusSearch) { focusSearch = false; document.getElementById("search")?.focus(); }
+  // The dashboard follows the live figures; other pages stay still while being read.
+  if (section === "dashboard") setTimeout(() => { if (mine === latest) route(); }, 5000);
   document.getElementById("status-line").textContent = `Times in UTC · refreshed ${new Date().toISOString().slice(11, 19)}`;
 }
 

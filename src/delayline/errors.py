@@ -77,3 +77,9 @@ class CatalogError(DelaylineError):
 
 class AuthError(DelaylineError):
     """A request lacked the credentials the API requires."""
+
+
+class ApiUnavailableError(DelaylineError):
+    """``delayline api`` did not answer; it may come back."""
+
+    retriable = True

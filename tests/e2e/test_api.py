@@ -3,6 +3,9 @@ update, cancel, fired, dead-lettered, auth, validation, info and metrics."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -265,3 +268,30 @@ def test_read_only_and_closed_reads(kafka_bootstrap: str, tmp_path: Path) -> Non
         assert httpx.get(f"{closed.url}/healthz").status_code == 200
     finally:
         closed.stop()
+
+
+def test_cli_list_asks_the_api(api: Api) -> None:
+    target = api.pipeline.target()
+    sid = f"api-cli-{target}"
+    created = api.http.post("/schedules", json=body(target, id=sid, delay_ms=600_000))
+    assert created.status_code == 202
+    eventually(lambda: api.pending_ids(sid) == [sid], 15, "created schedule pending")
+    listed = subprocess.run(
+        [sys.executable, "-m", "delayline", "list", "--api-url", api.url, "--id", sid, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    (line,) = listed.stdout.splitlines()
+    assert json.loads(line)["id"] == sid
+    unreachable = subprocess.run(
+        [sys.executable, "-m", "delayline", "list", "--api-url", "http://127.0.0.1:9"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert unreachable.returncode == 1
+    assert "did not answer" in unreachable.stderr
+    api.http.delete(f"/schedules/{sid}")

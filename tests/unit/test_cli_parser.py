@@ -19,6 +19,11 @@ NO_ENV = {
     "--at",
     "--in",
     "--header",
+    # delayline list: the query itself
+    "--contains",
+    "--target-topic",
+    "--limit",
+    "--json",
 }
 
 

@@ -7,7 +7,7 @@ import logging
 import sys
 
 from delayline import __version__
-from delayline.cli import api, bench, broker, demo, jars, produce, run, topics
+from delayline.cli import api, bench, broker, demo, jars, listing, produce, run, topics
 from delayline.config import RDKAFKA_LOGGER
 from delayline.errors import DelaylineError
 
@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="more log output (-vv includes librdkafka)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (broker, topics, produce, run, api, bench, jars, demo):
+    for module in (broker, topics, produce, listing, run, api, bench, jars, demo):
         module.register(sub)
     return parser
 

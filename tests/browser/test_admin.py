@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import re
 import time
 import uuid
 
+import httpx
 from playwright.sync_api import Page, expect
 
 from delayline.harness import DeliveryCollector
@@ -17,7 +19,7 @@ CATALOG_WAIT_MS = 15_000
 def sign_in(page: Page) -> None:
     page.goto("/ui/")
     page.get_by_label("API token").fill(TOKEN)
-    page.get_by_role("button", name="Save").click()
+    page.get_by_role("button", name="Use token").click()
     expect(page.get_by_test_id("flash")).to_have_text("Token saved in this browser.")
 
 
@@ -36,6 +38,7 @@ def create(page: Page, schedule_id: str, target: str, delay_s: int, payload: str
 def row_in_list(page: Page, schedule_id: str, *, present: bool) -> None:
     """Search the list until the catalog shows (or no longer shows) the id."""
     page.goto(f"/ui/#/schedules?id={schedule_id}")
+    expect(page.get_by_role("heading", name="Pending schedules")).to_be_visible()
     deadline = time.monotonic() + CATALOG_WAIT_MS / 1000
     row = page.locator(f'[data-testid=schedule-row][data-id="{schedule_id}"]')
     while (row.count() > 0) != present:
@@ -102,3 +105,35 @@ def test_bad_input_shows_the_apis_reason(page: Page, stack: Stack) -> None:
     page.get_by_label("…or due in (seconds)").fill("10")
     page.get_by_role("button", name="Create").click()
     expect(page.get_by_test_id("flash")).to_contain_text("not a valid topic name")
+
+
+def test_editing_a_binary_schedule_keeps_its_bytes(page: Page, stack: Stack) -> None:
+    schedule_id = f"ui-bin-{uuid.uuid4().hex[:8]}"
+    raw = b"\x00\xff\xfe binary"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    created = httpx.post(
+        f"{stack.url}/schedules",
+        headers=auth,
+        json={
+            "id": schedule_id,
+            "target_topic": stack.pipeline.target(),
+            "payload": base64.b64encode(raw).decode(),
+            "payload_encoding": "base64",
+            "delay_ms": 3_600_000,
+        },
+    )
+    assert created.status_code == 202
+    sign_in(page)
+    page.goto(f"/ui/#/edit/{schedule_id}")
+    deadline = time.monotonic() + CATALOG_WAIT_MS / 1000
+    while page.get_by_label("Payload (UTF-8 text)").count() == 0:  # catalog may lag
+        assert time.monotonic() < deadline, "edit form not shown"
+        page.reload()
+        page.wait_for_timeout(300)
+    expect(page.get_by_label("Payload (UTF-8 text)")).to_be_disabled()
+    page.get_by_label("…or due in (seconds)").fill("7200")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_test_id("state")).to_have_text("pending", timeout=CATALOG_WAIT_MS)
+    current = httpx.get(f"{stack.url}/schedules/{schedule_id}").json()["current"]
+    assert base64.b64decode(current["payload_base64"]) == raw
+    assert current["offset"] > created.json()["offset"]  # a new version was written

@@ -3,6 +3,7 @@ update, cancel, fired, dead-lettered, auth, validation, info and metrics."""
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -295,3 +296,38 @@ def test_cli_list_asks_the_api(api: Api) -> None:
     assert unreachable.returncode == 1
     assert "did not answer" in unreachable.stderr
     api.http.delete(f"/schedules/{sid}")
+
+
+def test_binary_payload_key_and_header_round_trip(api: Api) -> None:
+    target = api.pipeline.target()
+    sid = f"api-bin-{target}"
+    raw = b"\xff\x00\x01binary"
+    key = b"\x80key"
+    encoded = base64.b64encode
+    request = body(
+        target,
+        id=sid,
+        delay_ms=2_000,
+        payload=encoded(raw).decode(),
+        payload_encoding="base64",
+        target_key=encoded(key).decode(),
+        target_key_encoding="base64",
+        headers=[{"name": "blob", "value": encoded(b"\xfe").decode(), "encoding": "base64"}],
+    )
+    with DeliveryCollector(api.pipeline.bootstrap, [target]) as seen:
+        assert api.http.post("/schedules", json=request).status_code == 202
+        current = eventually(
+            lambda: api.http.get(f"/schedules/{sid}").json().get("current"), 15, "pending"
+        )
+        assert current["payload_text"] is None
+        assert base64.b64decode(current["payload_base64"]) == raw
+        assert current["target_key"] is None
+        assert base64.b64decode(current["target_key_base64"]) == key
+        assert {
+            "name": "blob",
+            "value": encoded(b"\xfe").decode(),
+            "encoding": "base64",
+        } in current["headers"]
+        (delivery,) = seen.wait_for(lambda d: len(d) >= 1, timeout_s=30)
+    assert (delivery.key, delivery.value) == (key, raw)
+    assert ("blob", b"\xfe") in delivery.headers

@@ -13,6 +13,9 @@ from starlette.responses import Response
 
 from delayline.catalog import CatalogFollower, CatalogStore
 
+# Label values come from this set only: a client must not be able to mint series.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
+
 
 class CatalogCollector(Collector):
     """Reads the catalog and its follower at scrape time."""
@@ -44,6 +47,11 @@ class CatalogCollector(Collector):
             "Records applied to the catalog since start.",
             value=status.records_applied,
         )
+        yield GaugeMetricFamily(
+            "delayline_catalog_records_skipped",
+            "Records the catalog could not use since start (logged with their offsets).",
+            value=status.records_skipped,
+        )
 
 
 class ApiMetrics:
@@ -73,6 +81,7 @@ class ApiMetrics:
         response = await call_next(request)
         route = request.scope.get("route")
         name = getattr(route, "path", "unmatched")
-        self.requests.labels(request.method, name, str(response.status_code)).inc()
+        method = request.method if request.method in _METHODS else "other"
+        self.requests.labels(method, name, str(response.status_code)).inc()
         self.duration.labels(name).observe(time.perf_counter() - began)
         return response

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from delayline.catalog import DeadLetter, Pending, Stats, Version
 from delayline.clock import ms_to_datetime
-from delayline.model import Headers
+from delayline.model import MAX_EPOCH_MS, Headers
 
 MAX_ID_LENGTH = 1024
 
@@ -22,6 +22,9 @@ class HeaderIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, max_length=256)
     value: str = Field(max_length=65_536)
+    encoding: Literal["utf-8", "base64"] = Field(
+        default="utf-8", description="How ``value`` is written here."
+    )
 
 
 class ScheduleIn(BaseModel):
@@ -41,6 +44,9 @@ class ScheduleIn(BaseModel):
     )
     target_topic: str = Field(min_length=1, max_length=249, description="Topic to deliver to.")
     target_key: str | None = Field(default=None, max_length=65_536, description="Delivered key.")
+    target_key_encoding: Literal["utf-8", "base64"] = Field(
+        default="utf-8", description="How ``target_key`` is written here."
+    )
     payload: str = Field(default="", max_length=1_048_576, description="Delivered value.")
     payload_encoding: Literal["utf-8", "base64"] = Field(
         default="utf-8", description="How ``payload`` is written here."
@@ -95,7 +101,8 @@ class ScheduleSummary(BaseModel):
     due_ms: int
     due_at: datetime
     target_topic: str
-    target_key: str | None
+    target_key: str | None = Field(description="The delivered key as text, when it is UTF-8.")
+    target_key_base64: str | None = Field(description="The delivered key, base64.")
     created_at: datetime
     updated_at: datetime
 
@@ -186,9 +193,13 @@ class Problem(BaseModel):
     detail: str
 
 
+_MIN_MS = -62_135_596_800_000  # 0001-01-01T00:00:00Z
+
+
 def utc(epoch_ms: int) -> datetime:
-    """Epoch milliseconds as an aware UTC datetime."""
-    return ms_to_datetime(epoch_ms)
+    """Epoch milliseconds as an aware UTC datetime, clamped to what datetime holds
+    (a producer may set any Kafka timestamp, microseconds by mistake included)."""
+    return ms_to_datetime(min(max(epoch_ms, _MIN_MS), MAX_EPOCH_MS))
 
 
 def text_or_none(raw: bytes | None) -> str | None:
@@ -226,7 +237,8 @@ def summary(p: Pending) -> ScheduleSummary:
         due_ms=p.due_ms,
         due_at=utc(p.due_ms),
         target_topic=p.target_topic,
-        target_key=None if p.target_key is None else p.target_key.decode("utf-8", "replace"),
+        target_key=text_or_none(p.target_key),
+        target_key_base64=None if p.target_key is None else base64.b64encode(p.target_key).decode(),
         created_at=utc(p.created_ms),
         updated_at=utc(p.updated_ms),
     )
@@ -257,7 +269,7 @@ def version_out(v: Version) -> VersionOut:
         target_topic=v.target_topic,
         lateness_ms=v.lateness_ms,
         reason=v.reason,
-        payload_size=None if v.payload is None else len(v.payload),
+        payload_size=v.payload_size,
     )
 
 

@@ -33,7 +33,7 @@ class ApiState:
     def topic_of(self, schedule_id: str) -> str:
         """The schedules topic a new version of ``schedule_id`` goes to: where it is
         pending, else the first schedules topic."""
-        current, _ = self.store.get(schedule_id)
+        current = self.store.locate(schedule_id)
         if current:
             return max(current, key=lambda p: p.updated_ms).topic
         return self.config.schedules_topics[0]

@@ -52,15 +52,19 @@ class Writers:
             KafkaUnavailableError: Kafka did not acknowledge in time (503).
         """
         due = due_datetime(body, self.clock)
-        payload = payload_bytes(body)
+        payload = decode(body.payload, body.payload_encoding, "payload")
+        key = None
+        if body.target_key is not None:
+            key = decode(body.target_key, body.target_key_encoding, "target_key")
+        headers = [(h.name, decode(h.value, h.encoding, f"header {h.name}")) for h in body.headers]
         written = await self._bounded(
             self.client(topic).schedule(
                 schedule_id,
                 payload,
                 body.target_topic,
                 at=due,
-                target_key=body.target_key,
-                headers=[(h.name, h.value) for h in body.headers],
+                target_key=key,
+                headers=headers,
             )
         )
         return _written(written)
@@ -108,18 +112,18 @@ def due_datetime(body: ScheduleIn, clock: Clock) -> datetime:
     return ms_to_datetime(due_ms)
 
 
-def payload_bytes(body: ScheduleIn) -> bytes:
-    """The payload as bytes.
+def decode(text: str, encoding: str, what: str) -> bytes:
+    """Bytes from API text: UTF-8, or base64 when ``encoding`` says so.
 
     Raises:
-        InvalidScheduleError: ``payload_encoding`` is base64 and the payload is not.
+        InvalidScheduleError: ``encoding`` is base64 and the text is not.
     """
-    if body.payload_encoding == "utf-8":
-        return body.payload.encode("utf-8")
+    if encoding == "utf-8":
+        return text.encode("utf-8")
     try:
-        return base64.b64decode(body.payload, validate=True)
+        return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as exc:
-        raise InvalidScheduleError("payload is not valid base64") from exc
+        raise InvalidScheduleError(f"{what} is not valid base64") from exc
 
 
 def _written(w: ClientWritten) -> Written:

@@ -20,6 +20,9 @@ from delayline.contract import ConsumedRecord, parse_record
 from delayline.contract import headers as h
 from delayline.model import Cancel, Headers, Schedule
 
+MAX_OFFSET = 2**63 - 1
+"""Kafka offsets are signed 64-bit; anything beyond is not a real offset."""
+
 
 class Role(Enum):
     """What a followed topic is to the catalog."""
@@ -91,6 +94,8 @@ def _from_schedules(record: ConsumedRecord, *, history_followed: bool) -> list[C
         return [Upsert(parsed, record.timestamp_ms)]
     if not isinstance(parsed, Cancel):
         return []  # invalid: the dead-letter topic will say why
+    if parsed.fired_offset is not None and not 0 <= parsed.fired_offset <= MAX_OFFSET:
+        return []  # not one delayline wrote: nothing it can name is pending
     if parsed.fired_offset is None:
         version = Version(
             "cancelled", record.timestamp_ms, record.topic, record.partition, record.offset
@@ -167,7 +172,7 @@ def parse_source(text: str) -> tuple[str, int, int] | None:
         partition, offset = int(parts[1]), int(parts[2])
     except ValueError:
         return None
-    if partition < 0 or offset < 0:
+    if not (0 <= partition <= MAX_OFFSET and 0 <= offset <= MAX_OFFSET):
         return None
     return parts[0], partition, offset
 

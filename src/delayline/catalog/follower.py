@@ -69,13 +69,15 @@ class FollowStatus:
         lag: Records not yet applied, per topic (as of the last look).
         missing_topics: Followed topics that do not exist (yet).
         records_applied: Records applied since start.
-        last_error: The last error met, if any.
+        records_skipped: Records the catalog could not use (logged with their offsets).
+        last_error: The last error met since the last good batch, if any.
     """
 
     caught_up: bool
     lag: dict[str, int] = field(default_factory=dict)
     missing_topics: list[str] = field(default_factory=list)
     records_applied: int = 0
+    records_skipped: int = 0
     last_error: str | None = None
 
 
@@ -97,6 +99,7 @@ class CatalogFollower:
         self._lag: dict[str, int] = {}
         self._missing: list[str] = list(self._roles)
         self._applied = 0
+        self._skipped = 0
         self._last_error: str | None = None
 
     def start(self) -> None:
@@ -117,6 +120,7 @@ class CatalogFollower:
             lag=dict(self._lag),
             missing_topics=list(self._missing),
             records_applied=self._applied,
+            records_skipped=self._skipped,
             last_error=self._last_error,
         )
 
@@ -180,8 +184,8 @@ class CatalogFollower:
     def _apply(
         self, messages: list[Message], assigned: dict[Position, int], at_end: set[Position]
     ) -> None:
-        changes: list[Change] = []
-        positions: dict[Position, int] = {}
+        batch: list[tuple[Position, int, list[Change]]] = []
+        skipped_before = self._skipped
         history_followed = self.config.history_topic is not None
         for msg in messages:
             error = msg.error()
@@ -193,15 +197,42 @@ class CatalogFollower:
                     self._last_error = str(error)
                     log.warning("catalog read error on %s[%d]: %s", *where, error)
                 continue
-            record = to_consumed_record(msg)
-            changes.extend(
-                changes_for(record, self._roles[record.topic], history_followed=history_followed)
-            )
-            positions[where] = record.offset + 1
-        if positions:
-            self.store.apply(changes, positions)
-            assigned.update(positions)
-            self._applied += sum(1 for m in messages if m.error() is None)
+            offset = msg.offset() or 0
+            try:
+                record = to_consumed_record(msg)
+                found = changes_for(
+                    record, self._roles[record.topic], history_followed=history_followed
+                )
+            except Exception as exc:  # e.g. a header name that is not UTF-8
+                found = []
+                self._skip(where, offset, exc)
+            batch.append((where, offset, found))
+        if not batch:
+            return
+        positions = {where: offset + 1 for where, offset, _ in batch}
+        try:
+            self.store.apply([c for _, _, found in batch for c in found], positions)
+        except Exception as exc:
+            log.warning("catalog batch failed (%s); applying its records one by one", exc)
+            self._apply_one_by_one(batch)
+        assigned.update(positions)
+        self._applied += len(batch)
+        if self._skipped == skipped_before:
+            self._last_error = None  # a clean batch: whatever went wrong before is over
+
+    def _apply_one_by_one(self, batch: list[tuple[Position, int, list[Change]]]) -> None:
+        """Find the record the store refuses, skip it, keep every other one."""
+        for where, offset, found in batch:
+            try:
+                self.store.apply(found, {where: offset + 1})
+            except Exception as exc:
+                self._skip(where, offset, exc)
+                self.store.apply([], {where: offset + 1})
+
+    def _skip(self, where: Position, offset: int, exc: Exception) -> None:
+        self._skipped += 1
+        self._last_error = f"skipped {where[0]}/{where[1]}/{offset}: {type(exc).__name__}: {exc}"
+        log.error("catalog skips record %s/%d/%d: %s", where[0], where[1], offset, exc)
 
     def _assign_new(self, consumer: Consumer, assigned: dict[Position, int]) -> None:
         stored = self.store.positions()

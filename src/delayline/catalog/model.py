@@ -65,9 +65,7 @@ class Version:
         target_topic: Target of that version, when known.
         lateness_ms: For ``fired``: delivery time minus due time.
         reason: For ``dead-lettered``: why.
-        payload: For ``created``/``updated``: the value.
-        headers: For ``created``/``updated``: the headers.
-        target_key: For ``created``/``updated``: the delivered key.
+        payload_size: For ``created``/``updated``: bytes of the value.
     """
 
     kind: VersionKind
@@ -79,9 +77,7 @@ class Version:
     target_topic: str | None = None
     lateness_ms: int | None = None
     reason: str | None = None
-    payload: bytes | None = None
-    headers: Headers = ()
-    target_key: bytes | None = None
+    payload_size: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,10 @@ from delayline.contract.codec import decode_headers, encode_headers
 from delayline.errors import CatalogError, ConfigError
 
 SCHEMA_VERSION = 1
+POOL_SIZE = 8
+"""Idle connections kept; more are opened under load and closed afterwards."""
+MAX_VERSIONS = 1000
+"""Versions :meth:`SqliteCatalog.get` returns at most (the newest)."""
 LATENESS_BUCKETS_MS = (100, 250, 500, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000)
 
 _SCHEMA = """
@@ -43,7 +48,7 @@ CREATE TABLE IF NOT EXISTS versions (
     at_ms INTEGER NOT NULL, due_ms INTEGER, target_topic TEXT, lateness_ms INTEGER,
     reason TEXT, payload BLOB, headers BLOB, target_key BLOB
 );
-CREATE INDEX IF NOT EXISTS versions_id ON versions (id, topic);
+CREATE INDEX IF NOT EXISTS versions_id ON versions (id, topic, offset);
 CREATE INDEX IF NOT EXISTS versions_kind_at ON versions (kind, at_ms);
 CREATE TABLE IF NOT EXISTS dead_letters (
     topic TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
@@ -70,7 +75,8 @@ _SORT_COLUMNS = {"due": ("due_ms", "id", "topic"), "created": ("created_ms", "id
 class SqliteCatalog(CatalogStore):
     """A :class:`CatalogStore` in one SQLite file.
 
-    Each thread gets its own connection; WAL lets readers run beside the writer.
+    Connections come from a small pool (WAL lets readers run beside the writer); a
+    thread holds one only for the duration of a call.
 
     Args:
         path: The database file; created with its directory when missing.
@@ -82,35 +88,54 @@ class SqliteCatalog(CatalogStore):
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        conn = self._conn()
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
-            raise CatalogError(
-                f"catalog {path} has schema version {version}, this delayline uses "
-                f"{SCHEMA_VERSION}: delete the file and it is rebuilt from the topics"
-            )
-        conn.executescript(_SCHEMA)
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        self._closed = False
+        with self._connection() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, SCHEMA_VERSION):
+                raise CatalogError(
+                    f"catalog {path} has schema version {version}, this delayline uses "
+                    f"{SCHEMA_VERSION}: delete the file and it is rebuilt from the topics"
+                )
+            conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
-    def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
         if conn is None:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=10000")
-            self._local.conn = conn
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             with self._lock:
-                self._all.append(conn)
-        return conn
+                keep = not self._closed and len(self._idle) < POOL_SIZE
+                if keep:
+                    self._idle.append(conn)
+            if not keep:
+                conn.close()
+
+    @contextmanager
+    def _transaction(self, mode: str = "") -> Iterator[sqlite3.Connection]:
+        """One transaction: ``IMMEDIATE`` for writes, deferred (a snapshot) for reads."""
+        with self._connection() as conn:
+            conn.execute(f"BEGIN {mode}")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     def apply(self, changes: Sequence[Change], positions: Mapping[Position, int]) -> None:
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction("IMMEDIATE") as conn:
             for change in changes:
                 if isinstance(change, Upsert):
                     _upsert(conn, change)
@@ -125,13 +150,10 @@ class SqliteCatalog(CatalogStore):
                 "DO UPDATE SET next_offset = excluded.next_offset",
                 [(topic, part, offset) for (topic, part), offset in positions.items()],
             )
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
 
     def positions(self) -> dict[Position, int]:
-        rows = self._conn().execute("SELECT topic, partition, next_offset FROM positions")
+        with self._connection() as conn:
+            rows = conn.execute("SELECT topic, partition, next_offset FROM positions").fetchall()
         return {(topic, part): offset for topic, part, offset in rows}
 
     def pending(self, query: PendingQuery) -> Page[Pending]:
@@ -140,7 +162,7 @@ class SqliteCatalog(CatalogStore):
         keys = _SORT_COLUMNS.get(query.sort, ("id", "topic"))
         where, args = filters(query)
         if query.cursor is not None:
-            after = decode_cursor(query.cursor, keys)
+            after = decode_cursor(query.cursor, keys, query.descending)
             op = "<" if query.descending else ">"
             where.append(f"({', '.join(keys)}) {op} ({', '.join('?' * len(keys))})")
             args.extend(after)
@@ -154,7 +176,8 @@ class SqliteCatalog(CatalogStore):
             f"SELECT {columns} FROM ({page_keys}) AS k JOIN pending AS p USING (id, topic) "  # noqa: S608
             f"ORDER BY {', '.join(f'p.{o}' for o in order)}"
         )
-        rows = self._conn().execute(sql, [*args, query.limit + 1]).fetchall()
+        with self._connection() as conn:
+            rows = conn.execute(sql, [*args, query.limit + 1]).fetchall()
         items = [_pending(row) for row in rows[: query.limit]]
         next_cursor = None
         if len(rows) > query.limit:
@@ -165,44 +188,42 @@ class SqliteCatalog(CatalogStore):
                 "id": last.id,
                 "topic": last.topic,
             }
-            next_cursor = encode_cursor([values[k] for k in keys])
+            next_cursor = encode_cursor([values[k] for k in keys], keys, query.descending)
         return Page(items, next_cursor)
 
-    def get(self, schedule_id: str) -> tuple[list[Pending], list[Version]]:
-        conn = self._conn()
-        conn.execute("BEGIN")
-        try:
+    def locate(self, schedule_id: str) -> list[Pending]:
+        with self._connection() as conn:
             rows = conn.execute(
                 f"SELECT {_PENDING_COLUMNS} FROM pending WHERE id = ? ORDER BY topic",  # noqa: S608
                 (schedule_id,),
             ).fetchall()
-            versions = [
-                _version(row)
-                for row in conn.execute(
-                    "SELECT kind, at_ms, topic, partition, offset, due_ms, target_topic, "
-                    "lateness_ms, reason, payload, headers, target_key FROM versions "
-                    "WHERE id = ? ORDER BY seq",
-                    (schedule_id,),
-                )
-            ]
-        finally:
-            conn.execute("COMMIT")
-        current = []
-        for row in rows:
-            pending = _pending(row)
-            match = next(
-                (
-                    v
-                    for v in reversed(versions)
-                    if v.kind in ("created", "updated")
-                    and (v.topic, v.offset) == (pending.topic, pending.offset)
-                ),
-                None,
-            )
-            if match is not None:
-                pending = replace(pending, payload=match.payload or b"", headers=match.headers)
-            current.append(pending)
-        return current, versions
+        return [_pending(row) for row in rows]
+
+    def get(self, schedule_id: str) -> tuple[list[Pending], list[Version]]:
+        with self._transaction() as conn:
+            rows = conn.execute(
+                f"SELECT {_PENDING_COLUMNS} FROM pending WHERE id = ? ORDER BY topic",  # noqa: S608
+                (schedule_id,),
+            ).fetchall()
+            newest_first = conn.execute(
+                "SELECT kind, at_ms, topic, partition, offset, due_ms, target_topic, "
+                "lateness_ms, reason, length(payload) FROM versions "
+                "WHERE id = ? ORDER BY seq DESC LIMIT ?",
+                (schedule_id, MAX_VERSIONS),
+            ).fetchall()
+            current = []
+            for row in rows:
+                pending = _pending(row)
+                body = conn.execute(
+                    "SELECT payload, headers FROM versions WHERE id = ? AND topic = ? "
+                    "AND offset = ? AND kind IN ('created', 'updated') ORDER BY seq DESC LIMIT 1",
+                    (pending.id, pending.topic, pending.offset),
+                ).fetchone()
+                if body is not None:
+                    headers = decode_headers(body[1]) if body[1] else ()
+                    pending = replace(pending, payload=body[0] or b"", headers=headers)
+                current.append(pending)
+        return current, [_version(row) for row in reversed(newest_first)]
 
     def dead_letters(
         self, *, limit: int = 100, cursor: str | None = None, reason: str | None = None
@@ -217,22 +238,22 @@ class SqliteCatalog(CatalogStore):
             args.append(reason)
         if cursor is not None:
             where.append(f"({', '.join(keys)}) < (?, ?, ?, ?)")
-            args.extend(decode_cursor(cursor, keys))
+            args.extend(decode_cursor(cursor, keys, True))
         sql = select(_DEAD_LETTER_COLUMNS, "dead_letters", where, [f"{k} DESC" for k in keys])
-        rows = self._conn().execute(sql, [*args, limit + 1]).fetchall()
+        with self._connection() as conn:
+            rows = conn.execute(sql, [*args, limit + 1]).fetchall()
         items = [_dead_letter(row) for row in rows[:limit]]
         next_cursor = None
         if len(rows) > limit:
             last = items[-1]
-            next_cursor = encode_cursor([last.at_ms, last.topic, last.partition, last.offset])
+            values = [last.at_ms, last.topic, last.partition, last.offset]
+            next_cursor = encode_cursor(values, keys, True)
         return Page(items, next_cursor)
 
     def stats(self, now_ms: int, *, window_minutes: int = 30) -> Stats:
-        conn = self._conn()
         first_minute = now_ms // 60_000 - window_minutes + 1
         since_ms = first_minute * 60_000
-        conn.execute("BEGIN")
-        try:
+        with self._transaction() as conn:
             pending = conn.execute("SELECT count(*) FROM pending").fetchone()[0]
             dead = conn.execute("SELECT count(*) FROM dead_letters").fetchone()[0]
             per_minute = dict(
@@ -248,8 +269,6 @@ class SqliteCatalog(CatalogStore):
                 "WHERE kind = 'fired' AND at_ms >= ? AND lateness_ms IS NOT NULL",
                 (since_ms,),
             ).fetchone()
-        finally:
-            conn.execute("COMMIT")
         total, *upto = (int(x or 0) for x in cumulative)
         counts = [b - a for a, b in zip([0, *upto], [*upto, total], strict=True)]
         return Stats(
@@ -264,31 +283,28 @@ class SqliteCatalog(CatalogStore):
         )
 
     def prune(self, before_ms: int) -> int:
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction("IMMEDIATE") as conn:
+            # Every old version goes except the one a pending schedule is at.
             versions = conn.execute(
                 "DELETE FROM versions WHERE at_ms < ? AND NOT EXISTS (SELECT 1 FROM pending p "
-                "WHERE p.id = versions.id AND p.topic = versions.topic)",
+                "WHERE p.id = versions.id AND p.topic = versions.topic "
+                "AND p.offset = versions.offset AND versions.kind IN ('created', 'updated'))",
                 (before_ms,),
             ).rowcount
             dead = conn.execute("DELETE FROM dead_letters WHERE at_ms < ?", (before_ms,)).rowcount
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
         return int(versions) + int(dead)
 
     def optimize(self) -> None:
         # Without statistics SQLite may scan the due-time index for a rare id prefix.
-        self._conn().execute("ANALYZE")
+        with self._connection() as conn:
+            conn.execute("ANALYZE")
 
     def close(self) -> None:
         with self._lock:
-            for conn in self._all:
-                conn.close()
-            self._all.clear()
-        self._local = threading.local()
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
 
 def _upsert(conn: sqlite3.Connection, change: Upsert) -> None:
@@ -385,7 +401,7 @@ def _pending(row: tuple[Any, ...]) -> Pending:
 
 
 def _version(row: tuple[Any, ...]) -> Version:
-    kind, at_ms, topic, partition, offset, due_ms, target, lateness, reason, payload = row[:10]
+    kind, at_ms, topic, partition, offset, due_ms, target, lateness, reason, size = row
     return Version(
         kind,
         at_ms,
@@ -396,9 +412,7 @@ def _version(row: tuple[Any, ...]) -> Version:
         target_topic=target,
         lateness_ms=lateness,
         reason=reason,
-        payload=payload,
-        headers=decode_headers(row[10]) if row[10] else (),
-        target_key=row[11],
+        payload_size=size,
     )
 
 

@@ -45,9 +45,15 @@ class CatalogStore(abc.ABC):
         """
 
     @abc.abstractmethod
+    def locate(self, schedule_id: str) -> list[Pending]:
+        """The pending versions of ``schedule_id`` (one per schedules topic), without
+        payloads: cheap, whatever the id's history."""
+
+    @abc.abstractmethod
     def get(self, schedule_id: str) -> tuple[list[Pending], list[Version]]:
         """The pending versions of ``schedule_id`` (one per schedules topic, with
-        payload and headers) and every version seen for it, oldest first."""
+        payload and headers) and the versions seen for it, oldest first (the newest
+        1,000 at most)."""
 
     @abc.abstractmethod
     def dead_letters(

@@ -55,9 +55,7 @@ def _list(args: argparse.Namespace) -> int:
             f"{args.api_url.rstrip('/')}/schedules", params=params, headers=headers, timeout=10
         )
     except httpx.HTTPError as exc:
-        raise ApiUnavailableError(
-            f"delayline api at {args.api_url} did not answer: {exc}"
-        ) from exc
+        raise ApiUnavailableError(f"delayline api at {args.api_url} did not answer: {exc}") from exc
     if response.status_code != 200:
         detail = response.json().get("detail", response.text) if response.content else ""
         raise ConfigError(f"delayline api answered {response.status_code}: {detail}")

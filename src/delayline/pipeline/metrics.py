@@ -87,17 +87,18 @@ class PipelineMetrics:
 
     def observe_batch(self, report: BatchReport) -> None:
         """Count one micro-batch's events (the sink calls this)."""
+        self.last_batch.set(report.finished_ms / 1000)
+        with self._lock:
+            self._last_report = json.loads(report.to_json_summary())
+        if not report.committed:
+            return  # a replay: the run that committed the batch counted it
         for name, kinds in _COUNTED.items():
             n = sum(report.counts[k] for k in kinds)
             if n:
                 self.events[name].inc(n)
-        if report.committed:
-            self.fired.inc(report.counts[r.FIRE])
-            for late_ms in report.lateness_ms:
-                self.lateness.observe(max(0, late_ms) / 1000)
-        self.last_batch.set(report.finished_ms / 1000)
-        with self._lock:
-            self._last_report = json.loads(report.to_json_summary())
+        self.fired.inc(report.counts[r.FIRE])
+        for late_ms in report.lateness_ms:
+            self.lateness.observe(max(0, late_ms) / 1000)
 
     def observe_progress(self, progresses: list[dict[str, Any]]) -> None:
         """Take Spark's progress reports not seen yet (oldest first)."""

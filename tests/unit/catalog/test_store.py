@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -233,8 +235,9 @@ def test_sqlite_file_survives_reopen_and_refuses_other_schema(tmp_path: Path) ->
     again = SqliteCatalog(path)
     assert again.positions() == {(SCHEDULES, 0): 1}
     assert ids(again) == ["a"]
-    again._conn().execute("PRAGMA user_version = 99")
     again.close()
+    with sqlite3.connect(path) as raw:
+        raw.execute("PRAGMA user_version = 99")
     with pytest.raises(CatalogError, match="delete the file"):
         SqliteCatalog(path)
 
@@ -258,3 +261,53 @@ def test_prune_forgets_old_history_but_never_what_is_pending(store: CatalogStore
     assert kinds(store, "new") == ["created"]
     assert store.dead_letters().items == []
     assert store.prune(before_ms=60_000) == 0
+
+
+def test_cursor_of_one_order_is_refused_by_another(store: CatalogStore) -> None:
+    store.apply(changes(*(schedule(f"s{i}", i, 1_000 + i) for i in range(5))), {})
+    cursor = store.pending(PendingQuery(limit=2)).next_cursor
+    assert cursor is not None
+    for other in (
+        PendingQuery(cursor=cursor, sort="created"),
+        PendingQuery(cursor=cursor, descending=True),
+    ):
+        with pytest.raises(ConfigError, match="another sort order"):
+            store.pending(other)
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        # {"k": "due_ms,id,topic", "d": false, "v": [huge, "a", "b"]}
+        "eyJrIjogImR1ZV9tcyxpZCx0b3BpYyIsICJkIjogZmFsc2UsICJ2IjogWzk5OTk5OTk5OTk5OTk5OTk5OTk5OTk5LCAiYSIsICJiIl19",
+        "W" * 4 + "1" * 3,
+    ],
+)
+def test_cursors_with_huge_numbers_or_deep_nesting_are_config_errors(
+    store: CatalogStore, cursor: str
+) -> None:
+    deep = base64.urlsafe_b64encode(b"[" * 100_000).decode()
+    for bad in (cursor, deep):
+        with pytest.raises(ConfigError, match="cursor"):
+            store.pending(PendingQuery(cursor=bad))
+
+
+def test_prefix_filter_is_exact_at_the_edges(store: CatalogStore) -> None:
+    names = ["ab", "ab\U0010ffff", "ab\U0010ffffz", "ac", "a\U0010ffff"]
+    store.apply(changes(*(schedule(n, i, 5) for i, n in enumerate(names))), {})
+    assert ids(store, id_prefix="ab", sort="id") == ["ab", "ab\U0010ffff", "ab\U0010ffffz"]
+    assert ids(store, id_prefix="a\U0010ffff") == ["a\U0010ffff"]
+    with pytest.raises(ConfigError, match="NUL"):
+        store.pending(PendingQuery(id_prefix="a\x00"))
+
+
+def test_versions_are_listed_without_payloads_and_capped(store: CatalogStore) -> None:
+    records = [schedule("hot", i, 10_000 + i, payload=b"x" * 100) for i in range(1_005)]
+    store.apply(changes(*records), {})
+    (current,), versions = store.get("hot")
+    assert current.payload == b"x" * 100
+    assert current.offset == 1_004
+    assert len(versions) == 1_000
+    assert versions[-1].offset == 1_004
+    assert {v.payload_size for v in versions} == {100}
+    assert [p.offset for p in store.locate("hot")] == [1_004]

@@ -5,6 +5,7 @@ import { flash } from "./flash.js";
 import { go } from "./nav.js";
 
 const FILTERS = ["id", "id_match", "target_topic", "due_from", "due_to", "sort", "order", "limit"];
+const keyText = (s) => s.target_key ?? (s.target_key_base64 ? `(binary) ${s.target_key_base64}` : "");
 const link = (id) => `#/schedules/${encodeURIComponent(id)}`;
 
 // Writes reach the list through Kafka and the catalog; wait (briefly) until the
@@ -29,7 +30,7 @@ export async function list(main, params) {
       <td class="mono"><a href="${link(s.id)}">${esc(s.id)}</a></td>
       <td>${esc(when(s.due_at))} <span class="muted">${esc(relative(s.due_at))}</span></td>
       <td class="mono">${esc(s.target_topic)}</td>
-      <td class="mono">${esc(s.target_key ?? "")}</td>
+      <td class="mono">${esc(keyText(s))}</td>
       <td>${esc(when(s.created_at))}</td>
     </tr>`).join("");
   main.innerHTML = `
@@ -85,7 +86,7 @@ export async function detail(main, id) {
       <dl class="kv">
         <dt>Due</dt><dd>${esc(when(c.due_at))} <span class="muted">${esc(relative(c.due_at))}</span></dd>
         <dt>Target topic</dt><dd class="mono">${esc(c.target_topic)}</dd>
-        <dt>Target key</dt><dd class="mono">${esc(c.target_key ?? "(null)")}</dd>
+        <dt>Target key</dt><dd class="mono">${esc(keyText(c) || "(null)")}</dd>
         <dt>Stored at</dt><dd class="mono">${esc(c.topic)}/${c.partition}/${c.offset}</dd>
         <dt>Created / updated</dt><dd>${esc(when(c.created_at))} / ${esc(when(c.updated_at))}</dd>
         <dt>Headers</dt><dd class="mono">${c.headers.map((h) => `${esc(h.name)}=${esc(h.value ?? "null")}`).join("<br>")}</dd>
@@ -103,8 +104,9 @@ export async function detail(main, id) {
       try {
         await api(`/schedules/${encodeURIComponent(d.id)}`, { method: "DELETE" });
         flash(`Cancel of ${d.id} written.`);
+        const from = location.hash;
         await caughtUp(d.id, (now) => !now.pending);
-        go("#/schedules");
+        if (location.hash === from) go("#/schedules");
       } catch (err) { flash(err.message, true); }
     });
   }
@@ -113,36 +115,48 @@ export async function detail(main, id) {
 export async function form(main, id) {
   const existing = id ? (await api(`/schedules/${encodeURIComponent(id)}`)).current : null;
   const v = existing || { target_topic: "", target_key: "", payload_text: "", headers: [] };
-  const extra = (v.headers || []).filter((h) => !h.name.startsWith("scheduler-")).map((h) => `${h.name}=${h.value ?? ""}`).join("\n");
+  // Bytes that are not text are kept exactly as they are: shown, never edited.
+  const binaryPayload = existing !== null && existing.payload_text === null;
+  const binaryKey = existing !== null && existing.target_key === null && existing.target_key_base64 !== null;
+  const custom = (v.headers || []).filter((h) => !h.name.startsWith("scheduler-"));
+  const textHeaders = custom.filter((h) => h.encoding !== "base64").map((h) => `${h.name}=${h.value ?? ""}`).join("\n");
+  const binaryHeaders = custom.filter((h) => h.encoding === "base64");
   main.innerHTML = `
     <h1>${id ? `Edit <span class="mono">${esc(id)}</span>` : "New schedule"}</h1>
     <form class="edit" id="edit">
       <label>Id<input name="id" value="${esc(id || "")}" ${id ? "readonly" : ""} placeholder="empty: a UUID is made up"></label>
       <label>Target topic<input name="target_topic" required value="${esc(v.target_topic)}"></label>
-      <label>Target key<input name="target_key" value="${esc(v.target_key ?? "")}"></label>
+      <label>Target key<input name="target_key" value="${esc(binaryKey ? "(binary, kept as is)" : v.target_key ?? "")}" ${binaryKey ? "disabled" : ""}></label>
       <label>Due at (UTC)<input type="datetime-local" step="1" name="due_at" value="${esc(isoToUtcInput(existing?.due_at))}"></label>
       <label>…or due in (seconds)<input type="number" min="0" name="delay_s" placeholder="e.g. 60"></label>
-      <label class="wide">Payload (UTF-8 text)<textarea name="payload">${esc(v.payload_text ?? "")}</textarea></label>
-      <label class="wide">Extra headers, one name=value per line<textarea name="headers" rows="3">${esc(extra)}</textarea></label>
+      <label class="wide">Payload (UTF-8 text)<textarea name="payload" ${binaryPayload ? "disabled" : ""}>${esc(binaryPayload ? `(${existing.payload_size} bytes of binary data, kept as is)` : v.payload_text ?? "")}</textarea></label>
+      <label class="wide">Extra headers, one name=value per line${binaryHeaders.length ? ` (${binaryHeaders.length} binary header(s) kept as is)` : ""}<textarea name="headers" rows="3">${esc(textHeaders)}</textarea></label>
       <div class="wide actions"><button type="submit" class="primary">${id ? "Save" : "Create"}</button><a href="#/schedules">Back</a></div>
     </form>`;
   main.querySelector("#edit").addEventListener("submit", async (e) => {
     e.preventDefault();
     const f = new FormData(e.target);
-    const body = { target_topic: f.get("target_topic"), payload: f.get("payload") };
-    if (f.get("target_key")) body.target_key = f.get("target_key");
+    const body = { target_topic: f.get("target_topic") };
+    if (binaryPayload) Object.assign(body, { payload: existing.payload_base64, payload_encoding: "base64" });
+    else body.payload = f.get("payload");
+    if (binaryKey) Object.assign(body, { target_key: existing.target_key_base64, target_key_encoding: "base64" });
+    else if (f.get("target_key")) body.target_key = f.get("target_key");
     if (f.get("delay_s")) body.delay_ms = Math.round(Number(f.get("delay_s")) * 1000);
     else if (f.get("due_at")) body.due_at = utcInputToIso(f.get("due_at"));
     body.headers = String(f.get("headers")).split("\n").map((l) => l.trim()).filter(Boolean)
-      .map((l) => { const i = l.indexOf("="); return i < 0 ? { name: l, value: "" } : { name: l.slice(0, i), value: l.slice(i + 1) }; });
+      .map((l) => { const i = l.indexOf("="); return i < 0 ? { name: l, value: "" } : { name: l.slice(0, i), value: l.slice(i + 1) }; })
+      .concat(binaryHeaders.map((h) => ({ name: h.name, value: h.value, encoding: "base64" })));
     const newId = id || f.get("id") || undefined;
+    const from = location.hash;
     try {
       const written = id
         ? await api(`/schedules/${encodeURIComponent(id)}`, { method: "PUT", body })
         : await api("/schedules", { method: "POST", body: { ...body, id: newId } });
       flash(`Written to ${written.topic}/${written.partition}/${written.offset}.`);
-      await caughtUp(written.id, (now) => now.current && now.current.offset === written.offset);
-      go(link(written.id));
+      await caughtUp(written.id, (now) =>
+        (now.current && now.current.offset === written.offset) ||
+        now.versions.some((x) => x.topic === written.topic && x.offset === written.offset));
+      if (location.hash === from) go(link(written.id));
     } catch (err) { flash(err.message, true); }
   });
 }

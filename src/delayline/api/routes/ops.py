@@ -86,6 +86,7 @@ async def info(request: Request) -> dict[str, Any]:
             "lag": follow.lag,
             "missing_topics": follow.missing_topics,
             "records_applied": follow.records_applied,
+            "records_skipped": follow.records_skipped,
             "last_error": follow.last_error,
         },
         "pipeline": pipeline,

@@ -157,7 +157,7 @@ async def cancel_schedule(
     """Write a cancel (tombstone) to each schedules topic where the id is pending."""
     _check_id(schedule_id)
     state = api_state(request)
-    current, _ = await run_in_threadpool(state.store.get, schedule_id)
+    current = await run_in_threadpool(state.store.locate, schedule_id)
     topics = sorted({p.topic for p in current})
     if not topics and force:
         topics = [state.config.schedules_topics[0]]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from starlette.requests import Request
 
@@ -10,6 +10,7 @@ from delayline.api.config import ApiConfig
 from delayline.api.writes import Writers
 from delayline.catalog import CatalogFollower, CatalogStore
 from delayline.clock import Clock
+from delayline.topics import cluster_brokers
 
 
 @dataclass
@@ -29,6 +30,16 @@ class ApiState:
     follower: CatalogFollower
     writers: Writers
     clock: Clock
+    _brokers: tuple[int, list[dict[str, object]]] = field(default=(0, []), repr=False)
+
+    def brokers(self, max_age_ms: int = 10_000) -> list[dict[str, object]]:
+        """The cluster's brokers, asked at most every ``max_age_ms`` (empty: unreachable)."""
+        asked_ms, known = self._brokers
+        now_ms = self.clock.now_ms()
+        if now_ms - asked_ms > max_age_ms or not known:
+            known = cluster_brokers(self.config.bootstrap_servers, 2.0)
+            self._brokers = (now_ms, known)
+        return known
 
     def topic_of(self, schedule_id: str) -> str:
         """The schedules topic a new version of ``schedule_id`` goes to: where it is

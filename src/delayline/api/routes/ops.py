@@ -16,7 +16,6 @@ from delayline.api.routes.schedules import ERRORS
 from delayline.api.schemas import DeadLetterPage, StatsOut, dead_letter_out, stats_out
 from delayline.api.state import api_state
 from delayline.catalog import MAX_PAGE
-from delayline.topics import cluster_brokers
 
 router = APIRouter()
 
@@ -69,7 +68,7 @@ async def info(request: Request) -> dict[str, Any]:
     state = api_state(request)
     config = state.config
     follow = state.follower.status()
-    brokers = await run_in_threadpool(cluster_brokers, config.bootstrap_servers, 2.0)
+    brokers = await run_in_threadpool(state.brokers)
     pipeline = await run_in_threadpool(pipeline_status, config.pipeline_url, state.clock.now_ms())
     return {
         "version": delayline.__version__,

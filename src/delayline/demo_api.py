@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import httpx
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
-from delayline.errors import DelaylineError
 from delayline.topics import TopicsConfig
 
 DEMO_TOKEN = "demo-token"  # noqa: S105 - printed to the user; the demo API is local
@@ -19,27 +17,10 @@ DEMO_TOKEN = "demo-token"  # noqa: S105 - printed to the user; the demo API is l
 Out = Callable[[str], None]
 
 
-class _Fallback:
-    """The API on the wanted port, or on any free one when that is taken."""
-
-    def __init__(self, config: ApiConfig) -> None:
-        self.config = config
-        self.server = ApiServer(config)
-
-    def start(self) -> str:
-        try:
-            return self.server.start()
-        except DelaylineError:
-            self.server = ApiServer(replace(self.config, port=0))
-            return self.server.start()
-
-    def stop(self) -> None:
-        self.server.stop()
-
-
-def demo_api(topics: TopicsConfig, catalog: Path, port: int, pipeline_url: str) -> _Fallback:
-    """The API over the demo's topics, writes allowed with :data:`DEMO_TOKEN`."""
-    return _Fallback(
+def demo_api(topics: TopicsConfig, catalog: Path, port: int, pipeline_url: str) -> ApiServer:
+    """The API over the demo's topics, writes allowed with :data:`DEMO_TOKEN`; on any
+    free port when ``port`` is taken."""
+    return ApiServer(
         ApiConfig(
             bootstrap_servers=topics.bootstrap_servers,
             schedules_topics=(topics.schedules_topic,),
@@ -49,7 +30,8 @@ def demo_api(topics: TopicsConfig, catalog: Path, port: int, pipeline_url: str) 
             port=port,
             token=DEMO_TOKEN,
             pipeline_url=pipeline_url,
-        )
+        ),
+        any_port_if_taken=True,
     )
 
 

@@ -11,19 +11,15 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from confluent_kafka import Consumer
-
-from delayline.config import kafka_client_config
 from delayline.contract.headers import KEY
 from delayline.infra.broker import pid_alive
 from delayline.infra.procs import tree
-from delayline.reader import to_consumed_record
+from delayline.reader import private_consumer, to_consumed_record
 
 
 class PipelineProcess:
@@ -157,17 +153,8 @@ class DeliveryCollector:
     """Consumes topics from the beginning with ``read_committed`` in a thread."""
 
     def __init__(self, bootstrap_servers: str, topics: Sequence[str]) -> None:
-        self._consumer = Consumer(
-            kafka_client_config(
-                bootstrap_servers,
-                **{
-                    "group.id": f"collector-{uuid.uuid4()}",
-                    "auto.offset.reset": "earliest",
-                    "enable.auto.commit": False,
-                    "isolation.level": "read_committed",
-                    "topic.metadata.refresh.interval.ms": 1000,
-                },
-            )
+        self._consumer = private_consumer(
+            bootstrap_servers, "collector", overrides={"topic.metadata.refresh.interval.ms": 1000}
         )
         self._consumer.subscribe(list(topics))
         self._seen: list[Delivery] = []

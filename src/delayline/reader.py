@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -21,6 +23,36 @@ from confluent_kafka import (
 from delayline.config import kafka_client_config
 from delayline.contract import ConsumedRecord
 from delayline.errors import KafkaUnavailableError, TopicConfigError
+
+
+def private_consumer(
+    bootstrap_servers: str,
+    name: str,
+    *,
+    read_committed: bool = True,
+    overrides: Mapping[str, Any] | None = None,
+) -> Consumer:
+    """A consumer in a group of its own that never commits offsets: for readers that
+    assign partitions or read from the start, and must leave no trace in Kafka.
+
+    Args:
+        bootstrap_servers: Kafka bootstrap list.
+        name: Prefix of the throwaway group id (shows up in broker logs).
+        read_committed: Skip records of aborted or open transactions.
+        overrides: Further librdkafka settings.
+    """
+    return Consumer(
+        kafka_client_config(
+            bootstrap_servers,
+            **{
+                "group.id": f"{name}-{uuid.uuid4()}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+                **(overrides or {}),
+            },
+        )
+    )
 
 
 def read_topic(
@@ -42,16 +74,11 @@ def read_topic(
         TopicConfigError: the topic does not exist.
         KafkaUnavailableError: Kafka did not answer, or the read did not finish in time.
     """
-    consumer = Consumer(
-        kafka_client_config(
-            bootstrap_servers,
-            **{
-                "group.id": f"delayline-reader-{uuid.uuid4()}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed" if read_committed else "read_uncommitted",
-                "enable.partition.eof": True,
-            },
-        )
+    consumer = private_consumer(
+        bootstrap_servers,
+        "delayline-reader",
+        read_committed=read_committed,
+        overrides={"enable.partition.eof": True},
     )
     deadline = time.monotonic() + timeout_ms / 1000
     try:

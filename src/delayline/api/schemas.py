@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from datetime import datetime
-from typing import Literal
+from typing import Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -212,6 +212,15 @@ def text_or_none(raw: bytes | None) -> str | None:
         return None
 
 
+@overload
+def b64(raw: bytes) -> str: ...
+@overload
+def b64(raw: None) -> None: ...
+def b64(raw: bytes | None) -> str | None:
+    """``raw`` as base64 text (``None`` stays ``None``)."""
+    return None if raw is None else base64.b64encode(raw).decode()
+
+
 def headers_out(headers: Headers) -> list[HeaderOut]:
     """Headers with text values where possible, base64 otherwise."""
     out = []
@@ -222,8 +231,7 @@ def headers_out(headers: Headers) -> list[HeaderOut]:
         elif text is not None:
             out.append(HeaderOut(name=name, value=text, encoding="utf-8"))
         else:
-            encoded = base64.b64encode(value).decode()
-            out.append(HeaderOut(name=name, value=encoded, encoding="base64"))
+            out.append(HeaderOut(name=name, value=b64(value), encoding="base64"))
     return out
 
 
@@ -238,7 +246,7 @@ def summary(p: Pending) -> ScheduleSummary:
         due_at=utc(p.due_ms),
         target_topic=p.target_topic,
         target_key=text_or_none(p.target_key),
-        target_key_base64=None if p.target_key is None else base64.b64encode(p.target_key).decode(),
+        target_key_base64=b64(p.target_key),
         created_at=utc(p.created_ms),
         updated_at=utc(p.updated_ms),
     )
@@ -249,7 +257,7 @@ def full(p: Pending) -> ScheduleFull:
     text = text_or_none(p.payload)
     return ScheduleFull(
         **summary(p).model_dump(),
-        payload_base64=base64.b64encode(p.payload).decode(),
+        payload_base64=b64(p.payload),
         payload_text=text,
         payload_json=_is_json(text),
         payload_size=len(p.payload),
@@ -283,7 +291,7 @@ def dead_letter_out(d: DeadLetter) -> DeadLetterOut:
         reason=d.reason,
         source=d.source,
         schedule_id=d.schedule_id,
-        payload_base64=None if d.value is None else base64.b64encode(d.value).decode(),
+        payload_base64=b64(d.value),
         payload_text=text_or_none(d.value),
         headers=headers_out(d.headers),
     )

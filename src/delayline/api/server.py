@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -10,48 +11,54 @@ import uvicorn
 
 from delayline.api.app import create_app
 from delayline.api.config import ApiConfig
-from delayline.errors import DelaylineError
+from delayline.errors import ConfigError, DelaylineError
 
 
 class ApiServer:
-    """The API on a real socket, in a background thread.
+    """The API on a real socket.
+
+    The socket is bound here, before the app starts: a port in use is an error at once,
+    and no catalog follower is started for a server that will never serve.
 
     Args:
         config: API settings; port 0 picks a free port.
+        any_port_if_taken: Listen on a free port when ``config.port`` is taken.
+
+    Raises:
+        ConfigError: the address cannot be bound.
     """
 
-    def __init__(self, config: ApiConfig) -> None:
+    def __init__(self, config: ApiConfig, *, any_port_if_taken: bool = False) -> None:
         self.config = config
+        try:
+            self._socket = _bind(config.host, config.port)
+        except OSError as exc:
+            if not any_port_if_taken:
+                raise ConfigError(f"cannot listen on {config.host}:{config.port}: {exc}") from exc
+            self._socket = _bind(config.host, 0)
         self._server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(config),
-                host=config.host,
-                port=config.port,
-                log_level="warning",
-                lifespan="on",
-            )
+            uvicorn.Config(create_app(config), log_level="warning", lifespan="on")
         )
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
         """Base URL, e.g. ``http://127.0.0.1:8080``."""
-        sockets = [s for server in self._server.servers for s in server.sockets]
-        host, port = sockets[0].getsockname()[:2]
+        host, port = self._socket.getsockname()[:2]
         return f"http://{host}:{port}"
 
     def start(self, timeout_s: float = 30.0) -> str:
-        """Start serving; return the base URL once the socket listens.
+        """Serve in a background thread; return the base URL once the app has started.
 
         Raises:
-            DelaylineError: the server did not start in time.
+            DelaylineError: the app did not start in time.
         """
-        self._thread = threading.Thread(target=self._server.run, name="delayline-api", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="delayline-api", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + timeout_s
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise DelaylineError("the API server did not start (port in use?)")
+                raise DelaylineError("the API did not start; see the log above")
             time.sleep(0.05)
         return self.url
 
@@ -61,20 +68,35 @@ class ApiServer:
         if self._thread is not None:
             self._thread.join(15)
 
+    def serve(self, on_ready: Callable[[str], None] | None = None) -> None:
+        """Serve in this thread until SIGINT or SIGTERM (uvicorn stops gracefully)."""
+
+        def announce() -> None:
+            while not self._server.started and not self._server.should_exit:
+                time.sleep(0.05)
+            if self._server.started and on_ready is not None:
+                on_ready(self.url)
+
+        threading.Thread(target=announce, daemon=True).start()
+        self._run()
+
+    def _run(self) -> None:
+        self._server.run(sockets=[self._socket])
+
 
 def serve(config: ApiConfig, on_ready: Callable[[str], None] | None = None) -> None:
-    """Serve in the foreground until SIGINT or SIGTERM (uvicorn stops gracefully)."""
-    server = ApiServer(config)
+    """Serve ``config`` in the foreground until SIGINT or SIGTERM."""
+    ApiServer(config).serve(on_ready)
 
-    def announce() -> None:
-        while not server._server.started:
-            if server._server.should_exit:
-                return
-            time.sleep(0.05)
-        if on_ready is not None:
-            on_ready(server.url)
 
-    threading.Thread(target=announce, daemon=True).start()
-    server._server.run()
-    if not server._server.started:
-        raise DelaylineError(f"the API could not listen on {config.host}:{config.port}")
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock

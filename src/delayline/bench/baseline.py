@@ -18,6 +18,7 @@ from delayline.bench.stats import summary
 from delayline.config import kafka_client_config
 from delayline.contract import OutgoingRecord
 from delayline.produce import produce
+from delayline.reader import private_consumer
 from delayline.topics import create_topic
 
 _STAMP = struct.Struct(">q")
@@ -85,17 +86,13 @@ def _latency_of(msg: Any) -> int:
 
 
 def _consumer(bootstrap: str, topic: str, *, from_end: bool = False) -> Consumer:
-    consumer = Consumer(
-        kafka_client_config(
-            bootstrap,
-            **{
-                "group.id": f"bench-{uuid.uuid4()}",
-                "auto.offset.reset": "latest" if from_end else "earliest",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "fetch.wait.max.ms": 10,
-            },
-        )
+    consumer = private_consumer(
+        bootstrap,
+        "bench",
+        overrides={
+            "auto.offset.reset": "latest" if from_end else "earliest",
+            "fetch.wait.max.ms": 10,
+        },
     )
     consumer.subscribe([topic])
     return consumer

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 
 from confluent_kafka import (
@@ -19,8 +18,7 @@ from confluent_kafka import (
 
 from delayline.catalog.events import Change, Role, changes_for
 from delayline.catalog.store import CatalogStore, Position
-from delayline.config import kafka_client_config
-from delayline.reader import to_consumed_record
+from delayline.reader import private_consumer, to_consumed_record
 
 log = logging.getLogger(__name__)
 
@@ -138,17 +136,10 @@ class CatalogFollower:
                 self._stop.wait(2.0)
 
     def _follow(self) -> None:
-        consumer = Consumer(
-            kafka_client_config(
-                self.config.bootstrap_servers,
-                **{
-                    "group.id": f"delayline-catalog-{uuid.uuid4()}",
-                    "enable.auto.commit": False,
-                    "isolation.level": "read_committed",
-                    "enable.partition.eof": True,
-                    "auto.offset.reset": "earliest",
-                },
-            )
+        consumer = private_consumer(
+            self.config.bootstrap_servers,
+            "delayline-catalog",
+            overrides={"enable.partition.eof": True},
         )
         assigned: dict[Position, int] = {}
         at_end: set[Position] = set()
@@ -235,20 +226,19 @@ class CatalogFollower:
         log.error("catalog skips record %s/%d/%d: %s", where[0], where[1], offset, exc)
 
     def _assign_new(self, consumer: Consumer, assigned: dict[Position, int]) -> None:
-        stored = self.store.positions()
         metadata = consumer.list_topics(timeout=10)
-        new: list[TopicPartition] = []
+        unseen: list[Position] = []
         missing = []
         for topic in self._roles:
             info = metadata.topics.get(topic)
             if info is None or info.error is not None:
                 missing.append(topic)
                 continue
-            for partition in info.partitions:
-                if (topic, partition) not in assigned:
-                    offset = stored.get((topic, partition), OFFSET_BEGINNING)
-                    new.append(TopicPartition(topic, partition, offset))
-                    assigned[(topic, partition)] = max(offset, 0)
+            unseen += [(topic, p) for p in info.partitions if (topic, p) not in assigned]
+        stored = self.store.positions() if unseen else {}
+        new = [TopicPartition(t, p, stored.get((t, p), OFFSET_BEGINNING)) for t, p in unseen]
+        for tp in new:
+            assigned[(tp.topic, tp.partition)] = max(tp.offset, 0)
         if missing != self._missing and missing:
             log.warning("catalog: topics not found (yet): %s", ", ".join(missing))
         self._missing = missing

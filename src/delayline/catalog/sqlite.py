@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS versions (
     seq INTEGER PRIMARY KEY, id TEXT NOT NULL, topic TEXT NOT NULL,
     partition INTEGER NOT NULL, offset INTEGER NOT NULL, kind TEXT NOT NULL,
     at_ms INTEGER NOT NULL, due_ms INTEGER, target_topic TEXT, lateness_ms INTEGER,
-    reason TEXT, payload BLOB, headers BLOB, target_key BLOB
+    reason TEXT, payload BLOB, headers BLOB
 );
 CREATE INDEX IF NOT EXISTS versions_id ON versions (id, topic, offset);
 CREATE INDEX IF NOT EXISTS versions_kind_at ON versions (kind, at_ms);
@@ -181,48 +181,24 @@ class SqliteCatalog(CatalogStore):
         items = [_pending(row) for row in rows[: query.limit]]
         next_cursor = None
         if len(rows) > query.limit:
-            last = items[-1]
-            values: dict[str, Any] = {
-                "due_ms": last.due_ms,
-                "created_ms": last.created_ms,
-                "id": last.id,
-                "topic": last.topic,
-            }
-            next_cursor = encode_cursor([values[k] for k in keys], keys, query.descending)
+            last = items[-1]  # sort columns are named as the Pending fields
+            next_cursor = encode_cursor([getattr(last, k) for k in keys], keys, query.descending)
         return Page(items, next_cursor)
 
     def locate(self, schedule_id: str) -> list[Pending]:
         with self._connection() as conn:
-            rows = conn.execute(
-                f"SELECT {_PENDING_COLUMNS} FROM pending WHERE id = ? ORDER BY topic",  # noqa: S608
-                (schedule_id,),
-            ).fetchall()
-        return [_pending(row) for row in rows]
+            return _pending_of(conn, schedule_id)
 
     def get(self, schedule_id: str) -> tuple[list[Pending], list[Version]]:
         with self._transaction() as conn:
-            rows = conn.execute(
-                f"SELECT {_PENDING_COLUMNS} FROM pending WHERE id = ? ORDER BY topic",  # noqa: S608
-                (schedule_id,),
-            ).fetchall()
+            located = _pending_of(conn, schedule_id)
             newest_first = conn.execute(
                 "SELECT kind, at_ms, topic, partition, offset, due_ms, target_topic, "
                 "lateness_ms, reason, length(payload) FROM versions "
                 "WHERE id = ? ORDER BY seq DESC LIMIT ?",
                 (schedule_id, MAX_VERSIONS),
             ).fetchall()
-            current = []
-            for row in rows:
-                pending = _pending(row)
-                body = conn.execute(
-                    "SELECT payload, headers FROM versions WHERE id = ? AND topic = ? "
-                    "AND offset = ? AND kind IN ('created', 'updated') ORDER BY seq DESC LIMIT 1",
-                    (pending.id, pending.topic, pending.offset),
-                ).fetchone()
-                if body is not None:
-                    headers = decode_headers(body[1]) if body[1] else ()
-                    pending = replace(pending, payload=body[0] or b"", headers=headers)
-                current.append(pending)
+            current = [_with_body(conn, pending) for pending in located]
         return current, [_version(row) for row in reversed(newest_first)]
 
     def dead_letters(
@@ -332,7 +308,7 @@ def _upsert(conn: sqlite3.Connection, change: Upsert) -> None:
     kind = "created" if existing is None else "updated"
     conn.execute(
         "INSERT INTO versions (id, topic, partition, offset, kind, at_ms, due_ms, "
-        "target_topic, payload, headers, target_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "target_topic, payload, headers) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             s.id,
             s.source.topic,
@@ -344,20 +320,19 @@ def _upsert(conn: sqlite3.Connection, change: Upsert) -> None:
             s.target_topic,
             s.payload,
             encode_headers(s.headers),
-            s.target_key,
         ),
     )
 
 
 def _remove(conn: sqlite3.Connection, change: Remove) -> None:
-    row = conn.execute(
-        "SELECT offset FROM pending WHERE id = ? AND topic = ?", (change.id, change.topic)
-    ).fetchone()
-    removed = row is not None and (
-        row[0] == change.offset if change.exact else row[0] <= change.offset
+    version_matches = "offset = ?" if change.exact else "offset <= ?"
+    removed = (
+        conn.execute(
+            f"DELETE FROM pending WHERE id = ? AND topic = ? AND {version_matches}",  # noqa: S608
+            (change.id, change.topic, change.offset),
+        ).rowcount
+        > 0
     )
-    if removed:
-        conn.execute("DELETE FROM pending WHERE id = ? AND topic = ?", (change.id, change.topic))
     v = change.version
     if v is not None and (removed or not change.only_if_pending):
         conn.execute(
@@ -398,6 +373,28 @@ def _add_dead_letter(conn: sqlite3.Connection, d: DeadLetter) -> None:
 
 def _pending(row: tuple[Any, ...]) -> Pending:
     return Pending(*row)
+
+
+def _with_body(conn: sqlite3.Connection, pending: Pending) -> Pending:
+    """``pending`` with the payload and headers of its version."""
+    body = conn.execute(
+        "SELECT payload, headers FROM versions WHERE id = ? AND topic = ? "
+        "AND offset = ? AND kind IN ('created', 'updated') ORDER BY seq DESC LIMIT 1",
+        (pending.id, pending.topic, pending.offset),
+    ).fetchone()
+    if body is None:
+        return pending  # its version was pruned: should not happen, the current one is kept
+    headers = decode_headers(body[1]) if body[1] else ()
+    return replace(pending, payload=body[0] or b"", headers=headers)
+
+
+def _pending_of(conn: sqlite3.Connection, schedule_id: str) -> list[Pending]:
+    """The pending versions of one id, one per schedules topic, without payloads."""
+    rows = conn.execute(
+        f"SELECT {_PENDING_COLUMNS} FROM pending WHERE id = ? ORDER BY topic",  # noqa: S608
+        (schedule_id,),
+    ).fetchall()
+    return [_pending(row) for row in rows]
 
 
 def _version(row: tuple[Any, ...]) -> Version:

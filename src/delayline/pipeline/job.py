@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+from pyspark.sql.streaming.listener import StreamingQueryListener
 from pyspark.sql.streaming.query import StreamingQuery
 
 from delayline.errors import DelaylineError
@@ -68,6 +69,30 @@ def hold(schedules: DataFrame, config: PipelineConfig) -> DataFrame:
     )
 
 
+def _last_batch_id(query: StreamingQuery) -> int:
+    progress = query.lastProgress
+    return -1 if progress is None else int(progress["batchId"])
+
+
+class _ProgressListener(StreamingQueryListener):
+    """Feeds Spark's progress reports to the metrics (runs on a py4j callback thread)."""
+
+    def __init__(self, metrics: PipelineMetrics) -> None:
+        self.metrics = metrics
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        self.metrics.observe_progress([event.progress])
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
+
+
 class Pipeline:
     """A running pipeline: start it, then :meth:`run_until` a stop is requested."""
 
@@ -100,7 +125,10 @@ class Pipeline:
                 self.metrics, config.metrics_host, config.metrics_port
             )
             self._metrics_server.start()
-        sink = FireSink(config, self._firer, self._run_id, self._on_batch_observed)
+            # Spark hands every progress to the listener once: no polling, no copies.
+            self._spark.streams.addListener(_ProgressListener(self.metrics))
+        on_batch = self._on_batch if self._metrics_server is None else self._on_batch_observed
+        sink = FireSink(config, self._firer, self._run_id, on_batch)
         events = hold(read_schedules(self._spark, config), config)
         self._query = (
             events.writeStream.queryName(config.query_name)
@@ -128,7 +156,6 @@ class Pipeline:
             while not stop.is_set():
                 if query.awaitTermination(poll_s):
                     break
-                self.metrics.observe_progress([json.loads(p.json) for p in query.recentProgress])
                 if not announced and query.lastProgress is not None:
                     announced = True
                     log.info("pipeline %s ready: first batch done", self.config.query_name)
@@ -140,11 +167,19 @@ class Pipeline:
 
     def stop(self, drain_timeout_s: float = 60.0) -> None:
         """Let the batch in flight finish, then stop the query and Spark."""
-        if self._query is not None and self._query.isActive:
+        query = self._query
+        if query is not None and query.isActive:
+            # When batches take longer than the trigger interval the trigger is never
+            # idle, so wait for the batch in flight to end, not for an idle trigger.
+            in_flight = _last_batch_id(query)
             deadline = time.monotonic() + drain_timeout_s
-            while self._query.status.get("isTriggerActive") and time.monotonic() < deadline:
+            while (
+                query.status.get("isTriggerActive")
+                and _last_batch_id(query) == in_flight
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.05)
-            self._query.stop()
+            query.stop()
             log.info("pipeline %s stopped", self.config.query_name)
         self._query = None
         if self._spark is not None:

@@ -89,7 +89,7 @@ class PipelineMetrics:
         """Count one micro-batch's events (the sink calls this)."""
         self.last_batch.set(report.finished_ms / 1000)
         with self._lock:
-            self._last_report = json.loads(report.to_json_summary())
+            self._last_report = report.summary()
         if not report.committed:
             return  # a replay: the run that committed the batch counted it
         for name, kinds in _COUNTED.items():

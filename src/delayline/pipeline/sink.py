@@ -44,20 +44,18 @@ class BatchReport:
     committed: bool = True
     finished_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
 
-    def to_json_summary(self) -> str:
-        """Like :meth:`to_json` with the lateness list reduced to count, p50 and max."""
+    def summary(self) -> dict[str, Any]:
+        """Counts with the lateness list reduced to count, p50 and max (for ``/progress``)."""
         late = sorted(self.lateness_ms)
-        return json.dumps(
-            {
-                "batch_id": self.batch_id,
-                "finished_ms": self.finished_ms,
-                "committed": self.committed,
-                "counts": dict(self.counts),
-                "deliveries": len(late),
-                "lateness_p50_ms": late[len(late) // 2] if late else None,
-                "lateness_max_ms": late[-1] if late else None,
-            }
-        )
+        return {
+            "batch_id": self.batch_id,
+            "finished_ms": self.finished_ms,
+            "committed": self.committed,
+            "counts": dict(self.counts),
+            "deliveries": len(late),
+            "lateness_p50_ms": late[len(late) // 2] if late else None,
+            "lateness_max_ms": late[-1] if late else None,
+        }
 
     def to_json(self) -> str:
         """One line for ``--progress-file``: ids and counts, never payloads."""

@@ -213,3 +213,36 @@ def cluster_brokers(bootstrap_servers: str, timeout_s: float) -> list[dict[str, 
         {"id": b.id, "host": b.host, "port": b.port}
         for b in sorted(metadata.brokers.values(), key=lambda b: b.id)
     ]
+
+
+WAKE_RETENTION_MS = 3_600_000
+"""Wake records matter only until the next micro-batch; an hour is plenty."""
+
+
+def ensure_wake_topic(bootstrap_servers: str, name: str, timeout_s: float = 30.0) -> str:
+    """Create the pipeline's wake topic unless it exists: one partition, deleted after an hour.
+
+    Returns:
+        ``"created"`` or ``"exists"``.
+
+    Raises:
+        ConfigError: the name is not a valid topic name.
+        TopicConfigError: Kafka refused to create it.
+        KafkaUnavailableError: the cluster did not answer in time.
+    """
+    problem = topic_name_problem(name)
+    if problem is not None:
+        raise ConfigError(f"wake topic name {name!r} is invalid: {problem}")
+    try:
+        create_topic(
+            bootstrap_servers,
+            name,
+            config={"cleanup.policy": "delete", "retention.ms": str(WAKE_RETENTION_MS)},
+            timeout_s=timeout_s,
+        )
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise TopicConfigError(f"could not create topic {name}: {exc.args[0].str()}") from exc
+        return "exists"
+    log.info("created wake topic %s", name)
+    return "created"

@@ -36,6 +36,11 @@ class PipelineConfig:
         metrics_port: Serve Prometheus ``/metrics`` and JSON ``/progress`` on this port
             (0: any free port); ``None``: off.
         metrics_host: Address the metrics server listens on.
+        wake: Run a micro-batch only when a timer is due, a record arrives or a
+            heartbeat passes (:mod:`delayline.pipeline.wake`); False runs one every
+            trigger interval, as Spark does by default (costs idle CPU).
+        wake_topic: Topic of the wake records; ``None``: ``<query_name>-wake``.
+        heartbeat_interval_ms: With ``wake``, the longest time without a micro-batch.
         max_offsets_per_trigger: Cap on records read per micro-batch. Timers fire only
             between batches, so a cap bounds lateness while a backlog is read.
     """
@@ -56,6 +61,9 @@ class PipelineConfig:
     max_offsets_per_trigger: int = 20_000
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    wake: bool = True
+    wake_topic: str | None = None
+    heartbeat_interval_ms: int = 30_000
 
     def __post_init__(self) -> None:
         if not self.schedules_topics:
@@ -64,6 +72,22 @@ class PipelineConfig:
             raise ConfigError("trigger interval must be >= 0 and shuffle partitions >= 1")
         if self.max_lateness_ms is not None and self.max_lateness_ms < 0:
             raise ConfigError("max lateness must not be negative")
+        if self.heartbeat_interval_ms < 1_000:
+            raise ConfigError("heartbeat interval must be at least 1 s")
+        if self.wake and self.wake_topic_name in self.schedules_topics:
+            raise ConfigError("the wake topic must not be a schedules topic")
+
+    @property
+    def wake_topic_name(self) -> str:
+        """The topic wake records go to."""
+        return self.wake_topic or f"{self.query_name}-wake"
+
+    @property
+    def source_topics(self) -> tuple[str, ...]:
+        """Every topic the streaming query reads: the schedules topics, the wake topic."""
+        if not self.wake:
+            return self.schedules_topics
+        return (*self.schedules_topics, self.wake_topic_name)
 
     @property
     def transactional_id(self) -> str:

@@ -21,7 +21,9 @@ from delayline.pipeline.config import PipelineConfig
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics
 from delayline.pipeline.session import build_session
 from delayline.pipeline.sink import BatchReport, FireSink, checkpoint_query_id
+from delayline.pipeline.wake import Waker, checkpoint_timers
 from delayline.stores.spark_state import HoldProcessor
+from delayline.topics import ensure_wake_topic
 from delayline.units import format_duration_ms
 
 log = logging.getLogger(__name__)
@@ -34,11 +36,12 @@ class PipelineError(DelaylineError):
 
 
 def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
-    """The schedules topics as a stream, headers included, transactions honoured."""
+    """The schedules topics (and the wake topic) as a stream, headers included,
+    transactions honoured."""
     raw = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", config.bootstrap_servers)
-        .option("subscribe", ",".join(config.schedules_topics))
+        .option("subscribe", ",".join(config.source_topics))
         .option("includeHeaders", "true")
         .option("startingOffsets", "earliest")
         # Compaction removes offsets by design; that is not data loss here.
@@ -60,7 +63,12 @@ def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
 
 
 def hold(schedules: DataFrame, config: PipelineConfig) -> DataFrame:
-    """Validate and hold: one state key per (source topic, schedule id)."""
+    """Validate and hold: one state key per (source topic, schedule id).
+
+    Wake records only make the micro-batch run (its timers fire); they hold nothing.
+    """
+    if config.wake:
+        schedules = schedules.where(F.col("topic") != config.wake_topic_name)
     return schedules.groupBy("topic", "gkey").transformWithState(
         HoldProcessor(config.max_lateness_ms),
         r.EVENT_SCHEMA,
@@ -106,6 +114,7 @@ class Pipeline:
         self._spark: SparkSession | None = None
         self._query: StreamingQuery | None = None
         self._firer: TransactionalFirer | None = None
+        self._waker: Waker | None = None
         self._run: str | None = None
 
     def start(self, *, rebuild: bool = False) -> None:
@@ -128,7 +137,10 @@ class Pipeline:
             # Spark hands every progress to the listener once: no polling, no copies.
             self._spark.streams.addListener(_ProgressListener(self.metrics))
         on_batch = self._on_batch if self._metrics_server is None else self._on_batch_observed
-        sink = FireSink(config, self._firer, self._run_id, on_batch)
+        if config.wake:
+            self._waker = self._start_waker()
+        on_timers = None if self._waker is None else self._waker.add
+        sink = FireSink(config, self._firer, self._run_id, on_batch, on_timers)
         events = hold(read_schedules(self._spark, config), config)
         self._query = (
             events.writeStream.queryName(config.query_name)
@@ -137,6 +149,12 @@ class Pipeline:
             .foreachBatch(sink)
             .start()
         )
+        if self._waker is not None:
+            # Read after the query started so its first batches are not delayed;
+            # the waker wakes every trigger interval until the timers are in.
+            threading.Thread(
+                target=self._load_timers, args=(self._waker,), name="delayline-timers", daemon=True
+            ).start()
         log.info(
             "pipeline %s started: %s -> fire, checkpoint %s",
             config.query_name,
@@ -185,12 +203,46 @@ class Pipeline:
         if self._spark is not None:
             self._spark.stop()
             self._spark = None
+        if self._waker is not None:
+            self._waker.stop()
+            self._waker = None
         if self._firer is not None:
             self._firer.close()
             self._firer = None
         if self._metrics_server is not None:
             self._metrics_server.stop()
             self._metrics_server = None
+
+    def _start_waker(self) -> Waker:
+        config = self.config
+        ensure_wake_topic(config.bootstrap_servers, config.wake_topic_name)
+        waker = Waker(
+            config.bootstrap_servers,
+            config.wake_topic_name,
+            heartbeat_ms=config.heartbeat_interval_ms,
+            poll_ms=config.trigger_interval_ms,
+        )
+        waker.start()
+        return waker
+
+    def _load_timers(self, waker: Waker) -> None:
+        spark = self._spark
+        if spark is None:
+            return
+
+        def failed(exc: Exception) -> None:
+            log.warning(
+                "could not read the timers in checkpoint %s (%s); micro-batches keep "
+                "running every trigger interval",
+                self.config.checkpoint_dir,
+                str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+            )
+
+        started = time.monotonic()
+        slots = checkpoint_timers(spark, self.config.checkpoint_dir, failed)
+        if slots is not None and self._waker is waker:
+            waker.load(slots)
+            log.info("checkpoint timers read in %.1f s", time.monotonic() - started)
 
     def _run_id(self) -> str:
         # Fixed for the life of a checkpoint; read the file once, not on every batch.

@@ -64,6 +64,8 @@ MISSED = "missed"
 REWRITE = "rewrite"
 """Append the held version to the schedules topic again: delayline's tombstone for an
 older, fired version sits after it, and compaction would otherwise remove it."""
+TIMER_KINDS = (PLANNED, UPDATED)
+"""Events that carry the due time of a newly registered timer."""
 KINDS = (
     FIRE,
     DEAD,
@@ -147,13 +149,14 @@ def schedule_event(kind: str, schedule: Schedule, at_ms: int, reason: str | None
     )
 
 
-def count_event(kind: str, sid: str | None, at_ms: int) -> Row:
+def count_event(kind: str, sid: str | None, at_ms: int, due_ms: int | None = None) -> Row:
     """A bookkeeping event (planned, updated, cancelled...): counted, never written,
-    so it carries no payload to the driver."""
+    so it carries no payload to the driver. ``due_ms`` is the timer a planned or
+    updated schedule now has (the waker plans a micro-batch for it)."""
     return Row(
         kind=kind, id=sid, src_topic=None, src_partition=None, src_offset=None,
         src_timestamp_ms=None, key=None, value=None, headers=None, target_topic=None,
-        target_key=None, due_ms=None, reason=None, at_ms=at_ms,
+        target_key=None, due_ms=due_ms, reason=None, at_ms=at_ms,
     )  # fmt: skip
 
 

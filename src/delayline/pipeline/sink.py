@@ -102,6 +102,8 @@ class FireSink:
         run_id: Returns the id of the current run (the checkpoint's query id);
             markers of an earlier run (before ``--rebuild``) do not apply.
         on_batch: Called with each batch's report.
+        on_timers: Called with the due times of the timers each batch registered
+            (before the batch commits; a replay reports them again).
     """
 
     def __init__(
@@ -110,19 +112,26 @@ class FireSink:
         firer: TransactionalFirer,
         run_id: Callable[[], str],
         on_batch: Callable[[BatchReport], None] = lambda _report: None,
+        on_timers: Callable[[list[int]], None] | None = None,
     ) -> None:
         self.config = config
         self.firer = firer
         self.run_id = run_id
         self.on_batch = on_batch
+        self.on_timers = on_timers
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         rows = frame.collect()
         report = BatchReport(batch_id)
         records: list[OutgoingRecord] = []
+        timers: list[int] = []
         for row in rows:
             report.counts[_count_kind(row)] += 1
             records.extend(to_records(row, self.config))
+            if row["kind"] in r.TIMER_KINDS and row["due_ms"] is not None:
+                timers.append(int(row["due_ms"]))
+        if timers and self.on_timers is not None:
+            self.on_timers(timers)
         if records:
             run = f"{self.config.query_name}@{self.run_id()}"
             report.committed = self.firer.commit_batch(run, batch_id, records)

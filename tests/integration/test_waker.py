@@ -1,0 +1,44 @@
+"""The waker writes wake records to a real broker: at once, when due, and not otherwise."""
+
+from __future__ import annotations
+
+import time
+
+from delayline.clock import SystemClock
+from delayline.pipeline.wake import GRANULARITY_MS, Waker
+from delayline.reader import read_topic
+from delayline.testing import unique_topic
+from delayline.topics import ensure_wake_topic
+
+# Measured here: a wake record is written 1-20 ms after its time; allow for a busy machine.
+WRITE_TOLERANCE_MS = 1_000
+
+
+def wake_times(bootstrap: str, topic: str) -> list[int]:
+    return [int(record.value or b"0") for record in read_topic(bootstrap, topic)]
+
+
+def test_wakes_at_once_then_when_due_then_only_on_heartbeat(kafka_bootstrap: str) -> None:
+    topic = unique_topic("wake")
+    assert ensure_wake_topic(kafka_bootstrap, topic) == "created"
+    assert ensure_wake_topic(kafka_bootstrap, topic) == "exists"
+    waker = Waker(kafka_bootstrap, topic, heartbeat_ms=60_000, poll_ms=200)
+    waker.start()
+    try:
+        time.sleep(1.0)  # not loaded yet: wakes every poll interval
+        polled = wake_times(kafka_bootstrap, topic)
+        assert len(polled) >= 3, polled
+        waker.load([])
+        time.sleep(0.5)
+        settled = len(wake_times(kafka_bootstrap, topic))
+        due = SystemClock().now_ms() + 1_500
+        waker.add([due, due + 10])  # the same step: one wake
+        time.sleep(1.5 + (GRANULARITY_MS + WRITE_TOLERANCE_MS) / 1000)
+        after = wake_times(kafka_bootstrap, topic)[settled:]
+        assert len(after) == 1, after
+        assert due <= after[0] <= due + GRANULARITY_MS + WRITE_TOLERANCE_MS
+        time.sleep(1.0)
+        assert len(wake_times(kafka_bootstrap, topic)) == settled + 1  # nothing due, no wake
+    finally:
+        waker.stop()
+    assert waker.wakes_written == settled + 1

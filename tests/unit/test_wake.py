@@ -1,0 +1,64 @@
+"""When the waker wakes the pipeline: the plan of wake times (pure logic, no Kafka)."""
+
+from __future__ import annotations
+
+from pyspark.sql.streaming.tws_tester import TwsTester
+
+from delayline.pipeline.wake import GRANULARITY_MS, WakePlan, next_wake_ms, wake_slot
+from delayline.stores.spark_state import HoldProcessor
+from tests.unit.test_hold_processor import KEY, NOW, record
+
+HEARTBEAT = 30_000
+
+
+def test_a_wake_is_never_before_the_due_time_and_at_most_one_step_after() -> None:
+    for due in (0, 1, 99, 100, 101, 1_795_000_000_123):
+        assert due <= wake_slot(due) < due + GRANULARITY_MS
+
+
+def test_plan_keeps_one_wake_per_step_in_time_order() -> None:
+    plan = WakePlan()
+    for due in (5_050, 1_001, 1_099, 3_000, 5_001):
+        plan.add(due)
+    assert len(plan) == 3  # 1_100, 3_000, 5_100
+    assert plan.next_ms() == 1_100
+    assert plan.take_due(1_099) == 0
+    assert plan.take_due(3_000) == 2
+    assert plan.next_ms() == 5_100
+    plan.add(1_050)  # a wake time already past stays due
+    assert plan.take_due(3_001) == 1
+    assert plan.take_due(10_000) == 1
+    assert plan.next_ms() is None
+
+
+def test_a_wake_taken_can_be_planned_again() -> None:
+    plan = WakePlan()
+    plan.add(1_000)
+    assert plan.take_due(1_000) == 1
+    plan.add(1_000)
+    assert plan.next_ms() == 1_000
+
+
+def test_next_wake_follows_the_plan_within_the_heartbeat() -> None:
+    plan = WakePlan()
+    assert next_wake_ms(plan, 1_000, 0, HEARTBEAT, None) == HEARTBEAT
+    plan.add(7_000)
+    assert next_wake_ms(plan, 1_000, 0, HEARTBEAT, None) == 7_000
+    plan.add(900)  # already due
+    assert next_wake_ms(plan, 1_000, 0, HEARTBEAT, None) == 1_000
+
+
+def test_until_the_plan_is_complete_it_wakes_every_interval() -> None:
+    plan = WakePlan()
+    plan.add(7_000)
+    assert next_wake_ms(plan, 1_000, 800, HEARTBEAT, poll_ms=500) == 1_300
+    assert next_wake_ms(plan, 1_000, 0, HEARTBEAT, poll_ms=500) == 1_000
+
+
+def test_planned_and_updated_events_carry_the_timer_the_waker_needs() -> None:
+    tester = TwsTester(HoldProcessor(), timeMode="ProcessingTime")
+    tester.setProcessingTime(NOW)
+    planned = tester.test(KEY, [record(0, due_s=1010)])
+    assert [(e.kind, e.due_ms) for e in planned] == [("planned", 1_010_000)]
+    updated = tester.test(KEY, [record(1, due_s=1020.5)])
+    assert [(e.kind, e.due_ms) for e in updated] == [("updated", 1_020_500)]

@@ -25,9 +25,10 @@ jars: $(STAMP)
 	$(BIN)/delayline jars
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/mypy benchmarks/*.py
 
 test: setup lint
 	$(BIN)/pytest tests

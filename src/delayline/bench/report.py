@@ -159,7 +159,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
         rates = [(b[1] - a[1]) / max(0.001, (b[0] - a[0]) / 1000) for a, b in pairwise(accepted)]
         right.plot(xs2, rates, label="accepted / s", alpha=0.7)
     right.set(title="throughput", xlabel="s", ylabel="schedules per second")
-    right.legend()
+    if arrivals or len(accepted) > 1:  # nothing to label in an idle run
+        right.legend()
     fig.suptitle(f"delayline bench: {result['scenario']}{' (quick)' if result['quick'] else ''}")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

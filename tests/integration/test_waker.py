@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from delayline.clock import SystemClock
-from delayline.pipeline.wake import GRANULARITY_MS, Waker
+from delayline.pipeline.wake import GRANULARITY_MS, Waker, wake_slot
 from delayline.reader import read_topic
 from delayline.testing import unique_topic
 from delayline.topics import ensure_wake_topic
@@ -31,12 +31,13 @@ def test_wakes_at_once_then_when_due_then_only_on_heartbeat(kafka_bootstrap: str
         waker.load([])
         time.sleep(0.5)
         settled = len(wake_times(kafka_bootstrap, topic))
-        due = SystemClock().now_ms() + 1_500
-        waker.add([due, due + 10])  # the same step: one wake
+        step_end = wake_slot(SystemClock().now_ms() + 1_500)
+        due = step_end - GRANULARITY_MS // 2
+        waker.add([due, due + 10])  # the same step: one wake, at its end
         time.sleep(1.5 + (GRANULARITY_MS + WRITE_TOLERANCE_MS) / 1000)
         after = wake_times(kafka_bootstrap, topic)[settled:]
         assert len(after) == 1, after
-        assert due <= after[0] <= due + GRANULARITY_MS + WRITE_TOLERANCE_MS
+        assert step_end <= after[0] <= step_end + WRITE_TOLERANCE_MS
         time.sleep(1.0)
         assert len(wake_times(kafka_bootstrap, topic)) == settled + 1  # nothing due, no wake
     finally:

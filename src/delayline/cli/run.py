@@ -170,7 +170,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=duration_arg(parse_duration_ms),
         dest="heartbeat_interval_ms",
         metavar="DURATION",
-        help="longest time without a micro-batch while nothing is due",
+        help="longest time without a micro-batch while nothing is due (keep it under "
+        "60 s: the API reports a pipeline without a batch for a minute as stalled)",
     )
     p.add_argument(
         "--rebuild",

@@ -245,7 +245,7 @@ class LocalBroker:
         ]
 
     def _format(self, java: str, cp: str) -> None:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = new_cluster_id()
         cmd = [
             *self._jvm(java, cp),
             _STORAGE_TOOL,
@@ -304,6 +304,18 @@ class LocalBroker:
             return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+def new_cluster_id(random_uuid: Callable[[], uuid.UUID] = uuid.uuid4) -> str:
+    """A KRaft cluster id: a random UUID in URL-safe base64.
+
+    Never one starting with ``-``: the storage tool would take it for an option
+    and fail to format (1 start in 64 did, before). Kafka's own ids skip them too.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(random_uuid().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _require_free_port(host: str, port: int) -> None:

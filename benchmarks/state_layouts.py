@@ -36,13 +36,16 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
-from delayline.contract import parse_record
+from delayline.config import kafka_client_config
+from delayline.contract import OutgoingRecord, parse_record
+from delayline.contract import headers as h
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
 from delayline.model import Schedule
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
 from delayline.pipeline.job import hold, read_schedules
 from delayline.pipeline.session import build_session
+from delayline.produce import produce
 from delayline.topics import create_topic
 
 SLOT_MS = 1_000
@@ -133,21 +136,16 @@ def layout(name: str, schedules: DataFrame, config: PipelineConfig) -> DataFrame
 
 
 def fill(bootstrap: str, topic: str, count: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    due_s = time.time() + 3600
+    producer = Producer(kafka_client_config(bootstrap, **{"linger.ms": 20}))
+    due_ms = int(time.time() * 1000) + 3_600_000
     for i in range(count):
-        headers: list[tuple[str, str | bytes | None]] = [
-            ("scheduler-epoch", f"{due_s + (i % 20_000) / 1000:.3f}".encode()),
-            ("scheduler-target-topic", b"target"),
-            ("scheduler-target-key", b"k"),
-        ]
-        while True:
-            try:
-                producer.produce(topic, key=f"id-{i:09d}".encode(), value=b"x" * 100,
-                                 headers=headers)  # fmt: skip
-                break
-            except BufferError:
-                producer.poll(0.05)
+        headers = (
+            (h.EPOCH, h.format_epoch(due_ms + i % 20_000).encode()),
+            (h.TARGET_TOPIC, b"target"),
+            (h.TARGET_KEY, b"k"),
+        )
+        record = OutgoingRecord(topic, f"id-{i:09d}".encode(), b"x" * 100, headers)
+        produce(producer, record, on_delivery=None)
     producer.flush()
 
 
@@ -163,6 +161,8 @@ def measure(spark: SparkSession, name: str, config: PipelineConfig, count: int) 
     topic = config.schedules_topics[0]
     while True:
         time.sleep(0.5)
+        if not query.isActive:
+            raise RuntimeError(f"{name}: the query stopped: {query.exception()}")
         progress = query.lastProgress
         if progress and progress["numInputRows"] == 0:
             end = json.loads(progress["sources"][0]["endOffset"])[topic]

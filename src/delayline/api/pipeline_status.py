@@ -31,11 +31,11 @@ def pipeline_status(url: str | None, now_ms: int, timeout_s: float = 1.0) -> dic
     except (OSError, ValueError) as exc:
         log.debug("pipeline at %s unreachable: %s", url, exc)
         return {"status": "unreachable", "url": url, "progress": None}
+    if not isinstance(progress, dict):
+        return {"status": "unreachable", "url": url, "progress": None}
     try:
         last = int(progress["last_batch"]["finished_ms"])
     except (KeyError, TypeError, ValueError):
         last = None  # no batch yet, or not a delayline pipeline's answer
-    if not isinstance(progress, dict):
-        return {"status": "unreachable", "url": url, "progress": None}
     stalled = last is None or now_ms - last > STALLED_AFTER_MS
     return {"status": "stalled" if stalled else "running", "url": url, "progress": progress}

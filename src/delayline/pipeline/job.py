@@ -36,8 +36,11 @@ class PipelineError(DelaylineError):
 
 
 def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
-    """The schedules topics (and the wake topic) as a stream, headers included,
-    transactions honoured."""
+    """The schedules topics as a stream, headers included, transactions honoured.
+
+    With ``wake`` the wake topic is read too: its records make a micro-batch run (so
+    its due timers fire) and are dropped here.
+    """
     raw = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", config.bootstrap_servers)
@@ -50,6 +53,8 @@ def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
         .option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
         .load()
     )
+    if config.wake:
+        raw = raw.where(F.col("topic") != config.wake_topic_name)
     return raw.select(
         "topic",
         F.coalesce("key", F.lit(b"")).alias("gkey"),
@@ -63,12 +68,7 @@ def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
 
 
 def hold(schedules: DataFrame, config: PipelineConfig) -> DataFrame:
-    """Validate and hold: one state key per (source topic, schedule id).
-
-    Wake records only make the micro-batch run (its timers fire); they hold nothing.
-    """
-    if config.wake:
-        schedules = schedules.where(F.col("topic") != config.wake_topic_name)
+    """Validate and hold: one state key per (source topic, schedule id)."""
     return schedules.groupBy("topic", "gkey").transformWithState(
         HoldProcessor(config.max_lateness_ms),
         r.EVENT_SCHEMA,
@@ -153,7 +153,10 @@ class Pipeline:
             # Read after the query started so its first batches are not delayed;
             # the waker wakes every trigger interval until the timers are in.
             threading.Thread(
-                target=self._load_timers, args=(self._waker,), name="delayline-timers", daemon=True
+                target=self._load_timers,
+                args=(self._spark, self._waker),
+                name="delayline-timers",
+                daemon=True,
             ).start()
         log.info(
             "pipeline %s started: %s -> fire, checkpoint %s",
@@ -225,24 +228,21 @@ class Pipeline:
         waker.start()
         return waker
 
-    def _load_timers(self, waker: Waker) -> None:
-        spark = self._spark
-        if spark is None:
-            return
-
-        def failed(exc: Exception) -> None:
-            log.warning(
-                "could not read the timers in checkpoint %s (%s); micro-batches keep "
-                "running every trigger interval",
-                self.config.checkpoint_dir,
-                str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-            )
-
+    def _load_timers(self, spark: SparkSession, waker: Waker) -> None:
         started = time.monotonic()
-        slots = checkpoint_timers(spark, self.config.checkpoint_dir, failed)
-        if slots is not None and self._waker is waker:
-            waker.load(slots)
-            log.info("checkpoint timers read in %.1f s", time.monotonic() - started)
+        try:
+            slots = checkpoint_timers(spark, self.config.checkpoint_dir)
+        except Exception as exc:  # any failure: keep waking every trigger interval
+            if self._waker is waker:  # not a read cut short by stop()
+                log.warning(
+                    "could not read the timers in checkpoint %s (%s); micro-batches keep "
+                    "running every trigger interval",
+                    self.config.checkpoint_dir,
+                    (str(exc).splitlines() or [type(exc).__name__])[0],
+                )
+            return
+        waker.add(slots, complete=True)
+        log.info("checkpoint timers read in %.1f s", time.monotonic() - started)
 
     def _run_id(self) -> str:
         # Fixed for the life of a checkpoint; read the file once, not on every batch.

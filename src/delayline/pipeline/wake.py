@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +109,8 @@ class Waker:
         bootstrap_servers: Kafka bootstrap list.
         topic: The wake topic (the pipeline subscribes to it and drops its records).
         heartbeat_ms: The longest gap between wake records.
-        poll_ms: The wake interval until :meth:`load` has been called (the
-            trigger interval, so the pipeline runs as often as without a waker).
+        poll_ms: The wake interval until the plan is complete (the trigger
+            interval, so the pipeline runs as often as without a waker).
         clock: The time source.
     """
 
@@ -136,30 +136,25 @@ class Waker:
         self._thread = threading.Thread(target=self._run, name="delayline-waker", daemon=True)
 
     def start(self) -> None:
-        """Start the thread; it writes a first wake record at once."""
+        """Start the thread; it writes a first wake record at once, then one every
+        poll interval until :meth:`add` is told the plan is complete."""
         self._thread.start()
 
-    def add(self, due_ms: Iterable[int]) -> None:
-        """Plan wakes for timers due at these times (thread-safe)."""
+    def add(self, due_ms: Iterable[int], *, complete: bool = False) -> None:
+        """Plan wakes for timers due at these times (thread-safe).
+
+        Args:
+            due_ms: Due times of timers.
+            complete: The plan now holds every timer (the checkpoint's were added):
+                from now on wake only when planned, not every poll interval.
+        """
         with self._cond:
             for due in due_ms:
                 self._plan.add(due)
+            if complete:
+                self._poll_ms = None
+                log.info("waker: %d wake times planned from the checkpoint", len(self._plan))
             self._cond.notify()
-
-    def load(self, due_ms: Iterable[int]) -> None:
-        """Add the checkpoint's timers; from now on wake only when planned."""
-        with self._cond:
-            for due in due_ms:
-                self._plan.add(due)
-            self._poll_ms = None
-            self._cond.notify()
-        log.info("waker: %d wake times planned from the checkpoint", len(self._plan))
-
-    @property
-    def planned(self) -> int:
-        """How many distinct wake times are planned."""
-        with self._cond:
-            return len(self._plan)
 
     def stop(self) -> None:
         """Stop the thread and close the producer."""
@@ -210,34 +205,30 @@ class Waker:
         return True
 
 
-def checkpoint_timers(
-    spark: Any, checkpoint_dir: Path, on_error: Callable[[Exception], None]
-) -> list[int] | None:
-    """The distinct wake slots of the timers stored in the checkpoint.
+def checkpoint_timers(spark: Any, checkpoint_dir: Path) -> list[int]:
+    """The distinct wake slots of the timers stored in the checkpoint (none before
+    the first committed batch).
 
-    Spark aggregates them, so only distinct slots reach the driver. Returns an
-    empty list for a checkpoint with no committed batch, None (after calling
-    ``on_error``) when the state cannot be read.
+    Spark rounds and aggregates them (as :func:`wake_slot` does), so only distinct
+    slots reach the driver.
+
+    Raises:
+        Exception: whatever Spark's state reader raises.
     """
     commits = checkpoint_dir / "commits"
     if not commits.is_dir() or not any(p.name.isdigit() for p in commits.iterdir()):
         return []
     from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark's own convention
 
-    try:
-        # The state reader needs the session's state store coordinator, which
-        # Spark registers with the streaming query manager.
-        _ = spark.streams
-        timers = (
-            spark.read.format("statestore")
-            .option("path", str(checkpoint_dir))
-            .option("readRegisteredTimers", "true")
-            .load()
-        )
-        step = GRANULARITY_MS
-        slot = (F.ceil(F.col("expiration_timestamp_ms") / step) * step).cast("long")
-        rows = timers.select(slot.alias("slot")).distinct().collect()
-    except Exception as exc:  # any failure: keep waking every interval
-        on_error(exc)
-        return None
-    return [int(row["slot"]) for row in rows]
+    # The state reader needs the session's state store coordinator, which Spark
+    # registers with the streaming query manager.
+    _ = spark.streams
+    timers = (
+        spark.read.format("statestore")
+        .option("path", str(checkpoint_dir))
+        .option("readRegisteredTimers", "true")
+        .load()
+    )
+    step = GRANULARITY_MS
+    slot = (F.ceil(F.col("expiration_timestamp_ms") / step) * step).cast("long")
+    return [int(row["slot"]) for row in timers.select(slot.alias("slot")).distinct().collect()]

@@ -36,17 +36,17 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
-from delayline.config import kafka_client_config
 from delayline.contract import OutgoingRecord, parse_record
 from delayline.contract import headers as h
+from delayline.core.model import Schedule
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
-from delayline.model import Schedule
+from delayline.kafka.config import kafka_client_config
+from delayline.kafka.produce import produce
+from delayline.kafka.topics import create_topic
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
 from delayline.pipeline.job import hold, read_schedules
 from delayline.pipeline.session import build_session
-from delayline.produce import produce
-from delayline.topics import create_topic
 
 SLOT_MS = 1_000
 SHARDS = 8

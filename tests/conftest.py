@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from delayline.testing import session_broker, unique_topic
+from delayline.dev.testing import session_broker, unique_topic
 
 
 @pytest.fixture(scope="session")

@@ -15,9 +15,9 @@ import pytest
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
 from delayline.client import ClientConfig, Scheduler
-from delayline.harness import PipelineProcess
+from delayline.dev.harness import PipelineProcess
+from delayline.dev.testing import create_topic, unique_topic
 from delayline.infra.broker import free_port
-from delayline.testing import create_topic, unique_topic
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 

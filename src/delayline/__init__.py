@@ -7,8 +7,8 @@ to the target topic at the due time, exactly once.
 import logging
 
 from delayline.client import AsyncScheduler, ClientConfig, RetryPolicy, Scheduler
+from delayline.core.model import Cancel, Invalid, Schedule
 from delayline.errors import DelaylineError
-from delayline.model import Cancel, Invalid, Schedule
 
 __version__ = "0.1.0"
 

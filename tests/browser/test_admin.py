@@ -10,7 +10,7 @@ import uuid
 import httpx
 from playwright.sync_api import Page, expect
 
-from delayline.harness import DeliveryCollector
+from delayline.dev.harness import DeliveryCollector
 from tests.browser.conftest import SHOTS, TOKEN, Stack
 
 CATALOG_WAIT_MS = 15_000

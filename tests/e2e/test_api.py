@@ -19,8 +19,8 @@ from confluent_kafka import Producer
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
-from delayline.config import kafka_client_config
-from delayline.harness import DeliveryCollector
+from delayline.dev.harness import DeliveryCollector
+from delayline.kafka.config import kafka_client_config
 from tests.support import (
     LATENESS_TOLERANCE_MS,
     RunningPipeline,

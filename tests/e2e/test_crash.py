@@ -8,9 +8,9 @@ from collections import Counter
 from pathlib import Path
 
 from delayline.client import ClientConfig, Scheduler
-from delayline.clock import ms_to_datetime
-from delayline.harness import DeliveryCollector, PipelineProcess
-from delayline.testing import create_topic, unique_topic
+from delayline.core.clock import ms_to_datetime
+from delayline.dev.harness import DeliveryCollector, PipelineProcess
+from delayline.dev.testing import create_topic, unique_topic
 from tests.support import ARTIFACTS, make_topics, pipeline_args
 
 TOTAL = 1000

@@ -9,9 +9,9 @@ from confluent_kafka import Producer
 
 from delayline.client import partition_for
 from delayline.contract import parse_record
-from delayline.harness import Delivery, DeliveryCollector
-from delayline.model import Cancel
-from delayline.reader import read_topic
+from delayline.core.model import Cancel
+from delayline.dev.harness import Delivery, DeliveryCollector
+from delayline.kafka.reader import read_topic
 from tests.support import LATENESS_TOLERANCE_MS, RunningPipeline
 
 

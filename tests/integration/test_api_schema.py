@@ -19,7 +19,7 @@ from schemathesis.specs.openapi.checks import (
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
-from delayline.testing import create_topic, unique_topic
+from delayline.dev.testing import create_topic, unique_topic
 
 TOKEN = "schema-token"
 

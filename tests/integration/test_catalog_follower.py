@@ -13,7 +13,7 @@ from delayline.catalog import CatalogFollower, FollowConfig, PendingQuery, Sqlit
 from delayline.catalog.events import Change, Upsert
 from delayline.catalog.store import Position
 from delayline.client import ClientConfig, Scheduler
-from delayline.testing import create_topic, unique_topic
+from delayline.dev.testing import create_topic, unique_topic
 
 
 def topics(bootstrap: str) -> tuple[str, str]:

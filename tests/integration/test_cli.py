@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from delayline.contract import parse_record
+from delayline.core.model import Cancel, Schedule
+from delayline.dev.testing import create_topic, unique_topic
 from delayline.infra.broker import free_port, pid_alive
-from delayline.model import Cancel, Schedule
-from delayline.reader import read_topic
-from delayline.testing import create_topic, unique_topic
+from delayline.kafka.reader import read_topic
 
 
 def delayline(

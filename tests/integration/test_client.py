@@ -11,13 +11,13 @@ from confluent_kafka import Producer
 
 from delayline.client import AsyncScheduler, ClientConfig, Scheduler, partition_for
 from delayline.client.retry import ATTEMPT, ORIGINAL_TIMESTAMP
-from delayline.clock import ManualClock
 from delayline.contract import parse_record
+from delayline.core.clock import ManualClock
+from delayline.core.model import Cancel, Schedule
+from delayline.dev.testing import create_topic
 from delayline.errors import InvalidScheduleError, KafkaUnavailableError, TopicConfigError
 from delayline.infra.broker import free_port
-from delayline.model import Cancel, Schedule
-from delayline.reader import read_topic
-from delayline.testing import create_topic
+from delayline.kafka.reader import read_topic
 
 PARTITIONS = 6
 

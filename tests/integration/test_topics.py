@@ -5,9 +5,9 @@ from dataclasses import replace
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 
+from delayline.dev.testing import create_topic, unique_topic
 from delayline.errors import TopicConfigError
-from delayline.testing import create_topic, unique_topic
-from delayline.topics import TopicsConfig, ensure_topics
+from delayline.kafka.topics import TopicsConfig, ensure_topics
 
 
 def cleanup_policy(bootstrap: str, topic: str) -> str:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
-from delayline.clock import SystemClock
+from delayline.core.clock import SystemClock
+from delayline.dev.testing import unique_topic
+from delayline.kafka.reader import read_topic
+from delayline.kafka.topics import ensure_wake_topic
 from delayline.pipeline.wake import GRANULARITY_MS, Waker, wake_slot
-from delayline.reader import read_topic
-from delayline.testing import unique_topic
-from delayline.topics import ensure_wake_topic
 
 # Measured here (20 wakes, idle machine): a wake record carries a time 0-1 ms after its
 # step's end. The margin is for a machine busy with Spark.

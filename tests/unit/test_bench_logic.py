@@ -8,7 +8,7 @@ from delayline.bench import sampler as s
 from delayline.bench.report import evaluate, lookup, table
 from delayline.bench.run import delivery_figures
 from delayline.bench.stats import percentile, summary
-from delayline.harness import Delivery
+from delayline.dev.harness import Delivery
 
 
 def test_percentile_is_nearest_rank() -> None:

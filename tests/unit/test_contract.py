@@ -12,8 +12,8 @@ from delayline.contract import (
     render_schedule,
     render_tombstone,
 )
+from delayline.core.model import Cancel, Headers, Invalid, Schedule
 from delayline.errors import InvalidScheduleError
-from delayline.model import Cancel, Headers, Invalid, Schedule
 
 GOOD: Headers = (
     ("scheduler-epoch", b"1893456000.250"),

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from delayline.contract import ConsumedRecord, build_schedule, parse_record, render_schedule
-from delayline.model import MAX_EPOCH_MS, Cancel, Invalid, Schedule
+from delayline.core.model import MAX_EPOCH_MS, Cancel, Invalid, Schedule
 
 topic_names = st.text(
     string.ascii_letters + string.digits + "._-", min_size=1, max_size=249

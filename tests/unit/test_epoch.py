@@ -1,7 +1,7 @@
 import pytest
 
 from delayline.contract.headers import EpochError, format_epoch, parse_epoch_ms
-from delayline.model import MAX_EPOCH_MS
+from delayline.core.model import MAX_EPOCH_MS
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 
 from delayline.contract import ConsumedRecord, parse_record, render_dead_letter, render_tombstone
 from delayline.contract.codec import decode_headers, encode_headers
-from delayline.model import Cancel, Schedule, SourceRef
+from delayline.core.model import Cancel, Schedule, SourceRef
+from delayline.fire.sink import to_records
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
-from delayline.pipeline.sink import to_records
 
 SOURCE = SourceRef("schedules", 2, 41, 1_607_918_336_000)
 SCHEDULE = Schedule(

@@ -9,9 +9,9 @@ from collections import Counter
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from delayline.fire.sink import BatchReport
 from delayline.pipeline import rows as r
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics
-from delayline.pipeline.sink import BatchReport
 
 
 def samples(metrics: PipelineMetrics) -> dict[str, float]:

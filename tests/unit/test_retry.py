@@ -1,7 +1,7 @@
 import pytest
 
+from delayline.client.config import RetryPolicy
 from delayline.client.retry import ATTEMPT, ORIGINAL_TIMESTAMP, plan_retry
-from delayline.config import RetryPolicy
 from delayline.errors import RetriesExhaustedError
 
 

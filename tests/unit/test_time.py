@@ -3,9 +3,9 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from delayline.client._core import resolve_due_ms
-from delayline.clock import ManualClock, SystemClock, datetime_to_ms, ms_to_datetime
+from delayline.core.clock import ManualClock, SystemClock, datetime_to_ms, ms_to_datetime
+from delayline.core.units import format_duration_ms, parse_duration_ms, parse_instant_ms
 from delayline.errors import InvalidScheduleError
-from delayline.units import format_duration_ms, parse_duration_ms, parse_instant_ms
 
 
 def test_datetime_round_trip_and_offsets() -> None:

@@ -20,7 +20,7 @@ from delayline.api.routes import ops, schedules
 from delayline.api.state import ApiState
 from delayline.api.writes import Writers
 from delayline.catalog import CatalogFollower, FollowConfig, SqliteCatalog
-from delayline.clock import Clock, SystemClock
+from delayline.core.clock import Clock, SystemClock
 from delayline.errors import (
     AuthError,
     CatalogError,

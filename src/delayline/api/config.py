@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from delayline.config import (
+from delayline.core.topology import (
     DEFAULT_BOOTSTRAP_SERVERS,
     DEFAULT_DEAD_LETTER_TOPIC,
     DEFAULT_HISTORY_TOPIC,

@@ -10,8 +10,8 @@ from typing import Literal, overload
 from pydantic import BaseModel, ConfigDict, Field
 
 from delayline.catalog import DeadLetter, Pending, Stats, Version
-from delayline.clock import ms_to_datetime
-from delayline.model import MAX_EPOCH_MS, Headers
+from delayline.core.clock import ms_to_datetime
+from delayline.core.model import MAX_EPOCH_MS, Headers
 
 MAX_ID_LENGTH = 1024
 

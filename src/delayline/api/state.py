@@ -9,8 +9,8 @@ from starlette.requests import Request
 from delayline.api.config import ApiConfig
 from delayline.api.writes import Writers
 from delayline.catalog import CatalogFollower, CatalogStore
-from delayline.clock import Clock
-from delayline.topics import cluster_brokers
+from delayline.core.clock import Clock
+from delayline.kafka.topics import cluster_brokers
 
 
 @dataclass

@@ -11,9 +11,9 @@ from datetime import datetime
 from delayline.api.schemas import ScheduleIn, Written
 from delayline.client import AsyncScheduler, ClientConfig
 from delayline.client.aio import Written as ClientWritten
-from delayline.clock import Clock, SystemClock, datetime_to_ms, ms_to_datetime
+from delayline.core.clock import Clock, SystemClock, datetime_to_ms, ms_to_datetime
+from delayline.core.model import MAX_EPOCH_MS
 from delayline.errors import InvalidScheduleError, KafkaUnavailableError
-from delayline.model import MAX_EPOCH_MS
 
 
 class Writers:

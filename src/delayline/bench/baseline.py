@@ -15,11 +15,11 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 
 from delayline.bench.stats import summary
-from delayline.config import kafka_client_config
 from delayline.contract import OutgoingRecord
-from delayline.produce import produce
-from delayline.reader import private_consumer
-from delayline.topics import create_topic
+from delayline.kafka.config import kafka_client_config
+from delayline.kafka.produce import produce
+from delayline.kafka.reader import private_consumer
+from delayline.kafka.topics import create_topic
 
 _STAMP = struct.Struct(">q")
 

@@ -16,7 +16,7 @@ from typing import Any
 from delayline.bench.run import progress
 from delayline.catalog import PendingQuery, SqliteCatalog
 from delayline.catalog.events import Upsert
-from delayline.model import Schedule, SourceRef
+from delayline.core.model import Schedule, SourceRef
 
 TARGET_MS = 200.0
 BATCH = 20_000

@@ -15,10 +15,10 @@ from typing import Any
 from delayline.bench.sampler import GroupSampler
 from delayline.bench.stats import summary
 from delayline.client import ClientConfig, Scheduler
-from delayline.clock import ms_to_datetime
-from delayline.harness import Delivery, DeliveryCollector, PipelineProcess
+from delayline.core.clock import ms_to_datetime
+from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
-from delayline.topics import TopicsConfig, create_topic, ensure_topics
+from delayline.kafka.topics import TopicsConfig, create_topic, ensure_topics
 
 # Input events: schedules and cancels the pipeline accepted from the schedules topic.
 INPUT_KINDS = ("planned", "updated", "cancelled", "unknown_cancel", "missed", "invalid", "stale")

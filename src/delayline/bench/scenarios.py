@@ -18,7 +18,7 @@ from delayline.bench.run import (
     wait_delivered,
     write_schedules,
 )
-from delayline.harness import Delivery, DeliveryCollector
+from delayline.dev.harness import Delivery, DeliveryCollector
 
 DAY_MS = 86_400_000
 

@@ -18,7 +18,7 @@ from enum import Enum
 from delayline.catalog.model import DeadLetter, Version
 from delayline.contract import ConsumedRecord, parse_record
 from delayline.contract import headers as h
-from delayline.model import Cancel, Headers, Schedule
+from delayline.core.model import Cancel, Headers, Schedule
 
 MAX_OFFSET = 2**63 - 1
 """Kafka offsets are signed 64-bit; anything beyond is not a real offset."""

@@ -18,7 +18,7 @@ from confluent_kafka import (
 
 from delayline.catalog.events import Change, Role, changes_for
 from delayline.catalog.store import CatalogStore, Position
-from delayline.reader import private_consumer, to_consumed_record
+from delayline.kafka.reader import private_consumer, to_consumed_record
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
-from delayline.model import Headers
+from delayline.core.model import Headers
 
 VersionKind = Literal["created", "updated", "cancelled", "fired", "dead-lettered", "finished"]
 """What happened to a schedule id. ``finished`` is delayline's tombstone seen without a

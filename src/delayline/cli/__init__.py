@@ -8,8 +8,8 @@ import sys
 
 from delayline import __version__
 from delayline.cli import api, bench, broker, demo, jars, listing, produce, run, topics
-from delayline.config import RDKAFKA_LOGGER
 from delayline.errors import DelaylineError
+from delayline.kafka.config import RDKAFKA_LOGGER
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,8 +8,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from delayline.config import DEFAULT_BOOTSTRAP_SERVERS, DEFAULT_SCHEDULES_TOPIC
-from delayline.units import parse_duration_ms
+from delayline.core.topology import DEFAULT_BOOTSTRAP_SERVERS, DEFAULT_SCHEDULES_TOPIC
+from delayline.core.units import parse_duration_ms
 
 
 def env_flag(

@@ -15,8 +15,8 @@ from delayline.cli._common import (
     say,
     schedules_topics,
 )
-from delayline.config import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_HISTORY_TOPIC
-from delayline.units import parse_duration_ms
+from delayline.core.topology import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_HISTORY_TOPIC
+from delayline.core.units import parse_duration_ms
 
 log = logging.getLogger(__name__)
 

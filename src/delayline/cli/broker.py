@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from delayline.cli._common import duration_arg, env_flag, say
+from delayline.core.units import parse_duration_ms
 from delayline.infra.broker import BrokerConfig, LocalBroker
-from delayline.units import parse_duration_ms
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

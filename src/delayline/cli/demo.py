@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from delayline.cli._common import env_bool, env_flag, say
-from delayline.demo import DemoConfig, default_demo_dir, run_demo
+from delayline.dev.demo import DemoConfig, default_demo_dir, run_demo
 from delayline.infra.broker import BrokerConfig
 
 

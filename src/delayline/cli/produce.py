@@ -15,8 +15,8 @@ from delayline.cli._common import (
     warn,
 )
 from delayline.client import AsyncScheduler, ClientConfig
-from delayline.clock import SystemClock, ms_to_datetime
-from delayline.units import format_duration_ms, parse_duration_ms, parse_instant_ms
+from delayline.core.clock import SystemClock, ms_to_datetime
+from delayline.core.units import format_duration_ms, parse_duration_ms, parse_instant_ms
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -17,14 +17,14 @@ from delayline.cli._common import (
     env_flag,
     schedules_topics,
 )
-from delayline.config import (
+from delayline.core.topology import (
     DEFAULT_COMMITS_TOPIC,
     DEFAULT_DEAD_LETTER_TOPIC,
     DEFAULT_HISTORY_TOPIC,
 )
+from delayline.core.units import parse_duration_ms
+from delayline.kafka.topics import TopicsConfig, ensure_topics
 from delayline.pipeline.config import PipelineConfig
-from delayline.topics import TopicsConfig, ensure_topics
-from delayline.units import parse_duration_ms
 
 log = logging.getLogger(__name__)
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 
 from delayline.cli._common import add_bootstrap, add_schedules_topic, add_timeout, env_flag, say
-from delayline.config import DEFAULT_COMMITS_TOPIC, DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_HISTORY_TOPIC
-from delayline.topics import TopicsConfig, ensure_topics
+from delayline.core.topology import (
+    DEFAULT_COMMITS_TOPIC,
+    DEFAULT_DEAD_LETTER_TOPIC,
+    DEFAULT_HISTORY_TOPIC,
+)
+from delayline.kafka.topics import TopicsConfig, ensure_topics
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

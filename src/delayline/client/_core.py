@@ -8,13 +8,13 @@ from datetime import datetime, timedelta
 
 from confluent_kafka import KafkaException, Producer
 
+from delayline.client.config import ClientConfig, RetryPolicy
 from delayline.client.partitioner import partition_for
 from delayline.client.retry import plan_retry
-from delayline.clock import Clock, SystemClock, datetime_to_ms
-from delayline.config import ClientConfig, RetryPolicy
 from delayline.contract import OutgoingRecord, build_schedule, render_cancel, render_schedule
+from delayline.core.clock import Clock, SystemClock, datetime_to_ms
+from delayline.core.model import Schedule
 from delayline.errors import InvalidScheduleError, KafkaUnavailableError, TopicConfigError
-from delayline.model import Schedule
 
 log = logging.getLogger(__name__)
 

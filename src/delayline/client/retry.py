@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from delayline.config import RetryPolicy
+from delayline.client.config import RetryPolicy
 from delayline.errors import RetriesExhaustedError
 
 ATTEMPT = "retry-attempt"

@@ -10,12 +10,12 @@ from types import TracebackType
 from typing import Any
 
 from delayline.client._core import HeadersArg, SchedulerCore
-from delayline.clock import Clock
-from delayline.config import ClientConfig, RetryPolicy
+from delayline.client.config import ClientConfig, RetryPolicy
 from delayline.contract import OutgoingRecord
+from delayline.core.clock import Clock
+from delayline.core.model import Schedule
 from delayline.errors import DeliveryError, KafkaUnavailableError
-from delayline.model import Schedule
-from delayline.produce import produce
+from delayline.kafka.produce import produce
 
 log = logging.getLogger(__name__)
 

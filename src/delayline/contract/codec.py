@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 
-from delayline.model import Headers
+from delayline.core.model import Headers
 
 _VERSION = 1
 _LEN = struct.Struct(">i")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-from delayline.model import MAX_EPOCH_MS
+from delayline.core.model import MAX_EPOCH_MS
 
 EPOCH = "scheduler-epoch"
 TARGET_TOPIC = "scheduler-target-topic"

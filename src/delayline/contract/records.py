@@ -1,7 +1,7 @@
 """Records in and out of Kafka, and their translation to and from the model.
 
-Parsing never raises: any input becomes a :class:`~delayline.model.Schedule`,
-a :class:`~delayline.model.Cancel` or an :class:`~delayline.model.Invalid` with
+Parsing never raises: any input becomes a :class:`~delayline.core.model.Schedule`,
+a :class:`~delayline.core.model.Cancel` or an :class:`~delayline.core.model.Invalid` with
 a reason, so one bad record can never stop the pipeline.
 """
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from delayline.contract import headers as h
 from delayline.contract.topics import topic_name_problem
+from delayline.core.model import Cancel, Headers, Invalid, Parsed, Schedule, SourceRef
 from delayline.errors import InvalidScheduleError
-from delayline.model import Cancel, Headers, Invalid, Parsed, Schedule, SourceRef
 
 
 @dataclass(frozen=True, slots=True)

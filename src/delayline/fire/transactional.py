@@ -20,11 +20,11 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
-from delayline.config import kafka_client_config
 from delayline.contract import OutgoingRecord
 from delayline.errors import DelaylineError, KafkaUnavailableError
-from delayline.produce import produce
-from delayline.reader import read_topic
+from delayline.kafka.config import kafka_client_config
+from delayline.kafka.produce import produce
+from delayline.kafka.reader import read_topic
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,6 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from delayline.config import kafka_client_config
 from delayline.errors import (
     BrokerAlreadyRunningError,
     BrokerNotRunningError,
@@ -36,6 +35,7 @@ from delayline.errors import (
     InfraError,
 )
 from delayline.infra.jars import classpath, resolve_jars
+from delayline.kafka.config import kafka_client_config
 
 log = logging.getLogger(__name__)
 

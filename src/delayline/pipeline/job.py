@@ -14,17 +14,17 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.streaming.listener import StreamingQueryListener
 from pyspark.sql.streaming.query import StreamingQuery
 
+from delayline.core.units import format_duration_ms
 from delayline.errors import DelaylineError
+from delayline.fire.sink import BatchReport, FireSink, checkpoint_query_id
 from delayline.fire.transactional import FireConfig, TransactionalFirer
+from delayline.kafka.topics import ensure_wake_topic
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics
 from delayline.pipeline.session import build_session
-from delayline.pipeline.sink import BatchReport, FireSink, checkpoint_query_id
 from delayline.pipeline.wake import Waker, checkpoint_timers
 from delayline.stores.spark_state import HoldProcessor
-from delayline.topics import ensure_wake_topic
-from delayline.units import format_duration_ms
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from delayline.fire.sink import BatchReport
 from delayline.pipeline import rows as r
-from delayline.pipeline.sink import BatchReport
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, Str
 
 from delayline.contract import ConsumedRecord
 from delayline.contract.codec import decode_headers, encode_headers
-from delayline.model import Schedule, SourceRef
+from delayline.core.model import Schedule, SourceRef
 
 STATE_SCHEMA = StructType(
     [

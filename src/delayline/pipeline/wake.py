@@ -34,8 +34,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 
-from delayline.clock import Clock, SystemClock
-from delayline.config import kafka_client_config
+from delayline.core.clock import Clock, SystemClock
+from delayline.kafka.config import kafka_client_config
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from delayline.contract import parse_record
-from delayline.model import Cancel, Invalid, Schedule
+from delayline.core.model import Cancel, Invalid, Schedule
 from delayline.pipeline import rows as r
 
 EXPIRED = r.EXPIRED

@@ -25,7 +25,7 @@ from delayline.api.schemas import (
 )
 from delayline.api.state import api_state
 from delayline.catalog import MAX_PAGE, PendingQuery
-from delayline.clock import datetime_to_ms
+from delayline.core.clock import datetime_to_ms
 from delayline.errors import InvalidScheduleError
 
 router = APIRouter(tags=["schedules"])

@@ -10,7 +10,7 @@ import httpx
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
-from delayline.topics import TopicsConfig
+from delayline.kafka.topics import TopicsConfig
 
 DEMO_TOKEN = "demo-token"  # noqa: S105 - printed to the user; the demo API is local
 

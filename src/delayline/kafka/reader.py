@@ -20,9 +20,9 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from delayline.config import kafka_client_config
 from delayline.contract import ConsumedRecord
 from delayline.errors import KafkaUnavailableError, TopicConfigError
+from delayline.kafka.config import kafka_client_config
 
 
 def private_consumer(

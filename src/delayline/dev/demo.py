@@ -20,11 +20,11 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from delayline.client import ClientConfig, Scheduler
-from delayline.clock import ms_to_datetime
-from delayline.demo_api import DEMO_TOKEN, api_agrees, demo_api, hold
-from delayline.harness import Delivery, DeliveryCollector, PipelineProcess
+from delayline.core.clock import ms_to_datetime
+from delayline.dev.demo_api import DEMO_TOKEN, api_agrees, demo_api, hold
+from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
-from delayline.topics import TopicsConfig, create_topic, ensure_topics
+from delayline.kafka.topics import TopicsConfig, create_topic, ensure_topics
 
 Out = Callable[[str], None]
 

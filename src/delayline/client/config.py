@@ -1,16 +1,12 @@
-"""Configuration objects. Frozen, with units in the names."""
+"""Settings of the producer-side client. Frozen, with units in the names."""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_SCHEDULES_TOPIC = "delayline-schedules"
-DEFAULT_DEAD_LETTER_TOPIC = "delayline-dead-letters"
-DEFAULT_HISTORY_TOPIC = "delayline-history"
-DEFAULT_COMMITS_TOPIC = "delayline-commits"
-DEFAULT_BOOTSTRAP_SERVERS = "127.0.0.1:9092"
+from delayline.core.topology import DEFAULT_BOOTSTRAP_SERVERS, DEFAULT_SCHEDULES_TOPIC
+from delayline.kafka.config import kafka_client_config
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,17 +81,3 @@ class RetryPolicy:
             if delay >= self.max_delay_ms:
                 return self.max_delay_ms
         return min(int(delay), self.max_delay_ms)
-
-
-RDKAFKA_LOGGER = logging.getLogger("delayline.rdkafka")
-"""librdkafka's own log lines (connection refused, retries) go here, not to stderr.
-
-It is quiet unless raised to DEBUG (``delayline -v``): delayline reports the
-errors that matter itself, in one line, with what to do.
-"""
-RDKAFKA_LOGGER.setLevel(logging.CRITICAL)
-
-
-def kafka_client_config(bootstrap_servers: str, **extra: Any) -> dict[str, Any]:
-    """Base settings for any librdkafka client delayline creates."""
-    return {"bootstrap.servers": bootstrap_servers, "logger": RDKAFKA_LOGGER, **extra}

@@ -14,16 +14,16 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewTopic,
 )
 
-from delayline.config import (
+from delayline.contract.topics import topic_name_problem
+from delayline.core.topology import (
     DEFAULT_BOOTSTRAP_SERVERS,
     DEFAULT_COMMITS_TOPIC,
     DEFAULT_DEAD_LETTER_TOPIC,
     DEFAULT_HISTORY_TOPIC,
     DEFAULT_SCHEDULES_TOPIC,
-    kafka_client_config,
 )
-from delayline.contract.topics import topic_name_problem
 from delayline.errors import ConfigError, KafkaUnavailableError, TopicConfigError
+from delayline.kafka.config import kafka_client_config
 
 log = logging.getLogger(__name__)
 

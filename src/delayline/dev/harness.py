@@ -19,7 +19,7 @@ from types import TracebackType
 from delayline.contract.headers import KEY
 from delayline.infra.broker import pid_alive
 from delayline.infra.procs import tree
-from delayline.reader import private_consumer, to_consumed_record
+from delayline.kafka.reader import private_consumer, to_consumed_record
 
 
 class PipelineProcess:

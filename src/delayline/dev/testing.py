@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
-from delayline.topics import create_topic
+from delayline.kafka.topics import create_topic
 
 TEST_BOOTSTRAP_ENV = "DELAYLINE_TEST_BOOTSTRAP"
 

@@ -1,0 +1,63 @@
+"""Where delayline's records live: one Kafka cluster and the names of its topics.
+
+Every component (topics, pipeline, API, catalog, CLI) takes one :class:`Topology`,
+so the defaults are stated once and cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from delayline.contract.topics import topic_name_problem
+from delayline.errors import ConfigError
+
+DEFAULT_BOOTSTRAP_SERVERS = "127.0.0.1:9092"
+DEFAULT_SCHEDULES_TOPIC = "delayline-schedules"
+DEFAULT_DEAD_LETTER_TOPIC = "delayline-dead-letters"
+DEFAULT_HISTORY_TOPIC = "delayline-history"
+DEFAULT_COMMITS_TOPIC = "delayline-commits"
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """The Kafka cluster and the topics delayline reads and writes.
+
+    Attributes:
+        bootstrap_servers: Kafka bootstrap list, ``host:port[,host:port]``.
+        schedules_topics: Compacted topics schedules are read from (one or more);
+            new schedules written through delayline go to the first.
+        dead_letter_topic: Rejected and expired records, with a reason header.
+        history_topic: A copy of every delivery (the API's catalog follows it);
+            ``None`` for none.
+        commits_topic: Compacted commit markers of the pipeline's transactions.
+
+    Raises:
+        ConfigError: no schedules topic, an invalid topic name, or two roles
+            sharing one topic.
+    """
+
+    bootstrap_servers: str = DEFAULT_BOOTSTRAP_SERVERS
+    schedules_topics: tuple[str, ...] = (DEFAULT_SCHEDULES_TOPIC,)
+    dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC
+    history_topic: str | None = DEFAULT_HISTORY_TOPIC
+    commits_topic: str = DEFAULT_COMMITS_TOPIC
+
+    def __post_init__(self) -> None:
+        if not self.bootstrap_servers.strip():
+            raise ConfigError("give Kafka bootstrap servers, host:port[,host:port]")
+        if not self.schedules_topics:
+            raise ConfigError("give at least one schedules topic")
+        names = [*self.schedules_topics, self.dead_letter_topic, self.commits_topic]
+        if self.history_topic:
+            names.append(self.history_topic)
+        for name in names:
+            problem = topic_name_problem(name)
+            if problem is not None:
+                raise ConfigError(f"topic name {name!r} is invalid: {problem}")
+        if len(set(names)) != len(names):
+            raise ConfigError("schedules, dead-letter, commits and history topics must be distinct")
+
+    @property
+    def schedules_topic(self) -> str:
+        """The first schedules topic: where delayline writes new schedules."""
+        return self.schedules_topics[0]

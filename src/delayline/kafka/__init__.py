@@ -1,0 +1,1 @@
+"""Kafka helpers: client settings, reading, producing, topics."""

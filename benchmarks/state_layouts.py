@@ -39,6 +39,7 @@ from pyspark.sql.types import ArrayType, LongType, StringType, StructField, Stru
 from delayline.contract import OutgoingRecord, parse_record
 from delayline.contract import headers as h
 from delayline.core.model import Schedule
+from delayline.core.topology import Topology
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.produce import produce
@@ -158,7 +159,7 @@ def measure(spark: SparkSession, name: str, config: PipelineConfig, count: int) 
         .trigger(processingTime="0 seconds")
         .start()
     )
-    topic = config.schedules_topics[0]
+    topic = config.topology.schedules_topics[0]
     while True:
         time.sleep(0.5)
         if not query.isActive:
@@ -194,7 +195,7 @@ def main() -> None:
         results = {}
         for name in args.layouts.split(","):
             config = PipelineConfig(
-                bootstrap_servers=bootstrap, schedules_topics=(topic,), wake=False,
+                topology=Topology(bootstrap, (topic,)), wake=False,
                 max_offsets_per_trigger=BATCH, checkpoint_dir=root / f"checkpoint-{name}",
             )  # fmt: skip
             spark = build_session(config)

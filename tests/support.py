@@ -15,6 +15,7 @@ import pytest
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
 from delayline.client import ClientConfig, Scheduler
+from delayline.core.topology import Topology
 from delayline.dev.harness import PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.infra.broker import free_port
@@ -119,10 +120,13 @@ def running_api(
     topics = pipeline.topics
     server = ApiServer(
         ApiConfig(
-            bootstrap_servers=pipeline.bootstrap,
-            schedules_topics=(topics.schedules, topics.schedules_b),
-            history_topic=topics.history,
-            dead_letter_topic=topics.dead_letters,
+            topology=Topology(
+                pipeline.bootstrap,
+                (topics.schedules, topics.schedules_b),
+                dead_letter_topic=topics.dead_letters,
+                history_topic=topics.history,
+                commits_topic=topics.commits,
+            ),
             catalog_path=catalog,
             port=0,
             token=token,

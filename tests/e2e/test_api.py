@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
+from delayline.core.topology import Topology
 from delayline.dev.harness import DeliveryCollector
 from delayline.kafka.config import kafka_client_config
 from tests.support import (
@@ -242,10 +243,7 @@ def test_read_only_and_closed_reads(kafka_bootstrap: str, tmp_path: Path) -> Non
     def serve(**settings: Any) -> ApiServer:
         server = ApiServer(
             ApiConfig(
-                bootstrap_servers=kafka_bootstrap,
-                schedules_topics=("nowhere",),
-                history_topic=None,
-                dead_letter_topic=None,
+                topology=Topology(kafka_bootstrap, ("nowhere",), history_topic=None),
                 catalog_path=tmp_path / f"{len(settings)}.db",
                 port=0,
                 **settings,

@@ -19,6 +19,7 @@ from schemathesis.specs.openapi.checks import (
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
+from delayline.core.topology import Topology
 from delayline.dev.testing import create_topic, unique_topic
 
 TOKEN = "schema-token"
@@ -33,10 +34,12 @@ def api_schema(
     )
     server = ApiServer(
         ApiConfig(
-            bootstrap_servers=kafka_bootstrap,
-            schedules_topics=(schedules,),
-            history_topic=None,
-            dead_letter_topic=create_topic(kafka_bootstrap, unique_topic("dlq")),
+            topology=Topology(
+                kafka_bootstrap,
+                (schedules,),
+                history_topic=None,
+                dead_letter_topic=create_topic(kafka_bootstrap, unique_topic("dlq")),
+            ),
             catalog_path=Path(tmp_path_factory.mktemp("catalog")) / "catalog.db",
             port=0,
             token=TOKEN,

@@ -13,6 +13,7 @@ from delayline.catalog import CatalogFollower, FollowConfig, PendingQuery, Sqlit
 from delayline.catalog.events import Change, Upsert
 from delayline.catalog.store import Position
 from delayline.client import ClientConfig, Scheduler
+from delayline.core.topology import Topology
 from delayline.dev.testing import create_topic, unique_topic
 
 
@@ -25,7 +26,10 @@ def topics(bootstrap: str) -> tuple[str, str]:
 def follow(store: SqliteCatalog, bootstrap: str, schedules: str, dlq: str) -> CatalogFollower:
     follower = CatalogFollower(
         store,
-        FollowConfig(bootstrap, (schedules,), dead_letter_topic=dlq, metadata_refresh_ms=500),
+        FollowConfig(
+            Topology(bootstrap, (schedules,), dead_letter_topic=dlq, history_topic=None),
+            metadata_refresh_ms=500,
+        ),
     )
     follower.start()
     return follower

@@ -5,6 +5,7 @@ from dataclasses import replace
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 
+from delayline.core.topology import Topology
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.errors import TopicConfigError
 from delayline.kafka.topics import TopicsConfig, ensure_topics
@@ -23,45 +24,53 @@ def partitions(bootstrap: str, topic: str) -> int:
 
 def names(bootstrap: str = "", *, history: bool = True) -> TopicsConfig:
     return TopicsConfig(
-        bootstrap_servers=bootstrap,
-        schedules_topic=unique_topic("sched"),
-        dead_letter_topic=unique_topic("dlq"),
-        history_topic=unique_topic("hist") if history else None,
-        commits_topic=unique_topic("commits"),
+        Topology(
+            bootstrap_servers=bootstrap or "unused:9092",
+            schedules_topics=(unique_topic("sched"),),
+            dead_letter_topic=unique_topic("dlq"),
+            history_topic=unique_topic("hist") if history else None,
+            commits_topic=unique_topic("commits"),
+        )
     )
 
 
 def test_creates_topics_with_the_right_policies_and_is_idempotent(kafka_bootstrap: str) -> None:
     config = replace(names(kafka_bootstrap), partitions=3)
     assert ensure_topics(config) == {
-        config.schedules_topic: "created",
-        config.dead_letter_topic: "created",
-        config.commits_topic: "created",
-        config.history_topic: "created",
+        config.topology.schedules_topic: "created",
+        config.topology.dead_letter_topic: "created",
+        config.topology.commits_topic: "created",
+        config.topology.history_topic: "created",
     }
-    assert cleanup_policy(kafka_bootstrap, config.schedules_topic) == "compact"
-    assert cleanup_policy(kafka_bootstrap, config.commits_topic) == "compact"
-    assert cleanup_policy(kafka_bootstrap, config.dead_letter_topic) == "delete"
-    assert cleanup_policy(kafka_bootstrap, str(config.history_topic)) == "delete"
-    assert partitions(kafka_bootstrap, config.schedules_topic) == 3
+    assert cleanup_policy(kafka_bootstrap, config.topology.schedules_topic) == "compact"
+    assert cleanup_policy(kafka_bootstrap, config.topology.commits_topic) == "compact"
+    assert cleanup_policy(kafka_bootstrap, config.topology.dead_letter_topic) == "delete"
+    assert cleanup_policy(kafka_bootstrap, str(config.topology.history_topic)) == "delete"
+    assert partitions(kafka_bootstrap, config.topology.schedules_topic) == 3
     assert set(ensure_topics(config).values()) == {"exists"}
 
 
 def test_schedules_topic_that_is_not_compacted_is_refused(kafka_bootstrap: str) -> None:
     base = config = names(kafka_bootstrap, history=False)
-    create_topic(kafka_bootstrap, base.schedules_topic, config={"cleanup.policy": "delete"})
+    create_topic(
+        kafka_bootstrap, base.topology.schedules_topic, config={"cleanup.policy": "delete"}
+    )
     with pytest.raises(TopicConfigError, match=r"cleanup.policy=delete but must be compacted"):
         ensure_topics(config)
 
 
 def test_compacted_dead_letter_topic_is_refused(kafka_bootstrap: str) -> None:
     base = config = names(kafka_bootstrap, history=False)
-    create_topic(kafka_bootstrap, base.dead_letter_topic, config={"cleanup.policy": "compact"})
+    create_topic(
+        kafka_bootstrap, base.topology.dead_letter_topic, config={"cleanup.policy": "compact"}
+    )
     with pytest.raises(TopicConfigError, match="must be not compacted"):
         ensure_topics(config)
 
 
 def test_compact_delete_counts_as_compacted(kafka_bootstrap: str) -> None:
     base = config = names(kafka_bootstrap, history=False)
-    create_topic(kafka_bootstrap, base.schedules_topic, config={"cleanup.policy": "compact,delete"})
-    assert ensure_topics(config)[base.schedules_topic] == "exists"
+    create_topic(
+        kafka_bootstrap, base.topology.schedules_topic, config={"cleanup.policy": "compact,delete"}
+    )
+    assert ensure_topics(config)[base.topology.schedules_topic] == "exists"

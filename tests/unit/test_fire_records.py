@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from delayline.contract import ConsumedRecord, parse_record, render_dead_letter, render_tombstone
 from delayline.contract.codec import decode_headers, encode_headers
 from delayline.core.model import Cancel, Schedule, SourceRef
+from delayline.core.topology import Topology
 from delayline.fire.sink import to_records
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
@@ -58,7 +59,7 @@ def test_dead_letter_keeps_the_record_and_adds_reason_and_source() -> None:
 
 def test_fire_event_becomes_delivery_tombstone_and_history() -> None:
     event = r.schedule_event(r.FIRE, SCHEDULE, at_ms=1)
-    config = PipelineConfig(history_topic="hist", dead_letter_topic="dlq")
+    config = PipelineConfig(Topology(history_topic="hist", dead_letter_topic="dlq"))
     delivery, tomb, history = to_records(event, config)
     assert (delivery.topic, delivery.key, delivery.value) == ("online-videos", b"vid1", b"video 1")
     assert delivery.headers[:3] == SCHEDULE.headers
@@ -73,12 +74,12 @@ def test_fire_event_becomes_delivery_tombstone_and_history() -> None:
         b"vid1-online",
         (*delivery.headers, ("delayline-source", b"schedules/2/41")),
     )
-    assert len(to_records(event, PipelineConfig(history_topic=None))) == 2
+    assert len(to_records(event, PipelineConfig(Topology(history_topic=None)))) == 2
 
 
 def test_expired_schedule_is_dead_lettered_and_tombstoned() -> None:
     event = r.schedule_event(r.DEAD, SCHEDULE, at_ms=1, reason="expired")
-    dead, tomb = to_records(event, PipelineConfig(dead_letter_topic="dlq"))
+    dead, tomb = to_records(event, PipelineConfig(Topology(dead_letter_topic="dlq")))
     assert (dead.topic, dead.key, dead.value) == ("dlq", b"vid1-online", b"video 1")
     assert dict(dead.headers)["delayline-error"] == b"expired"
     assert dict(dead.headers)["delayline-source"] == b"schedules/2/41"

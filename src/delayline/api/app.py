@@ -47,15 +47,9 @@ def create_app(config: ApiConfig, clock: Clock | None = None) -> FastAPI:
         store = SqliteCatalog(config.catalog_path)
         follower = CatalogFollower(
             store,
-            FollowConfig(
-                bootstrap_servers=config.bootstrap_servers,
-                schedules_topics=config.schedules_topics,
-                history_topic=config.history_topic,
-                dead_letter_topic=config.dead_letter_topic,
-                retention_ms=config.catalog_retention_ms,
-            ),
+            FollowConfig(config.topology, retention_ms=config.catalog_retention_ms),
         )
-        writers = Writers(config.bootstrap_servers, config.request_timeout_ms, clock)
+        writers = Writers(config.topology.bootstrap_servers, config.request_timeout_ms, clock)
         app.state.api = ApiState(config, store, follower, writers, clock or SystemClock())
         app.state.metrics = ApiMetrics(store, follower)
         follower.start()

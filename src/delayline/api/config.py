@@ -5,12 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from delayline.core.topology import (
-    DEFAULT_BOOTSTRAP_SERVERS,
-    DEFAULT_DEAD_LETTER_TOPIC,
-    DEFAULT_HISTORY_TOPIC,
-    DEFAULT_SCHEDULES_TOPIC,
-)
+from delayline.core.topology import Topology
+from delayline.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,10 +14,9 @@ class ApiConfig:
     """What the API serves and where it reads and writes.
 
     Attributes:
-        bootstrap_servers: Kafka bootstrap list.
-        schedules_topics: Schedules topics; writes of new ids go to the first.
-        history_topic: History topic the catalog follows; ``None`` for none.
-        dead_letter_topic: Dead-letter topic the catalog follows.
+        topology: The cluster and topics: writes of new ids go to the first
+            schedules topic; the catalog follows every schedules topic, the history
+            topic (if any) and the dead-letter topic.
         catalog_path: The SQLite catalog file.
         host: Address to listen on.
         port: Port to listen on (0: any free port).
@@ -33,10 +28,7 @@ class ApiConfig:
             than this; ``None`` keeps everything.
     """
 
-    bootstrap_servers: str = DEFAULT_BOOTSTRAP_SERVERS
-    schedules_topics: tuple[str, ...] = (DEFAULT_SCHEDULES_TOPIC,)
-    history_topic: str | None = DEFAULT_HISTORY_TOPIC
-    dead_letter_topic: str | None = DEFAULT_DEAD_LETTER_TOPIC
+    topology: Topology = field(default_factory=Topology)
     catalog_path: Path = field(default_factory=lambda: Path(".delayline/catalog.db"))
     host: str = "127.0.0.1"
     port: int = 8080
@@ -45,3 +37,10 @@ class ApiConfig:
     pipeline_url: str | None = None
     request_timeout_ms: int = 10_000
     catalog_retention_ms: int | None = 7 * 86_400_000
+
+    def __post_init__(self) -> None:
+        if self.reads_need_token and self.token is None:
+            raise ConfigError(
+                "reads need a token (--reads-need-token) but none is set: "
+                "start the API with --token (env DELAYLINE_API_TOKEN)"
+            )

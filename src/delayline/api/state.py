@@ -37,7 +37,7 @@ class ApiState:
         asked_ms, known = self._brokers
         now_ms = self.clock.now_ms()
         if now_ms - asked_ms > max_age_ms or not known:
-            known = cluster_brokers(self.config.bootstrap_servers, 2.0)
+            known = cluster_brokers(self.config.topology.bootstrap_servers, 2.0)
             self._brokers = (now_ms, known)
         return known
 
@@ -47,7 +47,7 @@ class ApiState:
         current = self.store.locate(schedule_id)
         if current:
             return max(current, key=lambda p: p.updated_ms).topic
-        return self.config.schedules_topics[0]
+        return self.config.topology.schedules_topics[0]
 
 
 def api_state(request: Request) -> ApiState:

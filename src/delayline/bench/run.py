@@ -16,6 +16,7 @@ from delayline.bench.sampler import GroupSampler
 from delayline.bench.stats import summary
 from delayline.client import ClientConfig, Scheduler
 from delayline.core.clock import ms_to_datetime
+from delayline.core.topology import Topology
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
 from delayline.kafka.topics import TopicsConfig, create_topic, ensure_topics
@@ -68,10 +69,17 @@ def open_env(bootstrap: str | None, work_dir: Path | None) -> BenchEnv:
         bootstrap = config.bootstrap_servers
     env = BenchEnv(bootstrap, root, broker)
     ensure_topics(
-        TopicsConfig(bootstrap_servers=bootstrap, schedules_topic=env.schedules_topic,
-                     dead_letter_topic=f"bench-{env.run}-dlq", history_topic=None,
-                     commits_topic=f"bench-{env.run}-commits", partitions=4)
-    )  # fmt: skip
+        TopicsConfig(
+            Topology(
+                bootstrap,
+                (env.schedules_topic,),
+                dead_letter_topic=f"bench-{env.run}-dlq",
+                history_topic=None,
+                commits_topic=f"bench-{env.run}-commits",
+            ),
+            partitions=4,
+        )
+    )
     create_topic(bootstrap, env.target_topic, partitions=4)
     if broker is not None and broker.status().pid:
         env.broker_sampler = GroupSampler(broker.status().pid or 0).start()

@@ -18,6 +18,7 @@ from confluent_kafka import (
 
 from delayline.catalog.events import Change, Role, changes_for
 from delayline.catalog.store import CatalogStore, Position
+from delayline.core.topology import Topology
 from delayline.kafka.reader import private_consumer, to_consumed_record
 
 log = logging.getLogger(__name__)
@@ -28,10 +29,8 @@ class FollowConfig:
     """What the follower reads.
 
     Attributes:
-        bootstrap_servers: Kafka bootstrap list.
-        schedules_topics: Schedules topics.
-        history_topic: History topic; ``None`` when the pipeline writes none.
-        dead_letter_topic: Dead-letter topic; ``None`` to skip dead letters.
+        topology: The cluster and the topics followed: every schedules topic, the
+            history topic (when the pipeline writes one) and the dead-letter topic.
         batch_size: Records applied per store transaction at most.
         poll_timeout_ms: Longest wait for records before looking around again.
         metadata_refresh_ms: How often to look for new topics and partitions.
@@ -39,10 +38,7 @@ class FollowConfig:
             this (checked hourly); ``None`` keeps everything.
     """
 
-    bootstrap_servers: str
-    schedules_topics: tuple[str, ...]
-    history_topic: str | None = None
-    dead_letter_topic: str | None = None
+    topology: Topology
     batch_size: int = 5_000
     poll_timeout_ms: int = 500
     metadata_refresh_ms: int = 10_000
@@ -50,11 +46,11 @@ class FollowConfig:
 
     def roles(self) -> dict[str, Role]:
         """Topic name to its role."""
-        roles = dict.fromkeys(self.schedules_topics, Role.SCHEDULES)
-        if self.history_topic:
-            roles[self.history_topic] = Role.HISTORY
-        if self.dead_letter_topic:
-            roles[self.dead_letter_topic] = Role.DEAD_LETTER
+        t = self.topology
+        roles = dict.fromkeys(t.schedules_topics, Role.SCHEDULES)
+        if t.history_topic:
+            roles[t.history_topic] = Role.HISTORY
+        roles[t.dead_letter_topic] = Role.DEAD_LETTER
         return roles
 
 
@@ -137,7 +133,7 @@ class CatalogFollower:
 
     def _follow(self) -> None:
         consumer = private_consumer(
-            self.config.bootstrap_servers,
+            self.config.topology.bootstrap_servers,
             "delayline-catalog",
             overrides={"enable.partition.eof": True},
         )
@@ -177,7 +173,7 @@ class CatalogFollower:
     ) -> None:
         batch: list[tuple[Position, int, list[Change]]] = []
         skipped_before = self._skipped
-        history_followed = self.config.history_topic is not None
+        history_followed = self.config.topology.history_topic is not None
         for msg in messages:
             error = msg.error()
             where = (msg.topic() or "", msg.partition() or 0)

@@ -8,8 +8,16 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from delayline.core.topology import DEFAULT_BOOTSTRAP_SERVERS, DEFAULT_SCHEDULES_TOPIC
+from delayline.core.topology import (
+    DEFAULT_BOOTSTRAP_SERVERS,
+    DEFAULT_COMMITS_TOPIC,
+    DEFAULT_DEAD_LETTER_TOPIC,
+    DEFAULT_HISTORY_TOPIC,
+    DEFAULT_SCHEDULES_TOPIC,
+    Topology,
+)
 from delayline.core.units import parse_duration_ms
+from delayline.errors import ConfigError
 
 
 def env_flag(
@@ -84,6 +92,55 @@ def schedules_topics(args: argparse.Namespace) -> tuple[str, ...]:
         return tuple(args.schedules_topics)
     from_env = [t.strip() for t in os.environ.get(TOPICS_ENV, "").split(",") if t.strip()]
     return tuple(from_env) or (DEFAULT_SCHEDULES_TOPIC,)
+
+
+def add_topology(parser: argparse.ArgumentParser, schedules_help: str) -> None:
+    """The cluster and topic flags every command that runs a component shares
+    (``run``, ``api``, ``topics create``): one set of names and defaults."""
+    add_bootstrap(parser)
+    add_schedules_topics(parser, schedules_help)
+    env_flag(
+        parser,
+        "--dead-letter-topic",
+        env="DELAYLINE_DEAD_LETTER_TOPIC",
+        default=DEFAULT_DEAD_LETTER_TOPIC,
+        help="topic for rejected and expired records",
+    )
+    env_flag(
+        parser,
+        "--history-topic",
+        env="DELAYLINE_HISTORY_TOPIC",
+        default=DEFAULT_HISTORY_TOPIC,
+        help="topic receiving a copy of every delivery, which the API's catalog follows "
+        "(empty: none)",
+    )
+    env_flag(
+        parser,
+        "--commits-topic",
+        env="DELAYLINE_COMMITS_TOPIC",
+        default=DEFAULT_COMMITS_TOPIC,
+        help="compacted topic of the pipeline's commit markers",
+    )
+
+
+def topology_from(args: argparse.Namespace) -> Topology:
+    """The :class:`Topology` the flags of :func:`add_topology` describe.
+
+    Raises:
+        ConfigError: a topic name is invalid or two roles share a topic.
+    """
+    try:
+        return Topology(
+            bootstrap_servers=args.bootstrap_servers,
+            schedules_topics=schedules_topics(args),
+            dead_letter_topic=args.dead_letter_topic,
+            history_topic=args.history_topic or None,
+            commits_topic=args.commits_topic,
+        )
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:  # pragma: no cover - argparse checked the types
+        raise ConfigError(str(exc)) from exc
 
 
 def add_timeout(parser: argparse.ArgumentParser) -> None:

@@ -7,15 +7,13 @@ import logging
 from pathlib import Path
 
 from delayline.cli._common import (
-    add_bootstrap,
-    add_schedules_topics,
+    add_topology,
     duration_arg,
     env_bool,
     env_flag,
     say,
-    schedules_topics,
+    topology_from,
 )
-from delayline.core.topology import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_HISTORY_TOPIC
 from delayline.core.units import parse_duration_ms
 
 log = logging.getLogger(__name__)
@@ -30,22 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "come from a SQLite catalog kept current from the topics; writes go through the "
         "schedules topic. OpenAPI at /openapi.json, the admin page at /ui.",
     )
-    add_bootstrap(p)
-    add_schedules_topics(p, "schedules topic to follow (writes of new ids go to the first)")
-    env_flag(
-        p,
-        "--history-topic",
-        env="DELAYLINE_HISTORY_TOPIC",
-        default=DEFAULT_HISTORY_TOPIC,
-        help="history topic to follow for deliveries (empty: none)",
-    )
-    env_flag(
-        p,
-        "--dead-letter-topic",
-        env="DELAYLINE_DEAD_LETTER_TOPIC",
-        default=DEFAULT_DEAD_LETTER_TOPIC,
-        help="dead-letter topic to follow",
-    )
+    add_topology(p, "schedules topic to follow (writes of new ids go to the first)")
     env_flag(
         p,
         "--catalog",
@@ -105,10 +88,7 @@ def _api(args: argparse.Namespace) -> int:
     from delayline.api.server import serve  # noqa: PLC0415
 
     config = ApiConfig(
-        bootstrap_servers=args.bootstrap_servers,
-        schedules_topics=schedules_topics(args),
-        history_topic=args.history_topic or None,
-        dead_letter_topic=args.dead_letter_topic or None,
+        topology=topology_from(args),
         catalog_path=args.catalog,
         host=args.host,
         port=args.port,

@@ -10,17 +10,11 @@ from pathlib import Path
 from types import FrameType
 
 from delayline.cli._common import (
-    add_bootstrap,
-    add_schedules_topics,
+    add_topology,
     duration_arg,
     env_bool,
     env_flag,
-    schedules_topics,
-)
-from delayline.core.topology import (
-    DEFAULT_COMMITS_TOPIC,
-    DEFAULT_DEAD_LETTER_TOPIC,
-    DEFAULT_HISTORY_TOPIC,
+    topology_from,
 )
 from delayline.core.units import parse_duration_ms
 from delayline.kafka.topics import TopicsConfig, ensure_topics
@@ -37,30 +31,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Read schedules, hold them in Spark state, deliver each at its due time "
         "exactly once. Stops cleanly on SIGTERM/SIGINT after the batch in flight.",
     )
-    add_bootstrap(p)
-    add_schedules_topics(p, "schedules topic to read; repeat for several")
-    env_flag(
-        p,
-        "--dead-letter-topic",
-        env="DELAYLINE_DEAD_LETTER_TOPIC",
-        default=DEFAULT_DEAD_LETTER_TOPIC,
-        help="topic for rejected and expired records",
-    )
-    env_flag(
-        p,
-        "--history-topic",
-        env="DELAYLINE_HISTORY_TOPIC",
-        default=DEFAULT_HISTORY_TOPIC,
-        help="topic receiving a copy of every delivery, which the API's catalog follows "
-        "(empty: none)",
-    )
-    env_flag(
-        p,
-        "--commits-topic",
-        env="DELAYLINE_COMMITS_TOPIC",
-        default=DEFAULT_COMMITS_TOPIC,
-        help="compacted topic of the pipeline's commit markers",
-    )
+    add_topology(p, "schedules topic to read; repeat for several")
     env_flag(
         p,
         "--checkpoint-dir",
@@ -187,11 +158,7 @@ def _run(args: argparse.Namespace) -> int:
     from delayline.pipeline.job import Pipeline  # noqa: PLC0415 - pyspark loads only for run
 
     config = PipelineConfig(
-        bootstrap_servers=args.bootstrap_servers,
-        schedules_topics=schedules_topics(args),
-        dead_letter_topic=args.dead_letter_topic,
-        history_topic=args.history_topic or None,
-        commits_topic=args.commits_topic,
+        topology=topology_from(args),
         checkpoint_dir=args.checkpoint_dir,
         master=args.master,
         trigger_interval_ms=args.trigger_interval_ms,
@@ -208,16 +175,7 @@ def _run(args: argparse.Namespace) -> int:
         heartbeat_interval_ms=args.heartbeat_interval_ms,
     )
     logging.getLogger("delayline").setLevel(min(logging.INFO, logging.getLogger().level))
-    for schedules_topic in config.schedules_topics:  # each must exist and be compacted
-        ensure_topics(
-            TopicsConfig(
-                bootstrap_servers=config.bootstrap_servers,
-                schedules_topic=schedules_topic,
-                dead_letter_topic=config.dead_letter_topic,
-                history_topic=config.history_topic,
-                commits_topic=config.commits_topic,
-            )
-        )
+    ensure_topics(TopicsConfig(config.topology))  # each must exist with the right policy
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from delayline.cli._common import add_bootstrap, add_schedules_topic, add_timeout, env_flag, say
-from delayline.core.topology import (
-    DEFAULT_COMMITS_TOPIC,
-    DEFAULT_DEAD_LETTER_TOPIC,
-    DEFAULT_HISTORY_TOPIC,
-)
+from delayline.cli._common import add_timeout, add_topology, env_flag, say, topology_from
 from delayline.kafka.topics import TopicsConfig, ensure_topics
 
 
@@ -23,29 +18,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Create the schedules (compacted), dead-letter and history topics; "
         "existing topics are checked for the right cleanup.policy.",
     )
-    add_bootstrap(create)
-    add_schedules_topic(create)
-    env_flag(
-        create,
-        "--dead-letter-topic",
-        env="DELAYLINE_DEAD_LETTER_TOPIC",
-        default=DEFAULT_DEAD_LETTER_TOPIC,
-        help="topic for rejected records",
-    )
-    env_flag(
-        create,
-        "--commits-topic",
-        env="DELAYLINE_COMMITS_TOPIC",
-        default=DEFAULT_COMMITS_TOPIC,
-        help="compacted topic of the pipeline's commit markers",
-    )
-    env_flag(
-        create,
-        "--history-topic",
-        env="DELAYLINE_HISTORY_TOPIC",
-        default=DEFAULT_HISTORY_TOPIC,
-        help="topic recording what fired ('' for none)",
-    )
+    add_topology(create, "schedules topic to create; repeat for several")
     env_flag(
         create,
         "--partitions",
@@ -68,11 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _create(args: argparse.Namespace) -> int:
     config = TopicsConfig(
-        bootstrap_servers=args.bootstrap_servers,
-        schedules_topic=args.schedules_topic,
-        dead_letter_topic=args.dead_letter_topic,
-        history_topic=args.history_topic or None,
-        commits_topic=args.commits_topic,
+        topology=topology_from(args),
         partitions=args.partitions,
         replication_factor=args.replication_factor,
         timeout_ms=args.timeout_ms,

@@ -21,6 +21,7 @@ from confluent_kafka import Producer
 
 from delayline.client import ClientConfig, Scheduler
 from delayline.core.clock import ms_to_datetime
+from delayline.core.topology import Topology
 from delayline.dev.demo_api import DEMO_TOKEN, api_agrees, demo_api, hold
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
@@ -85,24 +86,27 @@ def _with_broker(config: DemoConfig, out: Out) -> bool:
     bootstrap = config.broker.bootstrap_servers
     run = time.strftime("%H%M%S")
     topics = TopicsConfig(
-        bootstrap_servers=bootstrap,
-        schedules_topic=f"demo-{run}-schedules",
-        dead_letter_topic=f"demo-{run}-dead-letters",
-        history_topic=f"demo-{run}-history",
-        commits_topic=f"demo-{run}-commits",
+        Topology(
+            bootstrap,
+            (f"demo-{run}-schedules",),
+            dead_letter_topic=f"demo-{run}-dead-letters",
+            history_topic=f"demo-{run}-history",
+            commits_topic=f"demo-{run}-commits",
+        ),
         partitions=3,
     )
     ensure_topics(topics)
     target = f"demo-{run}-notifications"
     create_topic(bootstrap, target, partitions=3)
-    out(f"topics: {topics.schedules_topic} -> {target}, dead letters {topics.dead_letter_topic}")
+    names = topics.topology
+    out(f"topics: {names.schedules_topic} -> {target}, dead letters {names.dead_letter_topic}")
     with tempfile.TemporaryDirectory(prefix="delayline-demo-") as tmp:
         metrics_port = free_port()
         args = [
-            "--schedules-topic", topics.schedules_topic,
-            "--dead-letter-topic", topics.dead_letter_topic,
-            "--history-topic", str(topics.history_topic),
-            "--commits-topic", topics.commits_topic,
+            "--schedules-topic", topics.topology.schedules_topic,
+            "--dead-letter-topic", topics.topology.dead_letter_topic,
+            "--history-topic", str(topics.topology.history_topic),
+            "--commits-topic", topics.topology.commits_topic,
             "--checkpoint-dir", str(Path(tmp) / "checkpoint"),
             "--trigger-interval", "500ms",
             "--query-name", f"demo-{run}",
@@ -115,7 +119,7 @@ def _with_broker(config: DemoConfig, out: Out) -> bool:
         )
         with (
             PipelineProcess(bootstrap, args, log) as pipeline,
-            DeliveryCollector(bootstrap, [target, topics.dead_letter_topic]) as seen,
+            DeliveryCollector(bootstrap, [target, topics.topology.dead_letter_topic]) as seen,
         ):
             pipeline.start()
             url = api.start()
@@ -123,7 +127,7 @@ def _with_broker(config: DemoConfig, out: Out) -> bool:
             out(f"pipeline metrics: http://127.0.0.1:{metrics_port}/metrics")
             try:
                 out(f"pipeline ready in {pipeline.wait_ready():.1f} s")
-                plan = _write(bootstrap, topics.schedules_topic, target, config, out)
+                plan = _write(bootstrap, topics.topology.schedules_topic, target, config, out)
                 ok = _watch(seen, plan, target, out)
                 ok = api_agrees(url, len(plan.due_ms), out) and ok
                 if config.hold:

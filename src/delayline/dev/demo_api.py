@@ -22,10 +22,7 @@ def demo_api(topics: TopicsConfig, catalog: Path, port: int, pipeline_url: str) 
     free port when ``port`` is taken."""
     return ApiServer(
         ApiConfig(
-            bootstrap_servers=topics.bootstrap_servers,
-            schedules_topics=(topics.schedules_topic,),
-            history_topic=topics.history_topic,
-            dead_letter_topic=topics.dead_letter_topic,
+            topology=topics.topology,
             catalog_path=catalog,
             port=port,
             token=DEMO_TOKEN,

@@ -76,8 +76,8 @@ def to_records(row: Any, config: PipelineConfig) -> list[OutgoingRecord]:
     if kind == r.FIRE:
         schedule = r.event_schedule(row)
         out = [render_delivery(schedule), render_tombstone(schedule)]
-        if config.history_topic:
-            out.append(render_history(schedule, config.history_topic))
+        if config.topology.history_topic:
+            out.append(render_history(schedule, config.topology.history_topic))
         return out
     if kind == r.REWRITE:
         schedule = r.event_schedule(row)
@@ -85,7 +85,9 @@ def to_records(row: Any, config: PipelineConfig) -> list[OutgoingRecord]:
         again = render_schedule(schedule, source.topic, source.partition)
         return [replace(again, timestamp_ms=source.timestamp_ms)]
     if kind == r.DEAD:
-        dead = render_dead_letter(r.event_record(row), row["reason"], config.dead_letter_topic)
+        dead = render_dead_letter(
+            r.event_record(row), row["reason"], config.topology.dead_letter_topic
+        )
         if row["due_ms"] is None:
             return [dead]
         # An expired schedule is finished: forget it as after a delivery.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
@@ -15,13 +15,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from delayline.contract.topics import topic_name_problem
-from delayline.core.topology import (
-    DEFAULT_BOOTSTRAP_SERVERS,
-    DEFAULT_COMMITS_TOPIC,
-    DEFAULT_DEAD_LETTER_TOPIC,
-    DEFAULT_HISTORY_TOPIC,
-    DEFAULT_SCHEDULES_TOPIC,
-)
+from delayline.core.topology import Topology
 from delayline.errors import ConfigError, KafkaUnavailableError, TopicConfigError
 from delayline.kafka.config import kafka_client_config
 
@@ -30,45 +24,28 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class TopicsConfig:
-    """The topics delayline owns.
+    """The topics delayline owns and how to create them.
 
     Attributes:
-        bootstrap_servers: Kafka bootstrap list.
-        schedules_topic: Compacted system of record for pending schedules.
-        dead_letter_topic: Rejected records with a reason header.
-        history_topic: What fired; ``None`` to go without.
-        commits_topic: Compacted commit markers of the pipeline's transactions.
+        topology: The cluster and topic names; every schedules topic is ensured.
         partitions: Partitions of each topic created.
         replication_factor: Replicas of each topic created.
         timeout_ms: Per admin request.
     """
 
-    bootstrap_servers: str = DEFAULT_BOOTSTRAP_SERVERS
-    schedules_topic: str = DEFAULT_SCHEDULES_TOPIC
-    dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC
-    history_topic: str | None = DEFAULT_HISTORY_TOPIC
-    commits_topic: str = DEFAULT_COMMITS_TOPIC
+    topology: Topology = field(default_factory=Topology)
     partitions: int = 4
     replication_factor: int = 1
     timeout_ms: int = 15_000
 
     def wanted(self) -> dict[str, str]:
         """Topic name to required ``cleanup.policy``."""
-        names = [self.schedules_topic, self.dead_letter_topic, self.commits_topic]
-        wanted = {
-            self.schedules_topic: "compact",
-            self.dead_letter_topic: "delete",
-            self.commits_topic: "compact",
-        }
-        if self.history_topic:
-            names.append(self.history_topic)
-            wanted[self.history_topic] = "delete"
-        for name in wanted:
-            problem = topic_name_problem(name)
-            if problem is not None:
-                raise ConfigError(f"topic name {name!r} is invalid: {problem}")
-        if len(wanted) != len(names):
-            raise ConfigError("schedules, dead-letter, commits and history topics must be distinct")
+        t = self.topology
+        wanted = dict.fromkeys(t.schedules_topics, "compact")
+        wanted[t.dead_letter_topic] = "delete"
+        wanted[t.commits_topic] = "compact"
+        if t.history_topic:
+            wanted[t.history_topic] = "delete"
         return wanted
 
 
@@ -88,7 +65,7 @@ def ensure_topics(config: TopicsConfig) -> dict[str, str]:
     if config.partitions < 1 or config.replication_factor < 1:
         raise ConfigError("partitions and replication factor must be at least 1")
     wanted = config.wanted()
-    admin = AdminClient(kafka_client_config(config.bootstrap_servers))
+    admin = AdminClient(kafka_client_config(config.topology.bootstrap_servers))
     timeout_s = config.timeout_ms / 1000
     existing = _existing_topics(admin, config)
     outcome: dict[str, str] = {}
@@ -127,7 +104,7 @@ def _existing_topics(admin: AdminClient, config: TopicsConfig) -> set[str]:
         metadata = admin.list_topics(timeout=config.timeout_ms / 1000)
     except KafkaException as exc:
         raise KafkaUnavailableError(
-            f"Kafka at {config.bootstrap_servers} did not answer within "
+            f"Kafka at {config.topology.bootstrap_servers} did not answer within "
             f"{config.timeout_ms / 1000:g} s: {exc.args[0]}"
         ) from exc
     return set(metadata.topics)

@@ -5,12 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from delayline.core.topology import (
-    DEFAULT_BOOTSTRAP_SERVERS,
-    DEFAULT_COMMITS_TOPIC,
-    DEFAULT_DEAD_LETTER_TOPIC,
-    DEFAULT_SCHEDULES_TOPIC,
-)
+from delayline.core.topology import Topology
 from delayline.errors import ConfigError
 
 
@@ -19,11 +14,8 @@ class PipelineConfig:
     """What ``delayline run`` runs.
 
     Attributes:
-        bootstrap_servers: Kafka bootstrap list.
-        schedules_topics: Topics schedules are read from (one or more).
-        dead_letter_topic: Where rejected and expired records go.
-        history_topic: Where a copy of each delivery goes; ``None`` for none.
-        commits_topic: Compacted topic of commit markers.
+        topology: The cluster and the topics read (schedules) and written (dead
+            letters, history, commit markers).
         checkpoint_dir: Spark checkpoint: offsets, state, commit log.
         master: Spark master URL.
         trigger_interval_ms: Micro-batch interval. Timers fire at batch
@@ -45,11 +37,7 @@ class PipelineConfig:
             between batches, so a cap bounds lateness while a backlog is read.
     """
 
-    bootstrap_servers: str = DEFAULT_BOOTSTRAP_SERVERS
-    schedules_topics: tuple[str, ...] = (DEFAULT_SCHEDULES_TOPIC,)
-    dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC
-    history_topic: str | None = None
-    commits_topic: str = DEFAULT_COMMITS_TOPIC
+    topology: Topology = field(default_factory=Topology)
     checkpoint_dir: Path = field(default_factory=lambda: Path(".delayline/checkpoint"))
     master: str = "local[2]"
     trigger_interval_ms: int = 1000
@@ -66,15 +54,13 @@ class PipelineConfig:
     heartbeat_interval_ms: int = 30_000
 
     def __post_init__(self) -> None:
-        if not self.schedules_topics:
-            raise ConfigError("give at least one schedules topic")
         if self.trigger_interval_ms < 0 or self.shuffle_partitions < 1:
             raise ConfigError("trigger interval must be >= 0 and shuffle partitions >= 1")
         if self.max_lateness_ms is not None and self.max_lateness_ms < 0:
             raise ConfigError("max lateness must not be negative")
         if self.heartbeat_interval_ms < 1_000:
             raise ConfigError("heartbeat interval must be at least 1 s")
-        if self.wake and self.wake_topic_name in self.schedules_topics:
+        if self.wake and self.wake_topic_name in self.topology.schedules_topics:
             raise ConfigError("the wake topic must not be a schedules topic")
 
     @property
@@ -86,8 +72,8 @@ class PipelineConfig:
     def source_topics(self) -> tuple[str, ...]:
         """Every topic the streaming query reads: the schedules topics, the wake topic."""
         if not self.wake:
-            return self.schedules_topics
-        return (*self.schedules_topics, self.wake_topic_name)
+            return self.topology.schedules_topics
+        return (*self.topology.schedules_topics, self.wake_topic_name)
 
     @property
     def transactional_id(self) -> str:

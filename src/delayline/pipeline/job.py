@@ -43,7 +43,7 @@ def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     """
     raw = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", config.bootstrap_servers)
+        .option("kafka.bootstrap.servers", config.topology.bootstrap_servers)
         .option("subscribe", ",".join(config.source_topics))
         .option("includeHeaders", "true")
         .option("startingOffsets", "earliest")
@@ -126,7 +126,11 @@ class Pipeline:
             shutil.rmtree(config.checkpoint_dir)
         config.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         self._firer = TransactionalFirer(
-            FireConfig(config.bootstrap_servers, config.commits_topic, config.transactional_id)
+            FireConfig(
+                config.topology.bootstrap_servers,
+                config.topology.commits_topic,
+                config.transactional_id,
+            )
         )
         self._spark = build_session(config)
         if config.metrics_port is not None and self._metrics_server is None:
@@ -161,7 +165,7 @@ class Pipeline:
         log.info(
             "pipeline %s started: %s -> fire, checkpoint %s",
             config.query_name,
-            ",".join(config.schedules_topics),
+            ",".join(config.topology.schedules_topics),
             config.checkpoint_dir,
         )
 
@@ -218,9 +222,9 @@ class Pipeline:
 
     def _start_waker(self) -> Waker:
         config = self.config
-        ensure_wake_topic(config.bootstrap_servers, config.wake_topic_name)
+        ensure_wake_topic(config.topology.bootstrap_servers, config.wake_topic_name)
         waker = Waker(
-            config.bootstrap_servers,
+            config.topology.bootstrap_servers,
             config.wake_topic_name,
             heartbeat_ms=config.heartbeat_interval_ms,
             poll_ms=config.trigger_interval_ms,

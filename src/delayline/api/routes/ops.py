@@ -72,12 +72,12 @@ async def info(request: Request) -> dict[str, Any]:
     pipeline = await run_in_threadpool(pipeline_status, config.pipeline_url, state.clock.now_ms())
     return {
         "version": delayline.__version__,
-        "bootstrap_servers": config.bootstrap_servers,
+        "bootstrap_servers": config.topology.bootstrap_servers,
         "brokers": brokers,
         "topics": {
-            "schedules": list(config.schedules_topics),
-            "history": config.history_topic,
-            "dead_letter": config.dead_letter_topic,
+            "schedules": list(config.topology.schedules_topics),
+            "history": config.topology.history_topic,
+            "dead_letter": config.topology.dead_letter_topic,
         },
         "catalog": {
             "path": str(config.catalog_path),

@@ -160,7 +160,7 @@ async def cancel_schedule(
     current = await run_in_threadpool(state.store.locate, schedule_id)
     topics = sorted({p.topic for p in current})
     if not topics and force:
-        topics = [state.config.schedules_topics[0]]
+        topics = [state.config.topology.schedules_topics[0]]
     if not topics:
         raise HTTPException(
             status.HTTP_404_NOT_FOUND,

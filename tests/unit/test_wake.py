@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from pyspark.sql.streaming.tws_tester import TwsTester
-
-from delayline.pipeline.wake import GRANULARITY_MS, WakePlan, next_wake_ms, wake_slot
-from delayline.stores.spark_state import HoldProcessor
-from tests.unit.test_hold_processor import KEY, NOW, record
+from delayline.core.clock import ManualClock
+from delayline.pipeline.wake import GRANULARITY_MS, WakePlan, Waker, next_wake_ms, wake_slot
 
 HEARTBEAT = 30_000
 
@@ -55,10 +52,27 @@ def test_until_the_plan_is_complete_it_wakes_every_interval() -> None:
     assert next_wake_ms(plan, 1_000, 0, HEARTBEAT, poll_ms=500) == 1_000
 
 
-def test_planned_and_updated_events_carry_the_timer_the_waker_needs() -> None:
-    tester = TwsTester(HoldProcessor(), timeMode="ProcessingTime")
-    tester.setProcessingTime(NOW)
-    planned = tester.test(KEY, [record(0, due_s=1010)])
-    assert [(e.kind, e.due_ms) for e in planned] == [("planned", 1_010_000)]
-    updated = tester.test(KEY, [record(1, due_s=1020.5)])
-    assert [(e.kind, e.due_ms) for e in updated] == [("updated", 1_020_500)]
+def test_waker_writes_at_due_times_heartbeats_and_retries_without_sleeping() -> None:
+    clock = ManualClock(1_000_000)
+    written: list[int] = []
+    results = iter([True, False, True])
+
+    def write(now_ms: int) -> bool:
+        ok = next(results)
+        if ok:
+            written.append(now_ms)
+        return ok
+
+    waker = Waker("unused:9092", "wake", HEARTBEAT, poll_ms=500, clock=clock, write=write)
+    assert waker.tick() == 1_000_500  # a first wake at once, then every poll interval
+    assert written == [1_000_000]
+    waker.add([1_005_050], complete=True)  # the plan is complete: wake only when due
+    clock.advance(500)
+    assert waker.tick() == 1_005_100
+    clock.advance(4_600)
+    assert waker.tick() == 1_005_100 + 1_000  # the write failed: retried a second later
+    assert written == [1_000_000]
+    clock.advance(1_000)
+    assert waker.tick() == 1_006_100 + HEARTBEAT  # nothing planned: the heartbeat
+    assert written == [1_000_000, 1_006_100]
+    assert waker.wakes_written == 2

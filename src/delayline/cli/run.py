@@ -16,6 +16,7 @@ from delayline.cli._common import (
     env_flag,
     topology_from,
 )
+from delayline.cli.extras import require_extras
 from delayline.core.units import parse_duration_ms
 from delayline.kafka.topics import TopicsConfig, ensure_topics
 from delayline.pipeline.config import PipelineConfig
@@ -144,6 +145,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="longest time without a micro-batch while nothing is due (keep it under "
         "60 s: the API reports a pipeline without a batch for a minute as stalled)",
     )
+    env_flag(
+        p,
+        "--hold",
+        env="DELAYLINE_HOLD",
+        default="spark",
+        choices=("spark", "memory"),
+        help="where pending schedules wait: spark (Spark state in the checkpoint, durable) "
+        "or memory (the driver's memory: lost on restart; for trying things out)",
+    )
     p.add_argument(
         "--rebuild",
         action="store_true",
@@ -155,6 +165,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    require_extras("run", "pipeline")
     from delayline.pipeline.job import Pipeline  # noqa: PLC0415 - pyspark loads only for run
 
     config = PipelineConfig(
@@ -173,6 +184,7 @@ def _run(args: argparse.Namespace) -> int:
         wake=args.wake,
         wake_topic=args.wake_topic or None,
         heartbeat_interval_ms=args.heartbeat_interval_ms,
+        hold=args.hold,
     )
     logging.getLogger("delayline").setLevel(min(logging.INFO, logging.getLogger().level))
     ensure_topics(TopicsConfig(config.topology))  # each must exist with the right policy

@@ -19,9 +19,11 @@ from delayline.contract import (
     render_schedule,
     render_tombstone,
 )
+from delayline.core.clock import Clock, SystemClock
 from delayline.fire.transactional import TransactionalFirer
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
+from delayline.stores.hold import Hold
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +108,8 @@ class FireSink:
         on_batch: Called with each batch's report.
         on_timers: Called with the due times of the timers each batch registered
             (before the batch commits; a replay reports them again).
+        hold: Where the batch's events come from, told when the batch is done.
+        clock: The time source of commit times and lateness.
     """
 
     def __init__(
@@ -115,15 +119,20 @@ class FireSink:
         run_id: Callable[[], str],
         on_batch: Callable[[BatchReport], None] = lambda _report: None,
         on_timers: Callable[[list[int]], None] | None = None,
+        *,
+        hold: Hold,
+        clock: Clock | None = None,
     ) -> None:
         self.config = config
+        self.hold = hold
+        self.clock = clock or SystemClock()
         self.firer = firer
         self.run_id = run_id
         self.on_batch = on_batch
         self.on_timers = on_timers
 
     def __call__(self, frame: Any, batch_id: int) -> None:
-        rows = frame.collect()
+        rows = self.hold.batch_events(frame, batch_id)
         report = BatchReport(batch_id)
         records: list[OutgoingRecord] = []
         timers: list[int] = []
@@ -137,12 +146,14 @@ class FireSink:
         if records:
             run = f"{self.config.query_name}@{self.run_id()}"
             report.committed = self.firer.commit_batch(run, batch_id, records)
-            committed_ms = time.time_ns() // 1_000_000
+            committed_ms = self.clock.now_ms()
             if report.committed:
                 report.lateness_ms = [
                     committed_ms - int(row["due_ms"]) for row in rows if row["kind"] == r.FIRE
                 ]
-        report.finished_ms = time.time_ns() // 1_000_000
+        if report.committed:
+            self.hold.after_commit(batch_id)
+        report.finished_ms = self.clock.now_ms()
         self.on_batch(report)
 
 

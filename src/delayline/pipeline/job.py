@@ -23,8 +23,8 @@ from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics
 from delayline.pipeline.session import build_session
-from delayline.pipeline.wake import Waker, checkpoint_timers
-from delayline.stores.spark_state import HoldProcessor
+from delayline.pipeline.wake import Waker
+from delayline.stores.hold import Hold, hold_for
 
 log = logging.getLogger(__name__)
 
@@ -67,16 +67,6 @@ def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     )
 
 
-def hold(schedules: DataFrame, config: PipelineConfig) -> DataFrame:
-    """Validate and hold: one state key per (source topic, schedule id)."""
-    return schedules.groupBy("topic", "gkey").transformWithState(
-        HoldProcessor(config.max_lateness_ms),
-        r.EVENT_SCHEMA,
-        "Append",
-        "ProcessingTime",
-    )
-
-
 def _last_batch_id(query: StreamingQuery) -> int:
     progress = query.lastProgress
     return -1 if progress is None else int(progress["batchId"])
@@ -116,6 +106,7 @@ class Pipeline:
         self._firer: TransactionalFirer | None = None
         self._waker: Waker | None = None
         self._run: str | None = None
+        self.hold: Hold = hold_for(config)
 
     def start(self, *, rebuild: bool = False) -> None:
         """Start the streaming query (after wiping the checkpoint if ``rebuild``)."""
@@ -144,8 +135,8 @@ class Pipeline:
         if config.wake:
             self._waker = self._start_waker()
         on_timers = None if self._waker is None else self._waker.add
-        sink = FireSink(config, self._firer, self._run_id, on_batch, on_timers)
-        events = hold(read_schedules(self._spark, config), config)
+        sink = FireSink(config, self._firer, self._run_id, on_batch, on_timers, hold=self.hold)
+        events = self.hold.stage(read_schedules(self._spark, config))
         self._query = (
             events.writeStream.queryName(config.query_name)
             .option("checkpointLocation", str(config.checkpoint_dir))
@@ -235,7 +226,7 @@ class Pipeline:
     def _load_timers(self, spark: SparkSession, waker: Waker) -> None:
         started = time.monotonic()
         try:
-            slots = checkpoint_timers(spark, self.config.checkpoint_dir)
+            slots = self.hold.pending_due_times(spark)
         except Exception as exc:  # any failure: keep waking every trigger interval
             if self._waker is waker:  # not a read cut short by stop()
                 log.warning(

@@ -15,6 +15,52 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, Str
 from delayline.contract import ConsumedRecord
 from delayline.contract.codec import decode_headers, encode_headers
 from delayline.core.model import Schedule, SourceRef
+from delayline.stores.fold import (
+    CANCELLED,
+    DEAD,
+    EXPIRED,
+    FIRE,
+    KINDS,
+    MISSED,
+    OWN_TOMBSTONE,
+    PLANNED,
+    REWRITE,
+    STALE,
+    TIMER_KINDS,
+    UNKNOWN_CANCEL,
+    UPDATED,
+    HoldEvent,
+)
+
+# The event kinds are the fold's; the fire stage reads them from here with the shapes.
+__all__ = [
+    "CANCELLED",
+    "DEAD",
+    "EVENT_SCHEMA",
+    "EXPIRED",
+    "FIRE",
+    "INVALID",
+    "KINDS",
+    "MISSED",
+    "OWN_TOMBSTONE",
+    "PLANNED",
+    "REWRITE",
+    "STALE",
+    "STATE_SCHEMA",
+    "TIMER_KINDS",
+    "UNKNOWN_CANCEL",
+    "UPDATED",
+    "count_event",
+    "event_record",
+    "event_row",
+    "event_schedule",
+    "event_source",
+    "input_to_record",
+    "record_event",
+    "schedule_event",
+    "schedule_to_state",
+    "state_to_schedule",
+]
 
 STATE_SCHEMA = StructType(
     [
@@ -49,39 +95,8 @@ EVENT_SCHEMA = StructType(
     ]
 )
 
-# Kinds of event rows. Only FIRE and DEAD are written to Kafka; all are counted.
-FIRE = "fire"
-DEAD = "dead"
-PLANNED = "planned"
-UPDATED = "updated"
-CANCELLED = "cancelled"
-UNKNOWN_CANCEL = "unknown_cancel"
-OWN_TOMBSTONE = "own_tombstone"
-"""delayline's tombstone after a delivery, read back: the schedule is already gone."""
-STALE = "stale"
-MISSED = "missed"
-"""A schedule already due when it arrived (it fires, or expires, in the same batch)."""
-REWRITE = "rewrite"
-"""Append the held version to the schedules topic again: delayline's tombstone for an
-older, fired version sits after it, and compaction would otherwise remove it."""
-TIMER_KINDS = (PLANNED, UPDATED)
-"""Events that carry the due time of a newly registered timer."""
-KINDS = (
-    FIRE,
-    DEAD,
-    PLANNED,
-    UPDATED,
-    CANCELLED,
-    UNKNOWN_CANCEL,
-    OWN_TOMBSTONE,
-    STALE,
-    MISSED,
-    REWRITE,
-)
 # How the fire stage counts DEAD rows: a record that is not a schedule, or one too late.
 INVALID = "invalid"
-EXPIRED = "expired"
-"""Also the dead-letter reason of a schedule later than the maximum lateness."""
 
 
 def input_to_record(row: Any) -> ConsumedRecord:
@@ -126,6 +141,15 @@ def state_to_schedule(topic: str, state: Any) -> Schedule:
         headers=decode_headers(_bytes(headers) or b""),
         source=SourceRef(topic, int(partition), int(offset), int(ts)),
     )
+
+
+def event_row(event: HoldEvent) -> Row:
+    """The event row of a hold event (the shape the fire stage reads)."""
+    if event.schedule is not None:
+        return schedule_event(event.kind, event.schedule, event.at_ms, event.reason)
+    if event.record is not None:
+        return record_event(event.kind, event.record, event.at_ms, event.reason, event.id)
+    return count_event(event.kind, event.id, event.at_ms, event.due_ms)
 
 
 def schedule_event(kind: str, schedule: Schedule, at_ms: int, reason: str | None = None) -> Row:

@@ -28,8 +28,7 @@ from __future__ import annotations
 import heapq
 import logging
 import threading
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from confluent_kafka import KafkaError, Producer
@@ -112,6 +111,9 @@ class Waker:
         poll_ms: The wake interval until the plan is complete (the trigger
             interval, so the pipeline runs as often as without a waker).
         clock: The time source.
+        write: Writes one wake record stamped with the given time and says whether it
+            was written; default: to ``topic`` through a Kafka producer. Tests pass
+            their own and drive :meth:`tick` with a manual clock, without sleeping.
     """
 
     def __init__(
@@ -121,6 +123,7 @@ class Waker:
         heartbeat_ms: int,
         poll_ms: int,
         clock: Clock | None = None,
+        write: Callable[[int], bool] | None = None,
     ) -> None:
         self.topic = topic
         self.heartbeat_ms = heartbeat_ms
@@ -130,9 +133,13 @@ class Waker:
         self._plan = WakePlan()
         self._cond = threading.Condition()
         self._stopped = False
-        self._producer = Producer(
-            kafka_client_config(bootstrap_servers, **{"linger.ms": 0, "acks": "all"})
-        )
+        self._last_wake_ms = self.clock.now_ms() - heartbeat_ms  # wake at once
+        self._producer: Producer | None = None
+        if write is None:
+            self._producer = Producer(
+                kafka_client_config(bootstrap_servers, **{"linger.ms": 0, "acks": "all"})
+            )
+        self._write = write or self._produce
         self._thread = threading.Thread(target=self._run, name="delayline-waker", daemon=True)
 
     def start(self) -> None:
@@ -163,33 +170,53 @@ class Waker:
             self._cond.notify()
         if self._thread.is_alive():
             self._thread.join(timeout=10)
-        self._producer.flush(5)
+        if self._producer is not None:
+            self._producer.flush(5)
+
+    def tick(self) -> int:
+        """Write a wake record if one is due now; return when the next one is due.
+
+        The thread calls it in a loop; a test calls it directly with a manual clock.
+        A failed write is retried :data:`RETRY_MS` later.
+        """
+        with self._cond:
+            now = self.clock.now_ms()
+            if self._next_ms(now) > now:
+                return self._next_ms(now)
+            self._plan.take_due(now)
+        # Not written: try again in RETRY_MS, as if a heartbeat were due then.
+        written = self._write(now)
+        with self._cond:
+            self._last_wake_ms = now if written else now - self.heartbeat_ms + RETRY_MS
+            if written:
+                self.wakes_written += 1
+            return self._next_ms(now)
+
+    def _next_ms(self, now_ms: int) -> int:
+        return next_wake_ms(
+            self._plan, now_ms, self._last_wake_ms, self.heartbeat_ms, self._poll_ms
+        )
 
     def _run(self) -> None:
-        last_wake_ms = self.clock.now_ms() - self.heartbeat_ms  # wake at once
         while True:
+            self.tick()
             with self._cond:
-                while True:
-                    if self._stopped:
-                        return
-                    now = self.clock.now_ms()
-                    at = next_wake_ms(
-                        self._plan, now, last_wake_ms, self.heartbeat_ms, self._poll_ms
-                    )
-                    if at <= now:
-                        self._plan.take_due(now)
-                        break
+                if self._stopped:
+                    return
+                # Planned under the lock: an add() or stop() meanwhile wakes the wait.
+                now = self.clock.now_ms()
+                at = self._next_ms(now)
+                if at > now:
                     self._cond.wait((at - now) / 1000)
-            # Not written: try again in RETRY_MS, as if a heartbeat were due then.
-            last_wake_ms = now if self._write(now) else now - self.heartbeat_ms + RETRY_MS
 
-    def _write(self, now_ms: int) -> bool:
+    def _produce(self, now_ms: int) -> bool:
         errors: list[Any] = []
 
         def on_delivery(err: KafkaError | None, _msg: Any) -> None:
             if err is not None:
                 errors.append(err)
 
+        assert self._producer is not None  # set whenever _produce is the writer
         try:
             self._producer.produce(
                 self.topic, key=b"wake", value=str(now_ms).encode(), on_delivery=on_delivery
@@ -201,34 +228,4 @@ class Waker:
         if errors or remaining:
             log.warning("waker: wake record not written (%s); retrying", errors or "timeout")
             return False
-        self.wakes_written += 1
         return True
-
-
-def checkpoint_timers(spark: Any, checkpoint_dir: Path) -> list[int]:
-    """The distinct wake slots of the timers stored in the checkpoint (none before
-    the first committed batch).
-
-    Spark rounds and aggregates them (as :func:`wake_slot` does), so only distinct
-    slots reach the driver.
-
-    Raises:
-        Exception: whatever Spark's state reader raises.
-    """
-    commits = checkpoint_dir / "commits"
-    if not commits.is_dir() or not any(p.name.isdigit() for p in commits.iterdir()):
-        return []
-    from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark's own convention
-
-    # The state reader needs the session's state store coordinator, which Spark
-    # registers with the streaming query manager.
-    _ = spark.streams
-    timers = (
-        spark.read.format("statestore")
-        .option("path", str(checkpoint_dir))
-        .option("readRegisteredTimers", "true")
-        .load()
-    )
-    step = GRANULARITY_MS
-    slot = (F.ceil(F.col("expiration_timestamp_ms") / step) * step).cast("long")
-    return [int(row["slot"]) for row in timers.select(slot.alias("slot")).distinct().collect()]

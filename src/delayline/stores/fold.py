@@ -1,0 +1,212 @@
+"""The hold's rules: one pure function of (what is held, the records of one id, now).
+
+Every hold (in memory, Spark state, and the next ones) keeps, per schedules topic and
+schedule id, at most one pending version, and applies :func:`fold` to the records of
+that id in each micro-batch and :func:`fire` when its timer is due. The rules:
+
+* **Newer wins.** A version replaces the held one only if it supersedes it
+  (:func:`delayline.core.versions.supersedes`: offset order within a partition, record
+  timestamp across partitions). An older or equal version is ``stale``: replays are
+  harmless.
+* **A tombstone cancels** the held version if the tombstone is newer than it; an
+  older tombstone (from another partition) is ``stale``.
+* **delayline's own tombstones never cancel a newer version.** The tombstone written
+  after a delivery names the partition and offset that fired; it ends only that
+  version (or an older one in the same partition).
+* **Nothing the hold still delivers may vanish from the compacted topic.** When a
+  record that compaction keeps instead of the held version lands after it in the same
+  partition (delayline's tombstone of an older version, or an invalid record with the
+  same key), the held version is written again after it (``rewrite``), so a rebuild or
+  a rebuilt catalog still finds it.
+* **Due on arrival fires.** A version already due when its batch runs fires in that
+  batch (counted as ``missed`` too); the same holds for timers that fell due while the
+  pipeline was down.
+* **Max lateness expires.** A version more than ``max_lateness_ms`` late when it would
+  fire goes to the dead-letter topic with reason ``expired`` instead.
+* **Deterministic.** The result depends only on the held version, the records and
+  ``now_ms``, so a replayed micro-batch (same records, same batch time) emits the same
+  events: what makes the fire stage's exactly-once check sound.
+
+All records of an id in one batch are folded before anything fires, so a schedule
+followed by its cancel in one batch (a rebuild reads both at once) never fires.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from delayline.contract import ConsumedRecord, parse_record
+from delayline.core.model import Cancel, Invalid, Schedule, SourceRef
+from delayline.core.versions import supersedes
+
+# Kinds of events. Only FIRE, DEAD and REWRITE are written to Kafka; all are counted.
+FIRE = "fire"
+DEAD = "dead"
+PLANNED = "planned"
+UPDATED = "updated"
+CANCELLED = "cancelled"
+UNKNOWN_CANCEL = "unknown_cancel"
+OWN_TOMBSTONE = "own_tombstone"
+"""delayline's tombstone after a delivery, read back: the schedule is already gone."""
+STALE = "stale"
+MISSED = "missed"
+"""A schedule already due when it arrived (it fires, or expires, in the same batch)."""
+REWRITE = "rewrite"
+"""Append the held version to the schedules topic again: a record compaction would keep
+instead of it now sits after it in its partition."""
+TIMER_KINDS = (PLANNED, UPDATED)
+"""Events that carry the due time of a newly set timer."""
+KINDS = (
+    FIRE,
+    DEAD,
+    PLANNED,
+    UPDATED,
+    CANCELLED,
+    UNKNOWN_CANCEL,
+    OWN_TOMBSTONE,
+    STALE,
+    MISSED,
+    REWRITE,
+)
+EXPIRED = "expired"
+"""The dead-letter reason of a schedule later than the maximum lateness."""
+
+
+@dataclass(frozen=True, slots=True)
+class HoldEvent:
+    """Something the hold decided about one record or one schedule.
+
+    Attributes:
+        kind: One of :data:`KINDS`.
+        at_ms: The batch time it was decided at.
+        id: The schedule id, when the record had a valid one.
+        schedule: For FIRE, REWRITE and an expired DEAD: the version concerned.
+        record: For an invalid DEAD: the record as read.
+        due_ms: For PLANNED and UPDATED: the timer now set.
+        reason: For DEAD: the dead-letter reason.
+    """
+
+    kind: str
+    at_ms: int
+    id: str | None = None
+    schedule: Schedule | None = None
+    record: ConsumedRecord | None = None
+    due_ms: int | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """The outcome of :func:`fold`.
+
+    Attributes:
+        held: The version held afterwards (``None``: nothing pending).
+        events: What happened, in order.
+        timer_from: The due time whose timer must go (the replaced version's), if any.
+        timer_to: The due time a timer must be set at (the new held version's), if any.
+    """
+
+    held: Schedule | None
+    events: list[HoldEvent] = field(default_factory=list)
+    timer_from: int | None = None
+    timer_to: int | None = None
+
+
+def fold(
+    held: Schedule | None,
+    records: Iterable[ConsumedRecord],
+    now_ms: int,
+    max_lateness_ms: int | None = None,
+) -> Folded:
+    """Apply one batch's records of one id (one schedules topic) to the held version.
+
+    Args:
+        held: The version held before the batch, with its source.
+        records: Every record of this id in the batch, in any order.
+        now_ms: The batch time.
+        max_lateness_ms: Later than this, a due version expires; ``None``: never.
+    """
+    events: list[HoldEvent] = []
+    current = held
+    # The newest version seen, held or cancelled: a record must supersede it to count,
+    # so a cancel read before an older version from another partition still wins.
+    newest: SourceRef | None = None if held is None else held.source
+    hidden = False  # a record compaction keeps instead of ``current`` follows it
+    for record in sorted(records, key=lambda x: (x.partition, x.offset)):
+        parsed = parse_record(record)
+        source = record.source
+        if isinstance(parsed, Invalid):
+            events.append(HoldEvent(DEAD, now_ms, record=record, reason=parsed.reason))
+            hidden = hidden or _hides(source, current)
+        elif isinstance(parsed, Cancel) and parsed.fired_offset is not None:
+            # Names the version it ends, so it is not ordered against the newest one.
+            kind, hides = _own_tombstone(parsed.fired_offset, source, current)
+            current = current if kind == STALE else None
+            hidden = hidden or hides
+            events.append(HoldEvent(kind, now_ms, parsed.id))
+        elif newest is not None and not supersedes(source, newest):
+            events.append(HoldEvent(STALE, now_ms, parsed.id))
+        elif isinstance(parsed, Cancel):
+            events.append(HoldEvent(CANCELLED if current else UNKNOWN_CANCEL, now_ms, parsed.id))
+            current, newest, hidden = None, source, False
+        else:
+            current, newest, hidden = parsed, source, False
+    return _settle(held, current, hidden, events, now_ms, max_lateness_ms)
+
+
+def fire(schedule: Schedule, now_ms: int, max_lateness_ms: int | None = None) -> HoldEvent:
+    """The event of a held version whose timer is due: FIRE, or DEAD when expired."""
+    if max_lateness_ms is not None and now_ms - schedule.due_ms > max_lateness_ms:
+        return HoldEvent(DEAD, now_ms, schedule.id, schedule=schedule, reason=EXPIRED)
+    return HoldEvent(FIRE, now_ms, schedule.id, schedule=schedule)
+
+
+def _own_tombstone(fired_offset: int, source: SourceRef, held: Schedule | None) -> tuple[str, bool]:
+    """(event kind, whether the tombstone hides the held version from compaction)."""
+    if held is None:
+        return OWN_TOMBSTONE, False
+    held_at = _source(held)
+    if held_at.partition == source.partition and held_at.offset <= fired_offset:
+        return CANCELLED, False
+    # Our tombstone of an older, fired version: the held one is newer and stays.
+    return STALE, _hides(source, held)
+
+
+def _hides(source: SourceRef, held: Schedule | None) -> bool:
+    """Whether compaction would keep the record at ``source`` instead of ``held``."""
+    if held is None:
+        return False
+    held_at = _source(held)
+    return held_at.partition == source.partition and source.offset > held_at.offset
+
+
+def _settle(
+    before: Schedule | None,
+    held: Schedule | None,
+    hidden: bool,
+    events: list[HoldEvent],
+    now_ms: int,
+    max_lateness_ms: int | None,
+) -> Folded:
+    """Act on the folded result: rewrite, fire at once, or (re)set the timer."""
+    if hidden and held is not None and held.due_ms > now_ms:
+        events.append(HoldEvent(REWRITE, now_ms, held.id, schedule=held))
+    if held is before:
+        return Folded(held, events)
+    timer_from = None if before is None else before.due_ms
+    if held is None:
+        return Folded(None, events, timer_from)
+    if held.due_ms <= now_ms:
+        events.append(HoldEvent(MISSED, now_ms, held.id))
+        events.append(fire(held, now_ms, max_lateness_ms))
+        return Folded(None, events, timer_from)
+    kind = PLANNED if before is None else UPDATED
+    events.append(HoldEvent(kind, now_ms, held.id, due_ms=held.due_ms))
+    return Folded(held, events, timer_from, held.due_ms)
+
+
+def _source(schedule: Schedule) -> SourceRef:
+    if schedule.source is None:
+        raise ValueError(f"schedule {schedule.id!r} has no source record")
+    return schedule.source

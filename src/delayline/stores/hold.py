@@ -1,0 +1,112 @@
+"""The hold seam: the one interface the pipeline calls, whatever holds the schedules.
+
+A hold keeps each pending schedule until its due time and then hands it to the fire
+stage. :mod:`delayline.pipeline.job` calls only what is here; adding a hold means a
+new :class:`Hold` subclass and one line in :data:`HOLDS`, never a change to the job.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from delayline.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from delayline.pipeline.config import PipelineConfig
+
+
+class Hold(abc.ABC):
+    """Where pending schedules wait.
+
+    Guarantees every hold gives (the shared hold suite, ``tests/unit/holds``, checks
+    the rules against each one):
+
+    - It applies the rules of :mod:`delayline.stores.fold` per (schedules topic,
+      schedule id): newer wins, a tombstone cancels, delayline's own tombstones never
+      cancel a newer version, a version hidden from compaction is rewritten, due on
+      arrival fires, max lateness expires.
+    - A schedule is handed to the fire stage (a FIRE or expired DEAD event) only at or
+      after its due time, and once per version, unless the batch that did so is
+      replayed; a replayed batch yields the same events.
+    - :attr:`durable` holds survive a crash or restart with every pending schedule;
+      others lose them (tests and trying things out only).
+
+    The pipeline calls, in order: :meth:`stage` once to build the streaming query;
+    per micro-batch :meth:`batch_events`, then the fire stage commits, then
+    :meth:`after_commit`. :meth:`pending_due_times` runs once after a start, beside
+    the first batches.
+    """
+
+    name: ClassVar[str]
+    """What ``delayline run --hold`` calls it."""
+    durable: ClassVar[bool]
+    """Pending schedules survive a crash of the pipeline."""
+
+    def __init__(self, config: PipelineConfig) -> None:
+        self.config = config
+
+    @abc.abstractmethod
+    def stage(self, records: DataFrame) -> DataFrame:
+        """The streaming stage between the source and the fire stage.
+
+        Args:
+            records: The schedules topics as read (columns ``topic``, ``gkey`` (the key,
+                never null), ``key``, ``value``, ``partition``, ``offset``,
+                ``timestamp_ms``, ``headers``).
+
+        Returns:
+            The stream :meth:`batch_events` receives one micro-batch of.
+        """
+
+    @abc.abstractmethod
+    def batch_events(self, frame: DataFrame, batch_id: int) -> Sequence[Any]:
+        """This micro-batch's hold events as rows of
+        :data:`delayline.pipeline.rows.EVENT_SCHEMA` (the driver reads them once)."""
+
+    def pending_due_times(self, spark: SparkSession) -> list[int]:
+        """Due times of every schedule pending after a (re)start, for the waker.
+
+        The default knows none: the waker then wakes every trigger interval until
+        schedules arrive.
+        """
+        del spark
+        return []
+
+    def after_commit(self, batch_id: int) -> None:  # noqa: B027 - most holds need nothing
+        """Called once the fire stage committed ``batch_id``'s output (not for a
+        replay it skipped). The default does nothing."""
+
+
+HOLDS: dict[str, Callable[[], type[Hold]]] = {}
+"""Hold name to a loader of its class (imported only when chosen)."""
+
+
+def _spark_state() -> type[Hold]:
+    from delayline.stores.spark_state import SparkStateHold  # noqa: PLC0415 - lazy
+
+    return SparkStateHold
+
+
+def _memory() -> type[Hold]:
+    from delayline.stores.memory import MemoryHold  # noqa: PLC0415 - lazy
+
+    return MemoryHold
+
+
+HOLDS.update({"spark": _spark_state, "memory": _memory})
+
+
+def hold_for(config: PipelineConfig) -> Hold:
+    """The hold ``config.hold`` names.
+
+    Raises:
+        ConfigError: no hold has that name.
+    """
+    loader = HOLDS.get(config.hold)
+    if loader is None:
+        raise ConfigError(f"unknown hold {config.hold!r}: choose one of {', '.join(HOLDS)}")
+    return loader()(config)

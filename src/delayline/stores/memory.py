@@ -1,0 +1,101 @@
+"""A hold in the driver's memory: the rules of :mod:`delayline.stores.fold` over a dict.
+
+Not durable: a crash or restart forgets every pending schedule. It exists for fast
+runs of the shared hold suite and for trying the pipeline without Spark state
+(``delayline run --hold memory``). Micro-batches are processed on the driver.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from delayline.contract import ConsumedRecord
+from delayline.core.clock import Clock, SystemClock
+from delayline.core.model import Schedule
+from delayline.stores.fold import HoldEvent, fire, fold
+from delayline.stores.hold import Hold
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from delayline.pipeline.config import PipelineConfig
+
+Key = tuple[str, bytes]
+"""(source topic, record key): one pending version at most per key."""
+
+
+class MemoryHold(Hold):
+    """Pending schedules in a dict, timers in a heap.
+
+    Args:
+        config: The pipeline settings (``max_lateness_ms`` is used); ``None`` for the
+            defaults, as the shared hold suite runs it.
+        clock: The batch time source for :meth:`batch_events`.
+    """
+
+    name: ClassVar[str] = "memory"
+    durable: ClassVar[bool] = False
+
+    def __init__(self, config: PipelineConfig | None = None, clock: Clock | None = None) -> None:
+        if config is None:
+            from delayline.pipeline.config import PipelineConfig  # noqa: PLC0415 - no Spark
+
+            config = PipelineConfig()
+        super().__init__(config)
+        self.clock = clock or SystemClock()
+        self._held: dict[Key, Schedule] = {}
+        self._timers: list[tuple[int, Key]] = []
+
+    def offer(self, records: Iterable[ConsumedRecord], now_ms: int) -> list[HoldEvent]:
+        """Apply one micro-batch's records at batch time ``now_ms``, then fire what is
+        due, in that order (as Spark runs input before timers)."""
+        by_key: dict[Key, list[ConsumedRecord]] = defaultdict(list)
+        for record in records:
+            by_key[(record.topic, record.key or b"")].append(record)
+        events: list[HoldEvent] = []
+        for key in sorted(by_key):
+            folded = fold(self._held.get(key), by_key[key], now_ms, self.config.max_lateness_ms)
+            events.extend(folded.events)
+            if folded.held is None:
+                self._held.pop(key, None)
+            else:
+                self._held[key] = folded.held
+            if folded.timer_to is not None:
+                heapq.heappush(self._timers, (folded.timer_to, key))
+        return events + self.advance(now_ms)
+
+    def advance(self, now_ms: int) -> list[HoldEvent]:
+        """Fire every held version due by ``now_ms`` (a micro-batch without records)."""
+        events: list[HoldEvent] = []
+        while self._timers and self._timers[0][0] <= now_ms:
+            due_ms, key = heapq.heappop(self._timers)
+            held = self._held.get(key)
+            if held is None or held.due_ms != due_ms:
+                continue  # the timer of a replaced or cancelled version
+            del self._held[key]
+            events.append(fire(held, now_ms, self.config.max_lateness_ms))
+        return events
+
+    def held(self, topic: str, schedule_id: str) -> Schedule | None:
+        """The version pending for ``schedule_id`` on ``topic``."""
+        return self._held.get((topic, schedule_id.encode()))
+
+    def due_times(self) -> list[int]:
+        """Due times of every pending version, earliest first."""
+        return sorted(s.due_ms for s in self._held.values())
+
+    def stage(self, records: DataFrame) -> DataFrame:
+        return records
+
+    def batch_events(self, frame: DataFrame, batch_id: int) -> Sequence[Any]:
+        from delayline.pipeline import rows as r  # noqa: PLC0415 - Spark rows only here
+
+        records = [r.input_to_record(row) for row in frame.collect()]
+        return [r.event_row(e) for e in self.offer(records, self.clock.now_ms())]
+
+    def pending_due_times(self, spark: SparkSession) -> list[int]:
+        del spark
+        return self.due_times()

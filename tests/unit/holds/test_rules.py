@@ -1,0 +1,217 @@
+"""The hold rules (:mod:`delayline.stores.fold`), run against every hold."""
+
+from __future__ import annotations
+
+from delayline.contract import ConsumedRecord
+from delayline.contract import headers as h
+from delayline.stores import fold as k
+from delayline.stores.memory import MemoryHold
+from tests.unit.holds.conftest import DRIVERS, Driver, Seen
+
+TOPIC = "schedules"
+NOW = 1_000_000
+
+
+def rec(
+    offset: int,
+    due_s: float | None = None,
+    *,
+    value: bytes | None = b"p",
+    partition: int = 1,
+    ts: int = NOW - 5,
+    extra: tuple[tuple[str, bytes], ...] = (),
+) -> ConsumedRecord:
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    if due_s is not None:
+        headers = ((h.EPOCH, str(due_s).encode()), (h.TARGET_TOPIC, b"target"))
+    return ConsumedRecord(TOPIC, partition, offset, ts, b"a", value, (*headers, *extra))
+
+
+def tomb(offset: int, fired: int | None = None, **kw: int) -> ConsumedRecord:
+    extra = () if fired is None else ((h.FIRED_OFFSET, str(fired).encode()),)
+    return rec(offset, value=None, extra=extra, **kw)
+
+
+def kinds(events: list[Seen]) -> list[str]:
+    return [e.kind for e in events]
+
+
+def test_plans_then_fires_at_the_due_time_exactly_once(hold: Driver) -> None:
+    planned = hold.batch([rec(0, due_s=1010)], NOW)
+    assert [(e.kind, e.due_ms) for e in planned] == [(k.PLANNED, 1_010_000)]
+    assert hold.batch([], 1_009_999) == []
+    (fired,) = hold.batch([], 1_010_000)
+    assert (fired.kind, fired.id, fired.due_ms, fired.offset, fired.value) == (
+        k.FIRE, "a", 1_010_000, 0, b"p",
+    )  # fmt: skip
+    assert hold.held_offset(TOPIC, "a") is None
+    assert hold.batch([], 1_100_000) == []
+
+
+def test_newer_version_replaces_and_moves_the_timer(hold: Driver) -> None:
+    hold.batch([rec(0, due_s=1010)], NOW)
+    updated = hold.batch([rec(1, due_s=1020.5, value=b"v2")], NOW + 1)
+    assert [(e.kind, e.due_ms) for e in updated] == [(k.UPDATED, 1_020_500)]
+    assert hold.batch([], 1_015_000) == [], "the old timer must be gone"
+    (fired,) = hold.batch([], 1_020_500)
+    assert (fired.kind, fired.value) == (k.FIRE, b"v2")
+
+
+def test_older_or_replayed_offset_is_stale(hold: Driver) -> None:
+    hold.batch([rec(5, due_s=1010)], NOW)
+    assert kinds(hold.batch([rec(5, due_s=1002), rec(3, due_s=1001)], NOW + 1)) == [
+        k.STALE, k.STALE,
+    ]  # fmt: skip
+    assert hold.held_offset(TOPIC, "a") == 5
+
+
+def test_cancel_removes_the_schedule_and_its_timer(hold: Driver) -> None:
+    hold.batch([rec(0, due_s=1010)], NOW)
+    assert kinds(hold.batch([tomb(1)], NOW + 1)) == [k.CANCELLED]
+    assert hold.held_offset(TOPIC, "a") is None
+    assert hold.batch([], 1_020_000) == []
+
+
+def test_cancel_of_an_unknown_id_is_counted(hold: Driver) -> None:
+    assert kinds(hold.batch([tomb(0)], NOW)) == [k.UNKNOWN_CANCEL]
+    assert kinds(hold.batch([tomb(1, fired=0)], NOW + 1)) == [k.OWN_TOMBSTONE]
+
+
+def test_own_tombstone_of_a_fired_version_keeps_and_rewrites_the_newer_one(hold: Driver) -> None:
+    hold.batch([rec(7, due_s=1010)], NOW)
+    stale, rewrite = hold.batch([tomb(8, fired=3)], NOW + 1)
+    assert (stale.kind, rewrite.kind) == (k.STALE, k.REWRITE)
+    # The kept version is appended again, as it was, so compaction cannot drop it.
+    assert (rewrite.offset, rewrite.partition, rewrite.value) == (7, 1, b"p")
+    assert hold.held_offset(TOPIC, "a") == 7
+    assert kinds(hold.batch([tomb(9, fired=7)], NOW + 2)) == [k.CANCELLED]
+
+
+def test_no_rewrite_when_a_newer_version_follows_the_tombstone(hold: Driver) -> None:
+    hold.batch([rec(7, due_s=1010)], NOW)
+    assert kinds(hold.batch([tomb(8, fired=3), rec(9, due_s=1020)], NOW + 1)) == [
+        k.STALE, k.UPDATED,
+    ]  # fmt: skip
+
+
+def test_past_due_fires_at_once_and_too_late_is_expired(hold: Driver) -> None:
+    missed, fired = hold.batch([rec(0, due_s=990)], NOW)
+    assert (missed.kind, fired.kind) == (k.MISSED, k.FIRE)
+    missed, dead = hold.batch([rec(1, due_s=900)], NOW + 1)  # 100 s late, max 60 s
+    assert missed.kind == k.MISSED
+    assert (dead.kind, dead.reason, dead.due_ms) == (k.DEAD, k.EXPIRED, 900_000)
+    assert hold.held_offset(TOPIC, "a") is None
+
+
+def test_timer_that_fell_due_while_down_obeys_max_lateness(hold: Driver) -> None:
+    hold.batch([rec(0, due_s=1010)], NOW)
+    (dead,) = hold.batch([], 1_010_000 + 60_001)
+    assert (dead.kind, dead.reason) == (k.DEAD, k.EXPIRED)
+
+
+def test_schedule_then_its_tombstone_in_one_batch_never_fires(hold: Driver) -> None:
+    """What a rebuild reads: a fired (past-due) schedule followed by its tombstone."""
+    assert kinds(hold.batch([tomb(1, fired=0), rec(0, due_s=990)], NOW)) == [k.CANCELLED]
+    assert hold.held_offset(TOPIC, "a") is None
+
+
+def test_only_the_last_version_in_a_batch_counts(hold: Driver) -> None:
+    out = hold.batch([rec(0, due_s=990), rec(1, due_s=1030, value=b"v2")], NOW)
+    assert kinds(out) == [k.PLANNED]
+    assert hold.held_offset(TOPIC, "a") == 1
+
+
+def test_a_due_timer_and_a_cancel_in_one_batch_do_not_fire(hold: Driver) -> None:
+    """Input runs before timers: the cancel wins over a timer due in the same batch."""
+    hold.batch([rec(0, due_s=1010)], NOW)
+    assert kinds(hold.batch([tomb(1)], 1_010_000)) == [k.CANCELLED]
+
+
+def test_invalid_record_keeps_and_rewrites_the_held_version(hold: Driver) -> None:
+    """Compaction keeps the invalid record, not the held version before it: the held
+    version is appended again so a rebuild (or a rebuilt catalog) still finds it."""
+    hold.batch([rec(0, due_s=1010)], NOW)
+    bad = rec(1, extra=((h.EPOCH, b"soon"), (h.TARGET_TOPIC, b"t")))
+    dead, rewrite = hold.batch([bad], NOW + 1)
+    assert (dead.kind, dead.offset) == (k.DEAD, 1)
+    assert "not a decimal number" in str(dead.reason)
+    assert (rewrite.kind, rewrite.offset, rewrite.value) == (k.REWRITE, 0, b"p")
+    assert hold.held_offset(TOPIC, "a") == 0
+    (fired,) = hold.batch([], 1_010_000)
+    assert (fired.kind, fired.offset) == (k.FIRE, 0)
+
+
+def test_invalid_record_in_another_partition_needs_no_rewrite(hold: Driver) -> None:
+    hold.batch([rec(0, due_s=1010)], NOW)
+    bad = rec(1, partition=2, extra=((h.EPOCH, b"soon"), (h.TARGET_TOPIC, b"t")))
+    assert kinds(hold.batch([bad], NOW + 1)) == [k.DEAD]
+
+
+def test_versions_across_partitions_are_ordered_by_timestamp(hold: Driver) -> None:
+    """A high offset in one partition is not newer than a low one in another."""
+    hold.batch([rec(1000, due_s=1010, partition=0, ts=NOW - 50)], NOW)
+    updated = hold.batch([rec(5, due_s=1020, value=b"v2", partition=2, ts=NOW - 10)], NOW + 1)
+    assert kinds(updated) == [k.UPDATED]
+    older = rec(6, due_s=1030, value=b"v0", partition=3, ts=NOW - 60)
+    assert kinds(hold.batch([older], NOW + 2)) == [k.STALE]
+    (fired,) = hold.batch([], 1_020_000)
+    assert (fired.kind, fired.value, fired.partition) == (k.FIRE, b"v2", 2)
+
+
+def test_equal_timestamps_across_partitions_the_higher_partition_wins(hold: Driver) -> None:
+    out = hold.batch([rec(9, due_s=1010, value=b"p1", partition=1),
+                      rec(0, due_s=1020, value=b"p3", partition=3)], NOW)  # fmt: skip
+    assert kinds(out) == [k.PLANNED]
+    assert hold.held_offset(TOPIC, "a") == 0
+
+
+def test_cancel_written_by_another_partitioner_cancels(hold: Driver) -> None:
+    """Scheduled through one partitioner (partition 0), cancelled through another (2)."""
+    hold.batch([rec(40, due_s=1010, partition=0, ts=NOW - 50)], NOW)
+    assert kinds(hold.batch([tomb(3, partition=2, ts=NOW - 10)], NOW + 1)) == [k.CANCELLED]
+    assert hold.batch([], 1_010_000) == []
+
+
+def test_cancel_read_before_an_older_version_of_another_partition_still_wins(
+    hold: Driver,
+) -> None:
+    """In one batch the cancel (partition 0) sorts before the schedule (partition 2) it
+    cancels; the schedule is older by timestamp, so it must not be planned."""
+    batch = [tomb(3, partition=0, ts=NOW - 10), rec(40, due_s=1010, partition=2, ts=NOW - 50)]
+    assert kinds(hold.batch(batch, NOW)) == [k.UNKNOWN_CANCEL, k.STALE]
+    assert hold.batch([], 1_010_000) == []
+
+
+def test_an_older_cancel_from_another_partition_does_not_cancel(hold: Driver) -> None:
+    hold.batch([rec(40, due_s=1010, partition=0, ts=NOW - 10)], NOW)
+    assert kinds(hold.batch([tomb(3, partition=2, ts=NOW - 50)], NOW + 1)) == [k.STALE]
+    (fired,) = hold.batch([], 1_010_000)
+    assert fired.kind == k.FIRE
+
+
+def test_own_tombstone_in_another_partition_keeps_the_newer_version_without_rewrite(
+    hold: Driver,
+) -> None:
+    """The fired version sat in partition 0; the newer one in partition 2 is untouched
+    by compaction of partition 0."""
+    hold.batch([rec(4, due_s=1010, partition=2, ts=NOW - 10)], NOW)
+    assert kinds(hold.batch([tomb(8, fired=3, partition=0, ts=NOW)], NOW + 1)) == [k.STALE]
+    assert hold.held_offset(TOPIC, "a") == 4
+
+
+def test_replayed_batch_emits_the_same_events() -> None:
+    """Same records, same batch time, same state: same events (what makes the fire
+    stage's exactly-once check sound)."""
+    for make in DRIVERS.values():
+        runs = []
+        for _ in range(2):
+            driver = make()
+            driver.batch([rec(0, due_s=1010)], NOW)
+            runs.append(driver.batch([tomb(1, fired=0), rec(2, due_s=990)], NOW + 1))
+        assert runs[0] == runs[1]
+        assert kinds(runs[0]) == [k.CANCELLED, k.MISSED, k.FIRE]
+
+
+def test_without_max_lateness_anything_fires() -> None:
+    events = MemoryHold().offer([rec(0, due_s=1)], 10**12)
+    assert [e.kind for e in events] == [k.MISSED, k.FIRE]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages delayline's commands need and the machine lacks:
-# Java 17 and Maven (broker and jar cache), python3-venv, Chromium (browser tests).
+# Java 17 and Maven (broker and jar cache), python3-venv, Chromium (browser tests),
+# Node.js and npm (lint and unit tests of the admin page's JavaScript).
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
 
@@ -9,6 +10,8 @@ command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || missing+=(maven)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 [ -x "${DELAYLINE_CHROMIUM:-/usr/bin/chromium}" ] || missing+=(chromium)
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

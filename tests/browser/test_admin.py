@@ -10,6 +10,7 @@ import uuid
 import httpx
 from playwright.sync_api import Page, expect
 
+from delayline.core.clock import ms_to_datetime
 from delayline.dev.harness import DeliveryCollector
 from tests.browser.conftest import SHOTS, TOKEN, Stack
 
@@ -137,3 +138,33 @@ def test_editing_a_binary_schedule_keeps_its_bytes(page: Page, stack: Stack) -> 
     current = httpx.get(f"{stack.url}/schedules/{schedule_id}").json()["current"]
     assert base64.b64decode(current["payload_base64"]) == raw
     assert current["offset"] > created.json()["offset"]  # a new version was written
+
+
+def test_saving_an_unchanged_form_keeps_the_due_time_to_the_millisecond(
+    page: Page, stack: Stack
+) -> None:
+    schedule_id = f"ui-ms-{uuid.uuid4().hex[:8]}"
+    # An hour ahead, on a whole minute plus 750 ms: a form that keeps only whole
+    # seconds would save it 750 ms early.
+    due_ms = (int(time.time()) // 60 * 60 + 3600) * 1000 + 750
+    due_at = ms_to_datetime(due_ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    created = httpx.post(
+        f"{stack.url}/schedules",
+        headers=auth,
+        json={"id": schedule_id, "target_topic": stack.pipeline.target(), "due_at": due_at},
+    )
+    assert created.status_code == 202
+    sign_in(page)
+    page.goto(f"/ui/#/edit/{schedule_id}")
+    deadline = time.monotonic() + CATALOG_WAIT_MS / 1000
+    while page.get_by_role("button", name="Save").count() == 0:  # catalog may lag
+        assert time.monotonic() < deadline, "edit form not shown"
+        page.reload()
+        page.wait_for_timeout(300)
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_test_id("flash")).to_contain_text("Written to")
+    expect(page.get_by_test_id("state")).to_have_text("pending", timeout=CATALOG_WAIT_MS)
+    current = httpx.get(f"{stack.url}/schedules/{schedule_id}").json()["current"]
+    assert current["offset"] > created.json()["offset"]  # the save wrote a new version
+    assert current["due_ms"] == due_ms, f"due {due_at} saved as {current['due_at']}"

@@ -1,6 +1,6 @@
 // Dashboard: pending, deliveries per minute, lateness histogram, dead letters, status.
 import { api } from "./api.js";
-import { esc } from "./format.js";
+import { esc, bucketLabel } from "./format.js";
 
 function bars(values, labels, title) {
   const max = Math.max(1, ...values);
@@ -8,11 +8,6 @@ function bars(values, labels, title) {
     `<div class="b" style="height:${(100 * v) / max}%" title="${esc(labels[i])}: ${v}"></div>`).join("");
   const marks = labels.map((l) => `<span>${esc(l)}</span>`).join("");
   return `<div class="chart" role="img" aria-label="${esc(title)}">${cols}</div><div class="chart-labels">${marks}</div>`;
-}
-
-function bucketLabel(bounds, i) {
-  const fmt = (ms) => (ms >= 1000 ? `${ms / 1000}s` : `${ms}ms`);
-  return i < bounds.length ? `≤${fmt(bounds[i])}` : `>${fmt(bounds[bounds.length - 1])}`;
 }
 
 export async function dashboard(main) {

@@ -7,7 +7,7 @@ export async function deadLetters(main, params) {
   const reason = params.get("reason") || "";
   const cursor = params.get("cursor") || "";
   const page = await api(`/dead-letters${query({ reason, cursor, limit: 50 })}`);
-  const rows = page.items.map((d, i) => `
+  const rows = page.items.map((d) => `
     <tr>
       <td>${esc(when(d.at))}</td>
       <td data-testid="dl-reason">${esc(d.reason)}</td>

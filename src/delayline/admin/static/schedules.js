@@ -1,6 +1,6 @@
 // Schedules: the pending list, one schedule with its versions, create/edit/cancel.
 import { api, query } from "./api.js";
-import { esc, when, relative, hexdump, bytesFromBase64, prettyJson, utcInputToIso, isoToUtcInput } from "./format.js";
+import { esc, when, relative, hexdump, bytesFromBase64, prettyJson, utcInputToIso, isoToUtcInput, parseHeaders } from "./format.js";
 import { flash } from "./flash.js";
 import { go } from "./nav.js";
 
@@ -127,7 +127,7 @@ export async function form(main, id) {
       <label>Id<input name="id" value="${esc(id || "")}" ${id ? "readonly" : ""} placeholder="empty: a UUID is made up"></label>
       <label>Target topic<input name="target_topic" required value="${esc(v.target_topic)}"></label>
       <label>Target key<input name="target_key" value="${esc(binaryKey ? "(binary, kept as is)" : v.target_key ?? "")}" ${binaryKey ? "disabled" : ""}></label>
-      <label>Due at (UTC)<input type="datetime-local" step="1" name="due_at" value="${esc(isoToUtcInput(existing?.due_at))}"></label>
+      <label>Due at (UTC)<input type="datetime-local" step="0.001" name="due_at" value="${esc(isoToUtcInput(existing?.due_at))}"></label>
       <label>…or due in (seconds)<input type="number" min="0" name="delay_s" placeholder="e.g. 60"></label>
       <label class="wide">Payload (UTF-8 text)<textarea name="payload" ${binaryPayload ? "disabled" : ""}>${esc(binaryPayload ? `(${existing.payload_size} bytes of binary data, kept as is)` : v.payload_text ?? "")}</textarea></label>
       <label class="wide">Extra headers, one name=value per line${binaryHeaders.length ? ` (${binaryHeaders.length} binary header(s) kept as is)` : ""}<textarea name="headers" rows="3">${esc(textHeaders)}</textarea></label>
@@ -143,9 +143,7 @@ export async function form(main, id) {
     else if (f.get("target_key")) body.target_key = f.get("target_key");
     if (f.get("delay_s")) body.delay_ms = Math.round(Number(f.get("delay_s")) * 1000);
     else if (f.get("due_at")) body.due_at = utcInputToIso(f.get("due_at"));
-    body.headers = String(f.get("headers")).split("\n").map((l) => l.trim()).filter(Boolean)
-      .map((l) => { const i = l.indexOf("="); return i < 0 ? { name: l, value: "" } : { name: l.slice(0, i), value: l.slice(i + 1) }; })
-      .concat(binaryHeaders.map((h) => ({ name: h.name, value: h.value, encoding: "base64" })));
+    body.headers = parseHeaders(f.get("headers")).concat(binaryHeaders.map((h) => ({ name: h.name, value: h.value, encoding: "base64" })));
     const newId = id || f.get("id") || undefined;
     const from = location.hash;
     try {

@@ -7,6 +7,7 @@ import argparse
 import pytest
 
 from delayline.cli import build_parser, main
+from delayline.errors import ConfigError
 
 # Per-invocation data, not settings: an environment default would be a trap.
 NO_ENV = {
@@ -86,3 +87,26 @@ def test_bad_environment_value_is_reported_like_a_bad_flag(
     with pytest.raises(SystemExit):
         main(["cancel", "x"])
     assert "bad duration 'forever'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("value", "tty", "held"),
+    [("0", True, False), ("false", True, False), ("1", False, True), ("", True, True),
+     (None, False, False)],
+)  # fmt: skip
+def test_demo_hold_env_wins_over_the_terminal_default(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, tty: bool, held: bool
+) -> None:
+    """DELAYLINE_DEMO_HOLD=0 keeps the demo from holding even in a terminal."""
+    if value is None:
+        monkeypatch.delenv("DELAYLINE_DEMO_HOLD", raising=False)
+    else:
+        monkeypatch.setenv("DELAYLINE_DEMO_HOLD", value)
+    monkeypatch.setattr("sys.stdin.isatty", lambda: tty)
+    assert build_parser().parse_args(["demo"]).hold is held
+
+
+def test_a_boolean_env_var_with_junk_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DELAYLINE_DEMO_HOLD", "maybe")
+    with pytest.raises(ConfigError, match="DELAYLINE_DEMO_HOLD='maybe'"):
+        build_parser()

@@ -1,13 +1,16 @@
-"""Property tests: the writer and the reader agree; the reader never raises."""
+"""Property tests: the writer and the reader agree; the reader's own checks catch every
+malformed input (no safety net involved), each with its reason."""
 
 from __future__ import annotations
 
 import string
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from delayline.contract import ConsumedRecord, build_schedule, parse_record, render_schedule
+from delayline.contract.records import parse_record_checked
 from delayline.core.model import MAX_EPOCH_MS, Cancel, Invalid, Schedule
 
 topic_names = st.text(
@@ -72,9 +75,50 @@ epochish = st.tuples(
 def test_arbitrary_records_never_raise(
     key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]], timestamp: int
 ) -> None:
-    parsed = parse_record(ConsumedRecord("t", 0, 0, timestamp, key, value, tuple(headers)))
+    # The checked parser has no catch-all: an input that reaches no explicit check fails here.
+    parsed = parse_record_checked(ConsumedRecord("t", 0, 0, timestamp, key, value, tuple(headers)))
     assert isinstance(parsed, Schedule | Cancel | Invalid)
     if isinstance(parsed, Invalid):
         assert parsed.reason
     if isinstance(parsed, Schedule):
         assert 0 <= parsed.due_ms <= MAX_EPOCH_MS
+
+
+E, T, K = "scheduler-epoch", "scheduler-target-topic", "scheduler-target-key"
+REASONS: list[tuple[bytes | None, tuple[tuple[str, bytes | None], ...], str]] = [
+    (None, ((E, b"1"), (T, b"t")), "missing schedule id"),
+    (b"\xff", ((E, b"1"), (T, b"t")), "schedule id (record key) is not valid UTF-8"),
+    (b"id", ((E, b"1"), (E, b"2"), (T, b"t")), f"header {E} appears more than once"),
+    (b"id", ((K, b"a"), (K, b"b"), (E, b"1"), (T, b"t")), f"header {K} appears more than once"),
+    (b"id", ((T, b"t"),), f"missing header {E}"),
+    (b"id", ((E, None), (T, b"t")), f"missing header {E}"),
+    (b"id", ((E, b"\xff"), (T, b"t")), f"header {E} is not valid UTF-8"),
+    (b"id", ((E, b" "), (T, b"t")), f"header {E} empty"),
+    (b"id", ((E, b"inf"), (T, b"t")), f"header {E} not a finite number"),
+    (b"id", ((E, b"1e9"), (T, b"t")), f"header {E} not a decimal number of seconds"),
+    (b"id", ((E, b"-1"), (T, b"t")), f"header {E} negative"),
+    (b"id", ((E, b"9" * 40), (T, b"t")), f"header {E} beyond year 9999"),
+    (b"id", ((E, b"1"),), f"missing header {T}"),
+    (b"id", ((E, b"1"), (T, b"\xff")), f"header {T} is not valid UTF-8"),
+    (b"id", ((E, b"1"), (T, b"a b")), f"header {T} is not a valid topic name"),
+]
+
+
+@pytest.mark.parametrize(("key", "headers", "reason"), REASONS)
+def test_each_reason_comes_from_its_own_check(
+    key: bytes | None, headers: tuple[tuple[str, bytes | None], ...], reason: str
+) -> None:
+    parsed = parse_record_checked(ConsumedRecord("t", 0, 0, 0, key, b"v", headers))
+    assert isinstance(parsed, Invalid)
+    assert parsed.reason.startswith(reason), parsed.reason
+    assert "unparseable" not in parsed.reason
+
+
+def test_the_safety_net_dead_letters_a_parser_bug(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(record: ConsumedRecord) -> Schedule:
+        raise KeyError("bug")
+
+    monkeypatch.setattr("delayline.contract.records.parse_record_checked", broken)
+    parsed = parse_record(ConsumedRecord("t", 0, 5, 0, b"id", b"v", ()))
+    assert isinstance(parsed, Invalid)
+    assert parsed.reason == "unparseable record: KeyError"

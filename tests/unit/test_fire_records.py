@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -31,10 +33,28 @@ def test_header_codec_round_trips(headers: list[tuple[str, bytes | None]]) -> No
     assert decode_headers(encode_headers(tuple(headers))) == tuple(headers)
 
 
-@pytest.mark.parametrize("data", [b"", b"\x02", encode_headers((("a", b"bc"),))[:-1]])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\x02",
+        encode_headers((("a", b"bc"),))[:-1],  # value cut short
+        b"\x01\x00\x00",  # name length cut short
+        b"\x01\x00\x00\x00\x01a\x00\x00",  # value length cut short
+        b"\x01\x00\x00\x00\x09a",  # name longer than the data
+        b"\x01\xff\xff\xff\xffa",  # negative name length
+    ],
+)
 def test_header_codec_rejects_unknown_or_truncated(data: bytes) -> None:
     with pytest.raises(ValueError, match=r"version|truncated"):
         decode_headers(data)
+
+
+@given(st.binary(max_size=60))
+def test_header_codec_raises_only_value_error_on_any_bytes(data: bytes) -> None:
+    """Its documented error and no other (a truncated length raised struct.error)."""
+    with contextlib.suppress(ValueError):
+        decode_headers(b"\x01" + data)
 
 
 def test_tombstone_names_the_fired_offset_and_parses_back() -> None:

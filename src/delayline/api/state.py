@@ -41,13 +41,16 @@ class ApiState:
             self._brokers = (now_ms, known)
         return known
 
-    def topic_of(self, schedule_id: str) -> str:
-        """The schedules topic a new version of ``schedule_id`` goes to: where it is
-        pending, else the first schedules topic."""
+    def place_of(self, schedule_id: str) -> tuple[str, int | None]:
+        """Where a new version of ``schedule_id`` goes: the topic and partition of its
+        pending version (newest by record time), so compaction removes that version
+        even when another partitioner wrote it; else the first schedules topic and the
+        id's own partition (``None``)."""
         current = self.store.locate(schedule_id)
         if current:
-            return max(current, key=lambda p: p.updated_ms).topic
-        return self.config.topology.schedules_topics[0]
+            newest = max(current, key=lambda p: p.updated_ms)
+            return newest.topic, newest.partition
+        return self.config.topology.schedules_topic, None
 
 
 def api_state(request: Request) -> ApiState:

@@ -44,8 +44,11 @@ class Writers:
             )
         return self._clients[topic]
 
-    async def schedule(self, topic: str, schedule_id: str, body: ScheduleIn) -> Written:
-        """Write ``body`` as the new version of ``schedule_id`` on ``topic``.
+    async def schedule(
+        self, topic: str, schedule_id: str, body: ScheduleIn, partition: int | None = None
+    ) -> Written:
+        """Write ``body`` as the new version of ``schedule_id`` on ``topic`` (in
+        ``partition``, where the current version is, when given).
 
         Raises:
             InvalidScheduleError: the body breaks the contract (422).
@@ -65,13 +68,15 @@ class Writers:
                 at=due,
                 target_key=key,
                 headers=headers,
+                partition=partition,
             )
         )
         return _written(written)
 
-    async def cancel(self, topic: str, schedule_id: str) -> Written:
-        """Write a cancel of ``schedule_id`` on ``topic``."""
-        return _written(await self._bounded(self.client(topic).cancel(schedule_id)))
+    async def cancel(self, topic: str, schedule_id: str, partition: int | None = None) -> Written:
+        """Write a cancel of ``schedule_id`` on ``topic`` (in ``partition`` when given)."""
+        client = self.client(topic)
+        return _written(await self._bounded(client.cancel(schedule_id, partition=partition)))
 
     async def _bounded(self, write: Awaitable[ClientWritten]) -> ClientWritten:
         try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Literal
 
 from delayline.catalog.model import DeadLetter, Version
 from delayline.contract import ConsumedRecord, parse_record
@@ -40,6 +41,17 @@ class Upsert:
     at_ms: int
 
 
+RemoveMode = Literal["exact", "superseded", "fired"]
+"""Which pending version a :class:`Remove` ends:
+
+- ``exact``: the one at ``partition``/``offset`` (history, dead letters);
+- ``superseded``: any older than the record at ``partition``/``offset``/``timestamp_ms``
+  in the order of :func:`delayline.core.versions.supersedes` (a producer's tombstone);
+- ``fired``: one in ``partition`` at or below ``offset`` (delayline's own tombstone names
+  the fired version's offset in the partition it was written to).
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class Remove:
     """A version of ``id`` on ``topic`` is over.
@@ -47,19 +59,22 @@ class Remove:
     Attributes:
         id: Schedule id.
         topic: Schedules topic of the id.
-        offset: The version it is about.
-        exact: Remove the pending version only if its offset is exactly
-            ``offset``; otherwise any version at or below ``offset``.
+        partition: Partition of the version (or tombstone) it is about.
+        offset: Offset of the version (or tombstone) it is about.
+        timestamp_ms: Record timestamp of the tombstone (``superseded`` only).
+        mode: Which pending version it ends.
         version: What to add to the id's history.
         only_if_pending: Add ``version`` only when a pending version was removed.
     """
 
     id: str
     topic: str
+    partition: int
     offset: int
-    exact: bool
+    mode: RemoveMode
     version: Version | None
     only_if_pending: bool
+    timestamp_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,13 +115,21 @@ def _from_schedules(record: ConsumedRecord, *, history_followed: bool) -> list[C
         version = Version(
             "cancelled", record.timestamp_ms, record.topic, record.partition, record.offset
         )
-        return [Remove(parsed.id, record.topic, record.offset, False, version, True)]
+        return [
+            Remove(
+                parsed.id, record.topic, record.partition, record.offset, "superseded",
+                version, True, record.timestamp_ms,
+            )
+        ]  # fmt: skip
     finished = None
     if not history_followed:
         finished = Version(
             "finished", record.timestamp_ms, record.topic, record.partition, parsed.fired_offset
         )
-    return [Remove(parsed.id, record.topic, parsed.fired_offset, False, finished, True)]
+    return [
+        Remove(parsed.id, record.topic, record.partition, parsed.fired_offset, "fired",
+               finished, True)
+    ]  # fmt: skip
 
 
 def _from_history(record: ConsumedRecord) -> list[Change]:
@@ -126,7 +149,7 @@ def _from_history(record: ConsumedRecord) -> list[Change]:
         target_topic=_header_text(record.headers, h.TARGET_TOPIC),
         lateness_ms=None if due_ms is None else record.timestamp_ms - due_ms,
     )
-    return [Remove(schedule_id, topic, offset, True, version, False)]
+    return [Remove(schedule_id, topic, partition, offset, "exact", version, False)]
 
 
 def _from_dead_letter(record: ConsumedRecord) -> list[Change]:
@@ -159,7 +182,7 @@ def _from_dead_letter(record: ConsumedRecord) -> list[Change]:
             reason=reason,
         )
         # Exact: an invalid newer record must not end the older version still held.
-        out.append(Remove(schedule_id, topic, offset, True, version, False))
+        out.append(Remove(schedule_id, topic, partition, offset, "exact", version, False))
     return out
 
 

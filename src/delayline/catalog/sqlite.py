@@ -23,6 +23,8 @@ from delayline.catalog.model import (
 from delayline.catalog.sql import decode_cursor, encode_cursor, filters, select
 from delayline.catalog.store import CatalogStore, Position
 from delayline.contract.codec import decode_headers, encode_headers
+from delayline.core.model import SourceRef
+from delayline.core.versions import supersedes
 from delayline.errors import CatalogError, ConfigError
 
 SCHEMA_VERSION = 1
@@ -287,8 +289,13 @@ def _upsert(conn: sqlite3.Connection, change: Upsert) -> None:
     s = change.schedule
     assert s.source is not None  # parsed records always carry one
     existing = conn.execute(
-        "SELECT created_ms FROM pending WHERE id = ? AND topic = ?", (s.id, s.source.topic)
+        "SELECT created_ms, partition, offset, updated_ms FROM pending WHERE id = ? AND topic = ?",
+        (s.id, s.source.topic),
     ).fetchone()
+    if existing is not None:
+        held = SourceRef(s.source.topic, existing[1], existing[2], existing[3])
+        if not supersedes(s.source, held):
+            return  # an older version, read after a newer one of another partition
     created_ms = change.at_ms if existing is None else existing[0]
     conn.execute(
         f"INSERT OR REPLACE INTO pending ({_PENDING_COLUMNS}) "  # noqa: S608 - fixed names
@@ -302,7 +309,7 @@ def _upsert(conn: sqlite3.Connection, change: Upsert) -> None:
             s.target_topic,
             s.target_key,
             created_ms,
-            change.at_ms,
+            s.source.timestamp_ms,
         ),
     )
     kind = "created" if existing is None else "updated"
@@ -324,12 +331,30 @@ def _upsert(conn: sqlite3.Connection, change: Upsert) -> None:
     )
 
 
+_REMOVE_WHERE = {
+    "exact": ("partition = :p AND offset = :o"),
+    "fired": ("partition = :p AND offset <= :o"),
+    # The pending version is older than the tombstone (delayline.core.versions.supersedes).
+    "superseded": (
+        "((partition = :p AND offset < :o) OR (partition != :p AND "
+        "(updated_ms < :ts OR (updated_ms = :ts AND partition < :p))))"
+    ),
+}
+
+
 def _remove(conn: sqlite3.Connection, change: Remove) -> None:
-    version_matches = "offset = ?" if change.exact else "offset <= ?"
+    args = {
+        "id": change.id,
+        "topic": change.topic,
+        "p": change.partition,
+        "o": change.offset,
+        "ts": change.timestamp_ms,
+    }
     removed = (
         conn.execute(
-            f"DELETE FROM pending WHERE id = ? AND topic = ? AND {version_matches}",  # noqa: S608
-            (change.id, change.topic, change.offset),
+            "DELETE FROM pending WHERE id = :id AND topic = :topic AND "  # noqa: S608
+            + _REMOVE_WHERE[change.mode],
+            args,
         ).rowcount
         > 0
     )

@@ -53,9 +53,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--hold",
         action=argparse.BooleanOptionalAction,
-        default=env_bool("DELAYLINE_DEMO_HOLD") or sys.stdin.isatty(),
+        default=env_bool("DELAYLINE_DEMO_HOLD", default=sys.stdin.isatty()),
         help="keep the pipeline and the admin page running after the demo until Ctrl-C "
-        "[env DELAYLINE_DEMO_HOLD=1; default: when run from a terminal]",
+        "[env DELAYLINE_DEMO_HOLD=1 or 0; default: when run from a terminal]",
     )
     parser.set_defaults(func=_demo)
 

@@ -51,6 +51,7 @@ class SchedulerCore:
         due_ms: int,
         target_key: bytes | str | None,
         headers: HeadersArg,
+        partition: int | None = None,
     ) -> tuple[Schedule, OutgoingRecord]:
         if not isinstance(schedule_id, str):
             raise InvalidScheduleError(
@@ -64,14 +65,30 @@ class SchedulerCore:
             target_key=None if target_key is None else _to_bytes(target_key, "target_key"),
             extra_headers=normalize_headers(headers),
         )
-        partition = partition_for(schedule_id.encode(), self.partitions())
+        partition = self.partition_of(schedule_id, partition)
         return schedule, render_schedule(schedule, self.config.schedules_topic, partition)
 
-    def cancel_record(self, schedule_id: str) -> OutgoingRecord:
+    def cancel_record(self, schedule_id: str, partition: int | None = None) -> OutgoingRecord:
         if not schedule_id or not isinstance(schedule_id, str):
             raise InvalidScheduleError("schedule id must be a non-empty str")
-        partition = partition_for(schedule_id.encode(), self.partitions())
+        partition = self.partition_of(schedule_id, partition)
         return render_cancel(schedule_id, self.config.schedules_topic, partition)
+
+    def partition_of(self, schedule_id: str, given: int | None) -> int:
+        """``given``, checked, or the id's own partition (Java's murmur2 partitioner).
+
+        Raises:
+            InvalidScheduleError: ``given`` is not a partition of the schedules topic.
+        """
+        count = self.partitions()
+        if given is None:
+            return partition_for(schedule_id.encode(), count)
+        if isinstance(given, bool) or not isinstance(given, int) or not 0 <= given < count:
+            raise InvalidScheduleError(
+                f"partition must be 0 to {count - 1} ({self.config.schedules_topic} has "
+                f"{count}), got {given!r}"
+            )
+        return given
 
     def retry_record(
         self,

@@ -67,12 +67,13 @@ class AsyncScheduler:
         delay: timedelta | float | None = None,
         target_key: bytes | str | None = None,
         headers: HeadersArg = None,
+        partition: int | None = None,
     ) -> Written:
         """Write a schedule; see :meth:`Scheduler.schedule`."""
         due_ms = self._core.due_ms(at, delay)
         await self._ensure_partitions()
         schedule, record = self._core.schedule_record(
-            id, payload, target_topic, due_ms, target_key, headers
+            id, payload, target_topic, due_ms, target_key, headers, partition
         )
         return await self._send(id, record, schedule)
 
@@ -87,10 +88,10 @@ class AsyncScheduler:
         )
         return await self._send(schedule_id, record, schedule)
 
-    async def cancel(self, id: str) -> Written:
-        """Write a cancel (tombstone) for ``id``."""
+    async def cancel(self, id: str, *, partition: int | None = None) -> Written:
+        """Write a cancel (tombstone) for ``id``; see :meth:`Scheduler.cancel`."""
         await self._ensure_partitions()
-        return await self._send(id, self._core.cancel_record(id), None)
+        return await self._send(id, self._core.cancel_record(id, partition), None)
 
     async def schedule_retry(
         self,

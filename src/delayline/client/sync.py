@@ -60,6 +60,7 @@ class Scheduler:
         delay: timedelta | float | None = None,
         target_key: bytes | str | None = None,
         headers: HeadersArg = None,
+        partition: int | None = None,
     ) -> Schedule:
         """Queue a schedule: deliver ``payload`` to ``target_topic`` at ``at`` or after ``delay``.
 
@@ -73,6 +74,9 @@ class Scheduler:
             delay: Relative due time, a timedelta or seconds.
             target_key: Key of the delivered record; ``None`` delivers a null key.
             headers: Extra headers carried onto the delivered record.
+            partition: Write to this partition instead of the id's own (Java's murmur2
+                partitioner): to replace or cancel a version another partitioner wrote,
+                so that compaction removes it.
 
         Returns:
             The schedule as written.
@@ -84,7 +88,7 @@ class Scheduler:
         """
         due_ms = self._core.due_ms(at, delay)
         schedule, record = self._core.schedule_record(
-            id, payload, target_topic, due_ms, target_key, headers
+            id, payload, target_topic, due_ms, target_key, headers, partition
         )
         self._send(id, record)
         return schedule
@@ -110,9 +114,16 @@ class Scheduler:
         self._send(schedule.id, record)
         return schedule_id
 
-    def cancel(self, id: str) -> None:
-        """Queue a cancel (tombstone) for ``id``. Cancelling an unknown id is harmless."""
-        self._send(id, self._core.cancel_record(id))
+    def cancel(self, id: str, *, partition: int | None = None) -> None:
+        """Queue a cancel (tombstone) for ``id``. Cancelling an unknown id is harmless.
+
+        Args:
+            id: Schedule id.
+            partition: Write to this partition instead of the id's own (Java's murmur2
+                partitioner): to replace or cancel a version another partitioner wrote,
+                so that compaction removes it.
+        """
+        self._send(id, self._core.cancel_record(id, partition))
 
     def schedule_retry(
         self,

@@ -35,7 +35,7 @@ def decode_headers(data: bytes) -> Headers:
     """Decode what :func:`encode_headers` wrote.
 
     Raises:
-        ValueError: unknown version or truncated data.
+        ValueError: unknown version, truncated data, or a name that is not UTF-8.
     """
     if not data or data[0] != _VERSION:
         raise ValueError(f"unknown header encoding version {data[:1]!r}")
@@ -43,17 +43,25 @@ def decode_headers(data: bytes) -> Headers:
     pos = 1
     end = len(data)
     while pos < end:
-        (name_len,) = _LEN.unpack_from(data, pos)
-        pos += 4
-        name = data[pos : pos + name_len].decode("utf-8")
+        name_len, pos = _length(data, pos)
+        if name_len < 0 or pos + name_len > end:
+            raise ValueError("truncated header encoding (name)")
+        name = data[pos : pos + name_len].decode("utf-8")  # UnicodeDecodeError is a ValueError
         pos += name_len
-        (value_len,) = _LEN.unpack_from(data, pos)
-        pos += 4
+        value_len, pos = _length(data, pos)
         if value_len < 0:
             out.append((name, None))
-        else:
-            out.append((name, data[pos : pos + value_len]))
-            pos += value_len
-        if pos > end:
-            raise ValueError("truncated header encoding")
+            continue
+        if pos + value_len > end:
+            raise ValueError("truncated header encoding (value)")
+        out.append((name, data[pos : pos + value_len]))
+        pos += value_len
     return tuple(out)
+
+
+def _length(data: bytes, pos: int) -> tuple[int, int]:
+    """The 4-byte length at ``pos`` and the position after it."""
+    if pos + _LEN.size > len(data):
+        raise ValueError("truncated header encoding (length)")
+    (length,) = _LEN.unpack_from(data, pos)
+    return length, pos + _LEN.size

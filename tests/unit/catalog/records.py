@@ -26,10 +26,15 @@ def schedule(
 
 
 def cancel(
-    sid: str, offset: int, *, fired_offset: int | None = None, ts: int = 2_000
+    sid: str,
+    offset: int,
+    *,
+    fired_offset: int | None = None,
+    ts: int = 2_000,
+    partition: int = 0,
 ) -> ConsumedRecord:
     headers = () if fired_offset is None else ((h.FIRED_OFFSET, str(fired_offset).encode()),)
-    return ConsumedRecord(SCHEDULES, 0, offset, ts, sid.encode(), None, headers)
+    return ConsumedRecord(SCHEDULES, partition, offset, ts, sid.encode(), None, headers)
 
 
 def fired(

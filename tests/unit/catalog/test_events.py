@@ -46,4 +46,6 @@ def test_invalid_dead_letter_removes_only_the_exact_version() -> None:
     )
     _, remove = changes_for(record, Role.DEAD_LETTER, history_followed=True)
     assert isinstance(remove, Remove)
-    assert (remove.id, remove.topic, remove.offset, remove.exact) == ("id-1", "sched", 99, True)
+    assert (remove.id, remove.topic, remove.partition, remove.offset, remove.mode) == (
+        "id-1", "sched", 1, 99, "exact",
+    )  # fmt: skip

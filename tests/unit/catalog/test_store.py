@@ -5,11 +5,12 @@ from __future__ import annotations
 import base64
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from delayline.catalog import MAX_PAGE, CatalogStore, PendingQuery, SqliteCatalog
+from delayline.catalog import MAX_PAGE, CatalogStore, Pending, PendingQuery, SqliteCatalog
 from delayline.errors import CatalogError, ConfigError
 from tests.unit.catalog.records import (
     SCHEDULES,
@@ -62,6 +63,42 @@ def test_own_tombstone_spares_a_newer_version(store: CatalogStore) -> None:
     assert current.offset == 1
     store.apply(changes(cancel("a", 3, fired_offset=1)), {})
     assert store.get("a")[0] == []
+
+
+def test_cancel_written_by_another_partitioner_removes_the_pending_version(
+    store: CatalogStore,
+) -> None:
+    """Scheduled into partition 2 (a high offset), cancelled into partition 0 (a low one)."""
+    store.apply(changes(schedule("a", 900, 50_000, partition=2, ts=1_000)), {})
+    store.apply(changes(cancel("a", 3, partition=0, ts=2_000)), {})
+    assert store.get("a")[0] == []
+    assert kinds(store, "a") == ["created", "cancelled"]
+
+
+def test_an_older_cancel_of_another_partition_spares_the_pending_version(
+    store: CatalogStore,
+) -> None:
+    store.apply(changes(schedule("a", 0, 50_000, partition=2, ts=5_000)), {})
+    store.apply(changes(cancel("a", 900, partition=0, ts=2_000)), {})
+    (current,), _ = store.get("a")
+    assert (current.partition, current.offset) == (2, 0)
+
+
+def test_versions_across_partitions_are_ordered_by_timestamp(store: CatalogStore) -> None:
+    """The follower reads partitions independently: an older version of another
+    partition may arrive after a newer one and must not replace it."""
+    store.apply(changes(schedule("a", 900, 50_000, partition=1, ts=1_000)), {})
+    store.apply(changes(schedule("a", 5, 60_000, partition=3, ts=3_000, payload=b"v2")), {})
+    store.apply(changes(schedule("a", 7, 70_000, partition=0, ts=2_000, payload=b"v1")), {})
+    (current,), _ = store.get("a")
+    assert (current.partition, current.offset, current.payload) == (3, 5, b"v2")
+
+
+def test_own_tombstone_ends_only_the_version_of_its_partition(store: CatalogStore) -> None:
+    store.apply(changes(schedule("a", 4, 50_000, partition=2, ts=5_000)), {})
+    store.apply(changes(cancel("a", 9, fired_offset=6, partition=0, ts=6_000)), {})
+    (current,), _ = store.get("a")
+    assert (current.partition, current.offset) == (2, 4)
 
 
 def test_fired_from_history_records_lateness(store: CatalogStore) -> None:
@@ -121,7 +158,7 @@ def test_walking_every_page_yields_each_schedule_once_in_order(
         page = store.pending(
             PendingQuery(sort=sort, descending=descending, limit=60, cursor=cursor)  # type: ignore[arg-type]
         )
-        key = {
+        key: Callable[[Pending], tuple[object, ...]] = {
             "due": lambda p: (p.due_ms, p.id),
             "id": lambda p: (p.id,),
             "created": lambda p: (p.created_ms, p.id),
@@ -174,7 +211,7 @@ def test_apply_is_all_or_nothing(store: CatalogStore) -> None:
     store.apply(changes(schedule("a", 0, 1)), {(SCHEDULES, 0): 1})
     broken = [*changes(schedule("b", 1, 1)), object()]
     with pytest.raises(TypeError):
-        store.apply(broken, {(SCHEDULES, 0): 2})  # type: ignore[list-item]
+        store.apply(broken, {(SCHEDULES, 0): 2})  # type: ignore[arg-type]
     assert ids(store) == ["a"]
     assert store.positions() == {(SCHEDULES, 0): 1}
 

@@ -119,8 +119,8 @@ async def create_schedule(request: Request, body: ScheduleCreate) -> Written:
     any producer. Answers once Kafka acknowledged the record."""
     state = api_state(request)
     schedule_id = body.id or str(uuid.uuid4())
-    topic = await run_in_threadpool(state.topic_of, schedule_id)
-    return await state.writers.schedule(topic, schedule_id, body)
+    topic, partition = await run_in_threadpool(state.place_of, schedule_id)
+    return await state.writers.schedule(topic, schedule_id, body, partition)
 
 
 @router.put(
@@ -135,8 +135,8 @@ async def replace_schedule(request: Request, schedule_id: str, body: ScheduleIn)
     """Write a new version of ``schedule_id`` (created if it is not pending)."""
     _check_id(schedule_id)
     state = api_state(request)
-    topic = await run_in_threadpool(state.topic_of, schedule_id)
-    return await state.writers.schedule(topic, schedule_id, body)
+    topic, partition = await run_in_threadpool(state.place_of, schedule_id)
+    return await state.writers.schedule(topic, schedule_id, body, partition)
 
 
 @router.delete(
@@ -158,15 +158,17 @@ async def cancel_schedule(
     _check_id(schedule_id)
     state = api_state(request)
     current = await run_in_threadpool(state.store.locate, schedule_id)
-    topics = sorted({p.topic for p in current})
-    if not topics and force:
-        topics = [state.config.topology.schedules_topics[0]]
-    if not topics:
+    # One tombstone in each partition holding a pending version: compaction then removes
+    # them all, whichever partitioner wrote them.
+    places: list[tuple[str, int | None]] = sorted({(p.topic, p.partition) for p in current})
+    if not places and force:
+        places = [(state.config.topology.schedules_topic, None)]
+    if not places:
         raise HTTPException(
             status.HTTP_404_NOT_FOUND,
             f"no pending schedule with id {schedule_id!r} (force=true cancels anyway)",
         )
-    records = [await state.writers.cancel(topic, schedule_id) for topic in topics]
+    records = [await state.writers.cancel(t, schedule_id, p) for t, p in places]
     return WrittenMany(id=schedule_id, records=records)
 
 

@@ -48,10 +48,11 @@ def create_app(config: ApiConfig, clock: Clock | None = None) -> FastAPI:
         follower = CatalogFollower(
             store,
             FollowConfig(config.topology, retention_ms=config.catalog_retention_ms),
+            clock,
         )
         writers = Writers(config.topology.bootstrap_servers, config.request_timeout_ms, clock)
         app.state.api = ApiState(config, store, follower, writers, clock or SystemClock())
-        app.state.metrics = ApiMetrics(store, follower)
+        app.state.metrics = ApiMetrics(store, follower, clock)
         follower.start()
         log.info("api serving catalog %s", config.catalog_path)
         try:

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from delayline.catalog import CatalogFollower, CatalogStore
+from delayline.core.clock import Clock, SystemClock
 
 # Label values come from this set only: a client must not be able to mint series.
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
@@ -20,16 +21,17 @@ _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"
 class CatalogCollector(Collector):
     """Reads the catalog and its follower at scrape time."""
 
-    def __init__(self, store: CatalogStore, follower: CatalogFollower) -> None:
+    def __init__(self, store: CatalogStore, follower: CatalogFollower, clock: Clock) -> None:
         self.store = store
         self.follower = follower
+        self.clock = clock
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         status = self.follower.status()
         yield GaugeMetricFamily(
             "delayline_catalog_pending",
             "Pending schedules in the catalog.",
-            value=self.store.stats(int(time.time() * 1000), window_minutes=1).pending,
+            value=self.store.stats(self.clock.now_ms(), window_minutes=1).pending,
         )
         lag = GaugeMetricFamily(
             "delayline_catalog_lag_records", "Records not yet in the catalog.", labels=["topic"]
@@ -57,7 +59,9 @@ class CatalogCollector(Collector):
 class ApiMetrics:
     """The API's registry, with request counts and durations by route."""
 
-    def __init__(self, store: CatalogStore, follower: CatalogFollower) -> None:
+    def __init__(
+        self, store: CatalogStore, follower: CatalogFollower, clock: Clock | None = None
+    ) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "delayline_api_requests",
@@ -71,7 +75,7 @@ class ApiMetrics:
             ["route"],
             registry=self.registry,
         )
-        self.registry.register(CatalogCollector(store, follower))
+        self.registry.register(CatalogCollector(store, follower, clock or SystemClock()))
 
     async def middleware(
         self, request: Request, call_next: Callable[[Request], Awaitable[Response]]

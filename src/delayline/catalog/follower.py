@@ -18,6 +18,7 @@ from confluent_kafka import (
 
 from delayline.catalog.events import Change, Role, changes_for
 from delayline.catalog.store import CatalogStore, Position
+from delayline.core.clock import Clock, SystemClock
 from delayline.core.topology import Topology
 from delayline.kafka.reader import private_consumer, to_consumed_record
 
@@ -83,9 +84,12 @@ class CatalogFollower:
     twice or skipped.
     """
 
-    def __init__(self, store: CatalogStore, config: FollowConfig) -> None:
+    def __init__(
+        self, store: CatalogStore, config: FollowConfig, clock: Clock | None = None
+    ) -> None:
         self.store = store
         self.config = config
+        self.clock = clock or SystemClock()
         self.caught_up = threading.Event()
         self._roles = config.roles()
         self._stop = threading.Event()
@@ -164,7 +168,7 @@ class CatalogFollower:
     def _prune(self) -> None:
         if self.config.retention_ms is None:
             return
-        removed = self.store.prune(int(time.time() * 1000) - self.config.retention_ms)
+        removed = self.store.prune(self.clock.now_ms() - self.config.retention_ms)
         if removed:
             log.info("catalog: forgot %d entries older than the retention", removed)
 

@@ -178,7 +178,8 @@ def _write(bootstrap: str, schedules: str, target: str, config: DemoConfig, out:
 
 
 def _watch(seen: DeliveryCollector, plan: Plan, target: str, out: Out) -> bool:
-    deadline = time.monotonic() + (max(plan.due_ms.values()) - time.time() * 1000) / 1000 + 30
+    last_due_in_s = (max(plan.due_ms.values()) - seen.clock.now_ms()) / 1000
+    deadline = time.monotonic() + last_due_in_s + 30
     shown = 0
     while time.monotonic() < deadline:
         deliveries = seen.snapshot()

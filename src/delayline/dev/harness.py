@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 
 from delayline.contract.headers import KEY
+from delayline.core.clock import Clock, SystemClock
 from delayline.infra.broker import pid_alive
 from delayline.infra.procs import tree
 from delayline.kafka.reader import private_consumer, to_consumed_record
@@ -150,9 +151,13 @@ class Delivery:
 
 
 class DeliveryCollector:
-    """Consumes topics from the beginning with ``read_committed`` in a thread."""
+    """Consumes topics from the beginning with ``read_committed`` in a thread; each
+    delivery is stamped with its arrival time from ``clock``."""
 
-    def __init__(self, bootstrap_servers: str, topics: Sequence[str]) -> None:
+    def __init__(
+        self, bootstrap_servers: str, topics: Sequence[str], clock: Clock | None = None
+    ) -> None:
+        self.clock = clock or SystemClock()
         self._consumer = private_consumer(
             bootstrap_servers, "collector", overrides={"topic.metadata.refresh.interval.ms": 1000}
         )
@@ -193,7 +198,7 @@ class DeliveryCollector:
             msg = self._consumer.poll(0.1)
             if msg is None or msg.error() is not None:
                 continue
-            arrival = time.time_ns() // 1_000_000
+            arrival = self.clock.now_ms()
             r = to_consumed_record(msg)
             delivery = Delivery(
                 r.topic, r.partition, r.offset, r.timestamp_ms, arrival, r.key, r.value, r.headers

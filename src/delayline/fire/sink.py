@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -20,7 +19,7 @@ from delayline.contract import (
     render_tombstone,
 )
 from delayline.core.clock import Clock, SystemClock
-from delayline.fire.transactional import TransactionalFirer
+from delayline.fire.transactional import Firing, TransactionalFirer
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
 from delayline.stores.hold import Hold
@@ -44,7 +43,8 @@ class BatchReport:
     counts: Counter[str] = field(default_factory=Counter)
     lateness_ms: list[int] = field(default_factory=list)
     committed: bool = True
-    finished_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
+    finished_ms: int = 0
+    """When the batch finished (set by the sink from its clock)."""
 
     def summary(self) -> dict[str, Any]:
         """Counts with the lateness list reduced to count, p50 and max (for ``/progress``)."""
@@ -134,11 +134,16 @@ class FireSink:
     def __call__(self, frame: Any, batch_id: int) -> None:
         rows = self.hold.batch_events(frame, batch_id)
         report = BatchReport(batch_id)
-        records: list[OutgoingRecord] = []
+        records: list[OutgoingRecord | Firing] = []
         timers: list[int] = []
         for row in rows:
             report.counts[_count_kind(row)] += 1
-            records.extend(to_records(row, self.config))
+            if row["kind"] == r.FIRE:  # a refused delivery becomes a dead letter
+                topology = self.config.topology
+                schedule = r.event_schedule(row)
+                records.append(Firing(schedule, topology.dead_letter_topic, topology.history_topic))
+            else:
+                records.extend(to_records(row, self.config))
             if row["kind"] in r.TIMER_KINDS and row["due_ms"] is not None:
                 timers.append(int(row["due_ms"]))
         if timers and self.on_timers is not None:

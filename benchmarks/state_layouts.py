@@ -4,7 +4,7 @@ Measures ingest alone (no fire stage, schedules due an hour later) for three
 layouts of the hold, each reading the same N schedules from a fresh topic of a
 private broker with a fresh checkpoint:
 
-* ``per-id`` : delayline's hold (:class:`delayline.stores.spark_state.HoldProcessor`),
+* ``per-id`` : delayline's hold as the pipeline builds it (``hold_for(config).stage``),
   one grouping key per schedule id: value state plus one timer.
 * ``shard-map``: one key per (topic, hash(id) mod S); a map state id -> schedule
   (one read and one write per schedule, what an id index for cancels and updates
@@ -46,8 +46,9 @@ from delayline.kafka.produce import produce
 from delayline.kafka.topics import create_topic
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
-from delayline.pipeline.job import hold, read_schedules
+from delayline.pipeline.job import read_schedules
 from delayline.pipeline.session import build_session
+from delayline.stores.hold import hold_for
 
 SLOT_MS = 1_000
 SHARDS = 8
@@ -117,7 +118,7 @@ class SlotList(StatefulProcessor):
 def layout(name: str, schedules: DataFrame, config: PipelineConfig) -> DataFrame:
     shard = F.abs(F.xxhash64("gkey")) % SHARDS
     if name == "per-id":
-        return hold(schedules, config)
+        return hold_for(config).stage(schedules)
     if name == "shard-map":
         return (
             schedules.withColumn("shard", shard)

@@ -4,14 +4,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup system jars lint test test-unit test-integration test-browser api demo broker-start broker-stop clean
+.PHONY: setup system jars js lint test test-unit test-integration test-browser api demo broker-start broker-stop clean
 
 # Create the venv and install delayline with its dev tools; redone when pyproject changes.
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "delayline needs Python >= 3.11")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[all,dev]'
 	@touch $@
 
 setup: system $(STAMP) jars
@@ -24,11 +24,20 @@ system:
 jars: $(STAMP)
 	$(BIN)/delayline jars
 
-lint: $(STAMP)
+# ESLint for the admin page's JavaScript, from package-lock.json; redone when it changes.
+JS_STAMP := node_modules/.installed
+$(JS_STAMP): package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+
+js: $(JS_STAMP)
+
+lint: $(STAMP) js
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
-	$(BIN)/mypy
-	$(BIN)/mypy benchmarks/*.py
+	$(BIN)/mypy  # src, tests and benchmarks: [tool.mypy] files in pyproject.toml
+	npx eslint src/delayline/admin/static
+	node --test tests/js/
 
 test: setup lint
 	$(BIN)/pytest tests

@@ -21,11 +21,6 @@ CHROMIUM_ENV = "DELAYLINE_CHROMIUM"
 SHOTS = ARTIFACTS / "browser"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/browser" in str(item.fspath):
-            item.add_marker(pytest.mark.slow)
-
 
 @dataclass
 class Stack:

@@ -9,12 +9,6 @@ import pytest
 from tests.support import RunningPipeline, running_pipeline
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/e2e" in str(item.fspath):
-            item.add_marker(pytest.mark.slow)
-
-
 @pytest.fixture(scope="module")
 def pipeline(
     kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory

@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
+from delayline.client.partitioner import partition_for
 from delayline.core.topology import Topology
 from delayline.dev.harness import DeliveryCollector
 from delayline.kafka.config import kafka_client_config
@@ -30,6 +31,7 @@ from tests.support import (
 )
 
 TOKEN = "e2e-token"
+SCHEDULES_PARTITIONS = 3  # tests.support.make_topics
 
 
 @dataclass
@@ -329,3 +331,58 @@ def test_binary_payload_key_and_header_round_trip(api: Api) -> None:
         (delivery,) = seen.wait_for(lambda d: len(d) >= 1, timeout_s=30)
     assert (delivery.key, delivery.value) == (key, raw)
     assert ("blob", b"\xfe") in delivery.headers
+
+
+def _foreign_partition(sid: str, partitions: int) -> int:
+    """A partition other than the one delayline's (Java-compatible) partitioner picks."""
+    return (partition_for(sid.encode(), partitions) + 1) % partitions
+
+
+def _write_foreign(api: Api, sid: str, target: str, due_s: float) -> None:
+    """Write a schedule as a producer with another partitioner would: to a partition
+    delayline's own client would not choose for this id."""
+    producer = Producer(kafka_client_config(api.pipeline.bootstrap))
+    producer.produce(
+        api.pipeline.topics.schedules,
+        key=sid.encode(),
+        value=b"foreign",
+        partition=_foreign_partition(sid, SCHEDULES_PARTITIONS),
+        headers=[("scheduler-epoch", f"{due_s:.3f}".encode()), ("scheduler-target-topic",
+                 target.encode())],
+    )  # fmt: skip
+    producer.flush(10)
+
+
+def test_scheduled_with_one_partitioner_cancelled_with_another(api: Api) -> None:
+    """The cancel lands in another partition (at a lower offset) than the schedule: the
+    pipeline must not deliver it and the catalog must not keep it pending."""
+    target = api.pipeline.target()
+    sid = f"api-xpart-{target}"
+    with DeliveryCollector(api.pipeline.bootstrap, [target]) as seen:
+        _write_foreign(api, sid, target, time.time() + 8)
+        eventually(lambda: api.pending_ids(sid) == [sid], 15, "foreign schedule pending")
+        with api.pipeline.client() as client:  # murmur2: another partition
+            client.cancel(sid)
+        eventually(lambda: api.pending_ids(sid) == [], 15, "cancel seen by the catalog")
+        time.sleep(8 + LATENESS_TOLERANCE_MS / 1000)
+        assert seen.snapshot() == [], "a cancelled schedule was delivered"
+    assert api.versions(sid) == ["created", "cancelled"]
+
+
+def test_api_updates_and_cancels_in_the_partition_of_the_pending_version(api: Api) -> None:
+    """An update through the API goes where the foreign version is, so compaction
+    replaces it; the update is what fires."""
+    target = api.pipeline.target()
+    sid = f"api-xupd-{target}"
+    foreign = _foreign_partition(sid, SCHEDULES_PARTITIONS)
+    with DeliveryCollector(api.pipeline.bootstrap, [target]) as seen:
+        _write_foreign(api, sid, target, time.time() + 600)
+        eventually(lambda: api.pending_ids(sid) == [sid], 15, "foreign schedule pending")
+        updated = api.http.put(f"/schedules/{sid}", json=body(target, delay_ms=2_000))
+        assert updated.status_code == 202, updated.text
+        assert updated.json()["partition"] == foreign
+        (delivery,) = seen.wait_for(lambda d: len(d) >= 1, timeout_s=30)
+        time.sleep(1)
+        assert len(seen.snapshot()) == 1
+    assert delivery.value == b'{"ok": true}'
+    eventually(lambda: api.versions(sid) == ["created", "updated", "fired"], 20, "fired")

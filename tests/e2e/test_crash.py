@@ -9,7 +9,7 @@ from pathlib import Path
 
 from delayline.client import ClientConfig, Scheduler
 from delayline.core.clock import ms_to_datetime
-from delayline.dev.harness import DeliveryCollector, PipelineProcess
+from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
 from tests.support import ARTIFACTS, make_topics, pipeline_args
 
@@ -57,7 +57,11 @@ def test_sigkill_three_times_during_1000_schedules(kafka_bootstrap: str, tmp_pat
         for kill in range(KILLS):
             # Kill while work is in flight: after some deliveries, before all of them.
             target_count = (kill + 1) * TOTAL // (KILLS + 2)
-            seen.wait_for(lambda d, n=target_count: len(d) >= n, timeout_s=180)
+
+            def enough(d: list[Delivery], n: int = target_count) -> bool:
+                return len(d) >= n
+
+            seen.wait_for(enough, timeout_s=180)
             pipeline.kill()
             pipeline.start()
             pipeline.wait_ready()
@@ -73,13 +77,13 @@ def test_sigkill_three_times_during_1000_schedules(kafka_bootstrap: str, tmp_pat
     early = [d for d in deliveries if d.timestamp_ms < due[d.schedule_id or ""]]
     assert not early, f"{len(early)} delivered early"
     for d in deliveries:
-        i = (d.schedule_id or "").split("-")[1]
-        assert (d.key, d.value) == (f"k{i}".encode(), f"payload-{i}".encode())
+        n = (d.schedule_id or "").split("-")[1]
+        assert (d.key, d.value) == (f"k{n}".encode(), f"payload-{n}".encode())
     _report(deliveries, due, started_ms)
 
 
-def _report(deliveries: list, due: dict[str, int], started_ms: int) -> None:
-    lateness = sorted(d.arrival_ms - due[d.schedule_id] for d in deliveries)
+def _report(deliveries: list[Delivery], due: dict[str, int], started_ms: int) -> None:
+    lateness = sorted(d.arrival_ms - due[d.schedule_id or ""] for d in deliveries)
     print(
         f"\n{len(deliveries)} delivered exactly once across {KILLS} SIGKILLs; "
         f"lateness p50 {lateness[len(lateness) // 2]} ms, p99 {lateness[int(len(lateness) * 0.99)]} ms, "

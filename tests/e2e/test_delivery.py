@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Message, Producer
 
 from delayline.client import partition_for
 from delayline.contract import parse_record
-from delayline.core.model import Cancel
+from delayline.core.model import Cancel, Invalid, Schedule
 from delayline.dev.harness import Delivery, DeliveryCollector
 from delayline.kafka.reader import read_topic
-from tests.support import LATENESS_TOLERANCE_MS, RunningPipeline
+from tests.support import LATENESS_TOLERANCE_MS, RunningPipeline, eventually
 
 
 def now_ms() -> int:
@@ -42,7 +44,10 @@ def test_on_time_with_exact_key_value_headers(pipeline: RunningPipeline) -> None
                 for i in range(5)
             ]
         ids = {w.id for w in written}
-        mine = lambda d: [x for x in d if x.schedule_id in ids]  # noqa: E731 - the history topic is shared
+
+        def mine(d: list[Delivery]) -> list[Delivery]:  # the history topic is shared
+            return [x for x in d if x.schedule_id in ids]
+
         seen.wait_for(lambda d: len(mine(d)) >= 10, timeout_s=30)
         time.sleep(1)  # a duplicate, if any, would arrive now
         deliveries = mine(seen.snapshot())
@@ -50,7 +55,10 @@ def test_on_time_with_exact_key_value_headers(pipeline: RunningPipeline) -> None
     history = [d for d in deliveries if d.topic == pipeline.topics.history]
     assert len(on_target) == len(history) == 5
     records = read_topic(pipeline.bootstrap, pipeline.topics.schedules)
-    latest = {p.id: p for p in map(parse_record, records)}
+    latest: dict[str, Schedule | Cancel] = {}
+    for parsed in map(parse_record, records):
+        assert not isinstance(parsed, Invalid), parsed
+        latest[parsed.id] = parsed
     for schedule in written:
         (d,) = by_id(on_target)[schedule.id]
         assert d.key == schedule.target_key
@@ -173,14 +181,21 @@ def test_our_tombstone_never_cancels_a_newer_version(pipeline: RunningPipeline) 
         partition = partition_for(b"raced", 3)
         offsets: list[int] = []
 
-        def write(value: bytes | None, headers: list[tuple[str, bytes]]) -> None:
+        def delivered(_err: KafkaError | None, msg: Message) -> None:
+            offset = msg.offset()
+            assert offset is not None
+            offsets.append(offset)
+
+        def write(value: bytes | None, headers: list[tuple[str, str | bytes | None]]) -> None:
             producer.produce(
                 topic, key=b"raced", value=value, headers=headers, partition=partition,
-                on_delivery=lambda err, msg: offsets.append(msg.offset()),
+                on_delivery=delivered,
             )  # fmt: skip
             producer.flush(10)
 
-        due = lambda s: str((now_ms() + s * 1000) / 1000).encode()  # noqa: E731
+        def due(s: int) -> bytes:
+            return str((now_ms() + s * 1000) / 1000).encode()
+
         write(b"v1", [("scheduler-epoch", due(60)), ("scheduler-target-topic", target.encode())])
         write(b"v2", [("scheduler-epoch", due(4)), ("scheduler-target-topic", target.encode())])
         write(None, [("delayline-fired-offset", str(offsets[0]).encode())])
@@ -207,7 +222,7 @@ def test_our_tombstone_never_cancels_a_newer_version(pipeline: RunningPipeline) 
 
 # A null key cannot reach the pipeline: the broker refuses keyless records on a
 # compacted topic (and fails their whole batch). The unit tests cover that case.
-MALFORMED: list[tuple[bytes | None, list[tuple[str, bytes]], str]] = [
+MALFORMED: list[tuple[bytes | None, list[tuple[str, str | bytes | None]], str]] = [
     (b"", [("scheduler-epoch", b"1"), ("scheduler-target-topic", b"t")], "missing schedule id"),
     (b"\xff\xfe", [("scheduler-epoch", b"1"), ("scheduler-target-topic", b"t")], "not valid UTF-8"),
     (b"m-no-topic", [("scheduler-epoch", b"1")], "missing header scheduler-target-topic"),
@@ -232,11 +247,19 @@ def test_malformed_records_go_to_the_dead_letter_topic_and_good_ones_flow(
     topic = pipeline.topics.schedules
     producer = Producer({"bootstrap.servers": pipeline.bootstrap})
     where: dict[int, str] = {}
+
+    def record_where(i: int) -> Callable[[KafkaError | None, Message], None]:
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            if err is None:
+                where[i] = f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
+
+        return delivered
+
     with DeliveryCollector(pipeline.bootstrap, [target, pipeline.topics.dead_letters]) as seen:
         for i, (key, headers, _reason) in enumerate(MALFORMED):
             producer.produce(
                 topic, key=key, value=f"bad-{i}".encode(), headers=headers,
-                on_delivery=lambda err, msg, i=i: err or where.__setitem__(i, f"{msg.topic()}/{msg.partition()}/{msg.offset()}"),
+                on_delivery=record_where(i),
             )  # fmt: skip
         producer.flush(10)
         assert sorted(where) == list(range(len(MALFORMED))), "every malformed record was written"
@@ -255,7 +278,9 @@ def test_malformed_records_go_to_the_dead_letter_topic_and_good_ones_flow(
         assert letter.key == key
         assert list(letter.headers[: len(headers)]) == headers, "input headers unchanged"
         added = dict(letter.headers[len(headers) :])
-        assert reason in added["delayline-error"].decode(), (reason, added)
+        error = added["delayline-error"]
+        assert error is not None
+        assert reason in error.decode(), (reason, added)
         assert added["delayline-source"] == where[i].encode()
     assert [d.value for d in deliveries if d.topic == target] == [b"good"]
     assert sum(
@@ -263,3 +288,58 @@ def test_malformed_records_go_to_the_dead_letter_topic_and_good_ones_flow(
         for d in deliveries
         if d.topic == pipeline.topics.dead_letters and d.value and d.value.startswith(b"bad-")
     ) == len(MALFORMED)
+
+
+def test_the_log_has_no_line_per_schedule(pipeline: RunningPipeline) -> None:
+    """300 new schedules (held, not yet due) leave a handful of batch lines, not one
+    Spark warning per schedule (there were 618 for 300)."""
+    target = pipeline.target()
+    before = len(pipeline.process.log_since_start().splitlines())
+    count = 300
+    with pipeline.client() as client:
+        for i in range(count):
+            client.schedule(f"quiet-{i}-{target}", b"x", target, delay=timedelta(hours=1))
+
+    def planned() -> int:
+        lines = pipeline.process.log_since_start().splitlines()[before:]
+        return sum(int(m) for m in re.findall(r"planned (\d+)", "\n".join(lines)))
+
+    eventually(lambda: planned() >= count, 60, f"{count} schedules planned")
+    added = pipeline.process.log_since_start().splitlines()[before:]
+    assert "doesn't contain a value" not in "\n".join(added)
+    assert len(added) < count // 10, "\n".join(added[-20:])
+
+
+def test_an_invalid_record_after_a_held_schedule_cannot_compact_it_away(
+    pipeline: RunningPipeline,
+) -> None:
+    """Compaction keeps the last record of a key in a partition. An invalid record with
+    the id of a held schedule lands last; the pipeline dead-letters it and appends the
+    held schedule after it, so the topic (what --rebuild and a rebuilt catalog read)
+    still ends with the schedule; it is delivered once, on time."""
+    target = pipeline.target()
+    sid = f"hidden-{target}"
+    topic = pipeline.topics.schedules
+    with DeliveryCollector(pipeline.bootstrap, [target]) as seen:
+        with pipeline.client() as client:
+            client.schedule(sid, b"keep me", target, delay=timedelta(seconds=12))
+        partition = partition_for(sid.encode(), 3)
+        producer = Producer({"bootstrap.servers": pipeline.bootstrap})
+        producer.produce(topic, key=sid.encode(), value=b"junk", partition=partition,
+                         headers=[("scheduler-epoch", b"soon")])  # fmt: skip
+        producer.flush(10)
+
+        def last_of_key() -> Schedule | None:
+            mine = [
+                rec for rec in read_topic(pipeline.bootstrap, topic)
+                if rec.key == sid.encode() and rec.partition == partition
+            ]  # fmt: skip
+            parsed = parse_record(mine[-1]) if len(mine) >= 3 else None
+            return parsed if isinstance(parsed, Schedule) else None
+
+        kept = eventually(last_of_key, 20, "the held schedule written again after the junk")
+        assert kept.payload == b"keep me"
+        (delivery,) = seen.wait_for(lambda d: len(d) >= 1, timeout_s=40)
+        time.sleep(1)
+        assert len(seen.snapshot()) == 1
+    assert delivery.value == b"keep me"

@@ -87,7 +87,7 @@ def test_schedule_and_cancel(kafka_bootstrap: str) -> None:
     assert cancelled.returncode == 0, cancelled.stderr
 
     parsed = [(r.partition, parse_record(r)) for r in read_topic(kafka_bootstrap, topic)]
-    by_id: dict[str, list] = {}
+    by_id: dict[str, list[tuple[int, Schedule | Cancel]]] = {}
     for partition, p in parsed:
         assert isinstance(p, Schedule | Cancel)
         by_id.setdefault(p.id, []).append((partition, p))

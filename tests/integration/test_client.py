@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from confluent_kafka import Producer
 
-from delayline.client import AsyncScheduler, ClientConfig, Scheduler, partition_for
+from delayline.client import AsyncScheduler, ClientConfig, Scheduler, Written, partition_for
 from delayline.client.retry import ATTEMPT, ORIGINAL_TIMESTAMP
 from delayline.contract import parse_record
 from delayline.core.clock import ManualClock
-from delayline.core.model import Cancel, Schedule
+from delayline.core.model import Cancel, Invalid, Schedule
 from delayline.dev.testing import create_topic
 from delayline.errors import InvalidScheduleError, KafkaUnavailableError, TopicConfigError
 from delayline.infra.broker import free_port
@@ -93,7 +93,7 @@ def test_plain_producer_records_parse_identically_and_partition_alike(
     """A producer that knows only the header contract (librdkafka's Java-compatible
     partitioner) writes what the delayline client writes."""
     plain = Producer({"bootstrap.servers": kafka_bootstrap, "partitioner": "murmur2_random"})
-    headers = [
+    headers: list[tuple[str, str | bytes | None]] = [
         ("scheduler-epoch", b"1935817689.250"),
         ("scheduler-target-topic", b"reminders"),
         ("scheduler-target-key", b"cust-7"),
@@ -141,7 +141,10 @@ def test_delay_send_later_and_retry_use_the_injected_clock(
         retry = client.schedule_retry("r", b"p", "t", previous_headers={ATTEMPT: "1", "x": "y"})
     assert delayed.due_ms == 1_900_000_090_000
     assert retry.due_ms == 1_900_000_010_000
-    parsed = {p.id: p for p in map(parse_record, read_topic(kafka_bootstrap, schedules))}
+    parsed: dict[str, Schedule | Cancel] = {}
+    for p in map(parse_record, read_topic(kafka_bootstrap, schedules)):
+        assert not isinstance(p, Invalid), p
+        parsed[p.id] = p
     later = parsed[later_id]
     assert isinstance(later, Schedule)
     assert (later.due_ms, later.target_key, later.payload) == (1_900_000_300_000, b"k", b"v")
@@ -155,7 +158,7 @@ def test_delay_send_later_and_retry_use_the_injected_clock(
 def test_async_client_reports_where_each_record_landed(
     kafka_bootstrap: str, schedules: str
 ) -> None:
-    async def write() -> list:
+    async def write() -> list[Written]:
         async with AsyncScheduler(config(kafka_bootstrap, schedules)) as client:
             return list(
                 await asyncio.gather(

@@ -14,7 +14,8 @@ from delayline.kafka.topics import TopicsConfig, ensure_topics
 def cleanup_policy(bootstrap: str, topic: str) -> str:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    return admin.describe_configs([resource])[resource].result(10)["cleanup.policy"].value
+    policy: str = admin.describe_configs([resource])[resource].result(10)["cleanup.policy"].value
+    return policy
 
 
 def partitions(bootstrap: str, topic: str) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from delayline.bench import sampler as s
@@ -52,7 +54,7 @@ def test_delivery_figures_count_early_duplicates_and_losses() -> None:
     assert f["visible_per_s"] == round(3 / 0.6)
 
 
-def result(scenario: str, quick: bool, **figures: object) -> dict:
+def result(scenario: str, quick: bool, **figures: object) -> dict[str, Any]:
     base = {"early": 0, "duplicates": 0, "lost": 0}
     return {
         "scenario": scenario,

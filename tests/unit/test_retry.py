@@ -1,3 +1,5 @@
+from typing import Any
+
 import pytest
 
 from delayline.client.config import RetryPolicy
@@ -29,7 +31,7 @@ def test_custom_policy() -> None:
         {"max_attempts": 0},
     ],
 )
-def test_policy_rejects_nonsense(kwargs: dict) -> None:
+def test_policy_rejects_nonsense(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="need"):
         RetryPolicy(**kwargs)
 

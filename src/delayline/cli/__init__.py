@@ -7,7 +7,8 @@ import logging
 import sys
 
 from delayline import __version__
-from delayline.cli import api, bench, broker, demo, jars, listing, produce, run, topics
+from delayline.cli import api, bench, broker, jars, listing, produce, run, topics
+from delayline.cli.extras import MissingExtraError, add_unavailable, missing_extras
 from delayline.errors import DelaylineError
 from delayline.kafka.config import RDKAFKA_LOGGER
 
@@ -28,14 +29,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="more log output (-vv includes librdkafka)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (broker, topics, produce, listing, run, api, bench, jars, demo):
+    for module in (broker, topics, produce, listing, run, api, bench, jars):
         module.register(sub)
+    _register_demo(sub)
     return parser
+
+
+def _register_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``demo`` runs the pipeline and the API; its module imports them on import."""
+    missing = missing_extras("pipeline", "api")
+    if missing:
+        add_unavailable(sub, "demo", missing, help="see delayline work")
+        return
+    from delayline.cli import demo  # noqa: PLC0415 - imports FastAPI and uvicorn
+
+    demo.register(sub)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``delayline`` console script."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "ignores_arguments", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")  # as parse_args does
     level = (
         logging.WARNING
         if args.verbose == 0
@@ -48,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         RDKAFKA_LOGGER.setLevel(logging.DEBUG)
     try:
         return int(args.func(args))
+    except MissingExtraError as exc:
+        print(exc, file=sys.stderr)  # one line: which extra to install
+        return 1
     except DelaylineError as exc:
         hint = " (retriable)" if exc.retriable else ""
         print(f"delayline: error: {exc}{hint}", file=sys.stderr)

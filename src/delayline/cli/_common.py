@@ -44,9 +44,23 @@ def env_flag(
     )
 
 
-def env_bool(env: str) -> bool:
-    """Whether environment variable ``env`` is set to a true value (1, true, yes, on)."""
-    return os.environ.get(env, "").strip().lower() in {"1", "true", "yes", "on"}
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def env_bool(env: str, default: bool = False) -> bool:
+    """The boolean environment variable ``env``: 1/true/yes/on or 0/false/no/off;
+    ``default`` when unset or empty, so an explicit false always wins.
+
+    Raises:
+        ConfigError: the variable holds something else.
+    """
+    raw = os.environ.get(env, "").strip().lower()
+    if not raw:
+        return default
+    if raw in _TRUE or raw in _FALSE:
+        return raw in _TRUE
+    raise ConfigError(f"environment variable {env}={raw!r}: use 1/true/yes/on or 0/false/no/off")
 
 
 def add_bootstrap(parser: argparse.ArgumentParser) -> None:

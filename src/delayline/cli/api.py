@@ -14,6 +14,7 @@ from delayline.cli._common import (
     say,
     topology_from,
 )
+from delayline.cli.extras import require_extras
 from delayline.core.units import parse_duration_ms
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _api(args: argparse.Namespace) -> int:
+    require_extras("api", "api")
     from delayline.api.config import ApiConfig  # noqa: PLC0415 - FastAPI loads only for api
     from delayline.api.server import serve  # noqa: PLC0415
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from delayline.cli._common import env_bool, env_flag, say
+from delayline.cli.extras import require_extras
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -80,6 +81,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    require_extras("bench", "bench")  # the catalog scenario too: report.machine() needs pyspark
     from delayline.bench import report  # noqa: PLC0415 - loads pyspark, matplotlib
     from delayline.bench.baseline import measure_baseline  # noqa: PLC0415
     from delayline.bench.run import close_env, open_env, progress, start_pipeline  # noqa: PLC0415

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-import httpx
-
 from delayline.cli._common import env_flag, say
+from delayline.cli.extras import require_extras
 from delayline.errors import ApiUnavailableError, ConfigError
 
 
@@ -41,6 +40,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
+    require_extras("list", "api")
+    import httpx  # noqa: PLC0415 - in the api extra, not in the client's install
+
     if args.id and args.contains:
         raise ConfigError("give --id or --contains, not both")
     params: dict[str, str | int] = {"limit": args.limit}

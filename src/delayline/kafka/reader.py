@@ -82,42 +82,57 @@ def read_topic(
     )
     deadline = time.monotonic() + timeout_ms / 1000
     try:
-        try:
-            metadata = consumer.list_topics(topic, timeout=timeout_ms / 1000)
-        except KafkaException as exc:
-            raise KafkaUnavailableError(
-                f"Kafka at {bootstrap_servers} did not answer: {exc}"
-            ) from exc
-        info = metadata.topics.get(topic)
-        if info is None or info.error is not None:
-            raise TopicConfigError(f"topic {topic!r} does not exist")
-        pending: dict[int, int] = {}
-        for p in info.partitions:
-            low, high = _watermarks(consumer, TopicPartition(topic, p), deadline)
-            if high > low:
-                pending[p] = high
+        pending = _end_offsets(consumer, bootstrap_servers, topic, timeout_ms, deadline)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
-        out: list[ConsumedRecord] = []
-        while pending:
-            if time.monotonic() > deadline:
-                raise KafkaUnavailableError(f"reading {topic} did not finish in {timeout_ms} ms")
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            error = msg.error()
-            if error is not None:
-                # EOF is reached early when the tail holds only transaction markers.
-                if error.code() == KafkaError._PARTITION_EOF:
-                    pending.pop(msg.partition() or 0, None)
-                    continue
-                raise KafkaUnavailableError(f"reading {topic}: {error}")
-            record = to_consumed_record(msg)
-            out.append(record)
-            if record.offset + 1 >= pending.get(record.partition, 0):
-                pending.pop(record.partition, None)
+        out = _read_to_ends(consumer, topic, pending, timeout_ms, deadline)
         return sorted(out, key=lambda r: (r.partition, r.offset))
     finally:
         consumer.close()
+
+
+def _end_offsets(
+    consumer: Consumer, bootstrap_servers: str, topic: str, timeout_ms: int, deadline: float
+) -> dict[int, int]:
+    """The end offset of each partition of ``topic`` that holds records."""
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout_ms / 1000)
+    except KafkaException as exc:
+        raise KafkaUnavailableError(f"Kafka at {bootstrap_servers} did not answer: {exc}") from exc
+    info = metadata.topics.get(topic)
+    if info is None or info.error is not None:
+        raise TopicConfigError(f"topic {topic!r} does not exist")
+    ends: dict[int, int] = {}
+    for p in info.partitions:
+        low, high = _watermarks(consumer, TopicPartition(topic, p), deadline)
+        if high > low:
+            ends[p] = high
+    return ends
+
+
+def _read_to_ends(
+    consumer: Consumer, topic: str, pending: dict[int, int], timeout_ms: int, deadline: float
+) -> list[ConsumedRecord]:
+    """Poll until each partition in ``pending`` (partition -> end offset, emptied on
+    the way) is read to its end."""
+    out: list[ConsumedRecord] = []
+    while pending:
+        if time.monotonic() > deadline:
+            raise KafkaUnavailableError(f"reading {topic} did not finish in {timeout_ms} ms")
+        msg = consumer.poll(0.2)
+        if msg is None:
+            continue
+        error = msg.error()
+        if error is not None:
+            # EOF is reached early when the tail holds only transaction markers.
+            if error.code() == KafkaError._PARTITION_EOF:
+                pending.pop(msg.partition() or 0, None)
+                continue
+            raise KafkaUnavailableError(f"reading {topic}: {error}")
+        record = to_consumed_record(msg)
+        out.append(record)
+        if record.offset + 1 >= pending.get(record.partition, 0):
+            pending.pop(record.partition, None)
+    return out
 
 
 _NO_LEADER_YET = frozenset(

@@ -21,7 +21,6 @@ CHROMIUM_ENV = "DELAYLINE_CHROMIUM"
 SHOTS = ARTIFACTS / "browser"
 
 
-
 @dataclass
 class Stack:
     url: str

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 _MAIN_CLASS = "kafka.Kafka"
 _STORAGE_TOOL = "kafka.tools.StorageTool"
+_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,9 @@ class BrokerConfig:
         start_timeout_ms: How long ``start`` waits for the broker to answer.
         stop_timeout_ms: Grace period after SIGTERM before SIGKILL.
         jar_cache_dir: Jar cache; the default cache when ``None``.
+        acls: Enforce ACLs (KRaft's ``StandardAuthorizer``) so tests can deny an
+            operation. Every principal may do everything on a resource that has no
+            ACL, so nothing changes until an ACL is added. Off by default.
     """
 
     data_dir: Path = field(default_factory=lambda: Path(".delayline/broker"))
@@ -64,6 +68,7 @@ class BrokerConfig:
     start_timeout_ms: int = 90_000
     stop_timeout_ms: int = 30_000
     jar_cache_dir: Path | None = None
+    acls: bool = False
 
     @property
     def host(self) -> str:
@@ -105,6 +110,9 @@ class LocalBroker:
             raise ConfigError("client and controller ports must differ")
         self.config = config
         self.data_dir = config.data_dir.resolve()
+        # The broker process this object started, kept so that it is reaped by stop()
+        # and never garbage-collected while it runs (Popen warns then).
+        self._process: subprocess.Popen[bytes] | None = None
         self.log_file = self.data_dir / "broker.log"
         self.pid_file = self.data_dir / "broker.pid"
         self._lock_file = self.data_dir / "broker.lock"
@@ -151,6 +159,7 @@ class LocalBroker:
         finally:
             # The broker inherited the lock; our copy is no longer needed.
             os.close(lock_fd)
+        self._process = proc
         self.pid_file.write_text(f"{proc.pid}\n")
         progress(f"broker pid {proc.pid}, waiting for {self.config.bootstrap_servers}")
         self._wait_ready(proc)
@@ -179,6 +188,9 @@ class LocalBroker:
             os.kill(pid, signal.SIGKILL)
             while pid_alive(pid):
                 time.sleep(0.05)
+        if self._process is not None and self._process.pid == pid:
+            self._process.wait()
+        self._process = None
         self.pid_file.unlink(missing_ok=True)
         return pid
 
@@ -228,6 +240,10 @@ class LocalBroker:
             # Compaction of the schedules topic kicks in quickly on a dev box.
             "log.cleaner.backoff.ms": "5000",
         }
+        if c.acls:
+            props["authorizer.class.name"] = _AUTHORIZER
+            # An ACL on a resource restricts that resource only.
+            props["allow.everyone.if.no.acl.found"] = "true"
         self._props.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         (self.data_dir / "log4j2.xml").write_text(_LOG4J2)
 

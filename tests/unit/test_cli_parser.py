@@ -106,7 +106,13 @@ def test_demo_hold_env_wins_over_the_terminal_default(
     assert build_parser().parse_args(["demo"]).hold is held
 
 
-def test_a_boolean_env_var_with_junk_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_boolean_env_var_with_junk_is_one_clear_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("DELAYLINE_DEMO_HOLD", "maybe")
     with pytest.raises(ConfigError, match="DELAYLINE_DEMO_HOLD='maybe'"):
         build_parser()
+    assert main(["--version"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("delayline: error: environment variable DELAYLINE_DEMO_HOLD='maybe'")
+    assert "Traceback" not in err

@@ -76,3 +76,27 @@ def test_waker_writes_at_due_times_heartbeats_and_retries_without_sleeping() -> 
     assert waker.tick() == 1_006_100 + HEARTBEAT  # nothing planned: the heartbeat
     assert written == [1_000_000, 1_006_100]
     assert waker.wakes_written == 2
+
+
+def test_a_failed_write_while_polling_is_retried_after_a_second_not_at_once() -> None:
+    clock = ManualClock(1_000_000)
+    attempts: list[int] = []
+
+    def write(now_ms: int) -> bool:
+        attempts.append(now_ms)
+        if len(attempts) == 2:
+            raise RuntimeError("broker gone")  # a raising writer must not end the waker
+        return len(attempts) > 3
+
+    waker = Waker("unused:9092", "wake", HEARTBEAT, poll_ms=200, clock=clock, write=write)
+    assert waker.tick() == 1_001_000  # failed: the next try in RETRY_MS, not the poll
+    clock.advance(999)
+    assert waker.tick() == 1_001_000
+    clock.advance(1)
+    assert waker.tick() == 1_002_000  # raised: treated as failed
+    clock.advance(1_000)
+    assert waker.tick() == 1_003_000
+    clock.advance(1_000)
+    assert waker.tick() == 1_003_200  # written: back to polling
+    assert attempts == [1_000_000, 1_001_000, 1_002_000, 1_003_000]
+    assert waker.wakes_written == 1

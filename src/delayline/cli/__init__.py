@@ -9,7 +9,7 @@ import sys
 from delayline import __version__
 from delayline.cli import api, bench, broker, jars, listing, produce, run, topics
 from delayline.cli.extras import MissingExtraError, add_unavailable, missing_extras
-from delayline.errors import DelaylineError
+from delayline.errors import ConfigError, DelaylineError
 from delayline.kafka.config import RDKAFKA_LOGGER
 
 
@@ -48,7 +48,11 @@ def _register_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``delayline`` console script."""
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except ConfigError as exc:  # a bad environment variable, read while building flags
+        print(f"delayline: error: {exc}", file=sys.stderr)
+        return 2
     args, unknown = parser.parse_known_args(argv)
     if unknown and not getattr(args, "ignores_arguments", False):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")  # as parse_args does

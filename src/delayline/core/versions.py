@@ -11,6 +11,13 @@ partition count grew. Offsets of different partitions say nothing about order, s
 
 The hold, the catalog and the API all use :func:`supersedes`; nothing else compares
 versions.
+
+Assumption: the record timestamps of one id's versions grow with the time they were
+written (``CreateTime`` from producers whose clocks agree, or ``LogAppendTime``). When
+they do not, for example two producers with skewed clocks writing to different
+partitions, the rule is still deterministic for a given set of records, but readers
+that see the same records in a different order (the hold sorts a batch by partition,
+the catalog reads in arrival order) can settle on different versions.
 """
 
 from __future__ import annotations

@@ -63,6 +63,9 @@ class PipelineConfig:
             raise ConfigError("max lateness must not be negative")
         if self.heartbeat_interval_ms < 1_000:
             raise ConfigError("heartbeat interval must be at least 1 s")
+        if self.hold == "memory" and not self.wake:
+            # Its query keeps no Spark state, so Spark runs no batch without input.
+            raise ConfigError("the memory hold needs the waker: drop --no-wake")
         if self.wake and self.wake_topic_name in self.topology.schedules_topics:
             raise ConfigError("the wake topic must not be a schedules topic")
 

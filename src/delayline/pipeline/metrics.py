@@ -32,6 +32,7 @@ _COUNTED = {
     "missed": (r.MISSED,),
     "expired": (r.EXPIRED,),
     "stale": (r.STALE,),
+    "retired": (r.RETIRE,),
 }
 
 

@@ -2,7 +2,7 @@
 
 Spark runs a micro-batch for every trigger interval when a processing-time
 ``transformWithState`` has timers, data or not; each empty batch costs about
-300-500 ms of CPU on two cores, so an idle pipeline used 55-71% of a core. With
+300-500 ms of CPU on two cores, so an idle pipeline used 55-119% of a core. With
 ``spark.sql.streaming.noDataMicroBatches.enabled`` off, Spark runs a batch only
 when a source has new records. The :class:`Waker` appends one small record to the
 pipeline's wake topic when a held timer falls due (and every heartbeat interval,
@@ -12,13 +12,15 @@ its start time, exactly as an empty batch did.
 Where the due times come from:
     * While running: every ``planned`` and ``updated`` event of the hold carries
       its timer's due time (:meth:`Waker.add`).
-    * After a restart: the timers stored in the checkpoint, read once with Spark's
-      state data source (:func:`checkpoint_timers`). Until they are loaded the
-      waker wakes the pipeline every trigger interval, as Spark itself would, so
-      nothing is late while they load.
+    * After a restart: what the hold says is pending
+      (:meth:`delayline.stores.hold.Hold.pending_due_times`; for the Spark hold, the
+      timers stored in the checkpoint, read once with Spark's state data source).
+      Until they are loaded the waker wakes the pipeline every trigger interval, as
+      Spark itself would, so nothing is late while they load.
 
 Guarantee: every timer reported to the waker gets a wake record at or after its
-due time, at most :data:`GRANULARITY_MS` after it (a failed write is retried).
+due time, at most :data:`GRANULARITY_MS` after it while Kafka takes the writes; a
+failed write is retried every :data:`RETRY_MS` until one succeeds.
 Extra wake records (for cancelled schedules, or from another pipeline) only cost
 a batch; they never change what fires.
 """
@@ -134,6 +136,7 @@ class Waker:
         self._cond = threading.Condition()
         self._stopped = False
         self._last_wake_ms = self.clock.now_ms() - heartbeat_ms  # wake at once
+        self._retry_at_ms: int | None = None  # after a failed write: the next attempt
         self._producer: Producer | None = None
         if write is None:
             self._producer = Producer(
@@ -184,18 +187,25 @@ class Waker:
             if self._next_ms(now) > now:
                 return self._next_ms(now)
             self._plan.take_due(now)
-        # Not written: try again in RETRY_MS, as if a heartbeat were due then.
-        written = self._write(now)
+        try:
+            written = self._write(now)
+        except Exception:  # any failure to write means: retry, never end the thread
+            log.exception("waker: writing a wake record failed; retrying")
+            written = False
         with self._cond:
-            self._last_wake_ms = now if written else now - self.heartbeat_ms + RETRY_MS
             if written:
+                self._last_wake_ms, self._retry_at_ms = now, None
                 self.wakes_written += 1
+            else:
+                # Whatever was due stays due: the next record that gets through wakes it.
+                self._retry_at_ms = now + RETRY_MS
             return self._next_ms(now)
 
     def _next_ms(self, now_ms: int) -> int:
-        return next_wake_ms(
-            self._plan, now_ms, self._last_wake_ms, self.heartbeat_ms, self._poll_ms
-        )
+        if self._retry_at_ms is not None:
+            return self._retry_at_ms
+        last, beat, poll = self._last_wake_ms, self.heartbeat_ms, self._poll_ms
+        return next_wake_ms(self._plan, now_ms, last, beat, poll)
 
     def _run(self) -> None:
         while True:

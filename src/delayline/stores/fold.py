@@ -18,6 +18,12 @@ that id in each micro-batch and :func:`fire` when its timer is due. The rules:
   partition (delayline's tombstone of an older version, or an invalid record with the
   same key), the held version is written again after it (``rewrite``), so a rebuild or
   a rebuilt catalog still finds it.
+* **Nothing the hold dropped may come back from the compacted topic.** A version
+  replaced or cancelled by a record of another partition, or one that arrives stale
+  from another partition, would stay last of its key in its own partition forever, and
+  a rebuild could read it without what replaced it. It is ``retired``: delayline writes
+  its own tombstone for exactly that version into its partition (unless a later record
+  of the key in that partition is in the same batch).
 * **Due on arrival fires.** A version already due when its batch runs fires in that
   batch (counted as ``missed`` too); the same holds for timers that fell due while the
   pipeline was down.
@@ -28,7 +34,9 @@ that id in each micro-batch and :func:`fire` when its timer is due. The rules:
   events: what makes the fire stage's exactly-once check sound.
 
 All records of an id in one batch are folded before anything fires, so a schedule
-followed by its cancel in one batch (a rebuild reads both at once) never fires.
+followed by its cancel in the same batch never fires. Across batches the hold knows only
+what it holds: a version read in a later batch than a newer cancel from another
+partition (possible when ``max_offsets_per_trigger`` splits a backlog) is planned.
 """
 
 from __future__ import annotations
@@ -55,6 +63,9 @@ MISSED = "missed"
 REWRITE = "rewrite"
 """Append the held version to the schedules topic again: a record compaction would keep
 instead of it now sits after it in its partition."""
+RETIRE = "retire"
+"""Write delayline's tombstone for a version dropped in favour of another partition's
+record, into the version's own partition, so compaction removes it."""
 TIMER_KINDS = (PLANNED, UPDATED)
 """Events that carry the due time of a newly set timer."""
 KINDS = (
@@ -68,6 +79,7 @@ KINDS = (
     STALE,
     MISSED,
     REWRITE,
+    RETIRE,
 )
 EXPIRED = "expired"
 """The dead-letter reason of a schedule later than the maximum lateness."""
@@ -81,7 +93,7 @@ class HoldEvent:
         kind: One of :data:`KINDS`.
         at_ms: The batch time it was decided at.
         id: The schedule id, when the record had a valid one.
-        schedule: For FIRE, REWRITE and an expired DEAD: the version concerned.
+        schedule: For FIRE, REWRITE, RETIRE and an expired DEAD: the version concerned.
         record: For an invalid DEAD: the record as read.
         due_ms: For PLANNED and UPDATED: the timer now set.
         reason: For DEAD: the dead-letter reason.
@@ -133,7 +145,21 @@ def fold(
     # so a cancel read before an older version from another partition still wins.
     newest: SourceRef | None = None if held is None else held.source
     hidden = False  # a record compaction keeps instead of ``current`` follows it
-    for record in sorted(records, key=lambda x: (x.partition, x.offset)):
+    ordered = sorted(records, key=lambda x: (x.partition, x.offset))
+    last_in = {x.partition: x.offset for x in ordered}  # per partition, in this batch
+    retired: list[SourceRef] = []
+
+    def retire(dropped: Schedule | None, by: SourceRef) -> None:
+        """Retire ``dropped`` if ``by`` (another partition's record) strands it."""
+        at = None if dropped is None else dropped.source
+        if dropped is None or at is None or at.partition == by.partition:
+            return  # compaction of its own partition removes it
+        if last_in.get(at.partition, -1) > at.offset or at in retired:
+            return
+        retired.append(at)
+        events.append(HoldEvent(RETIRE, now_ms, dropped.id, schedule=dropped))
+
+    for record in ordered:
         parsed = parse_record(record)
         source = record.source
         if isinstance(parsed, Invalid):
@@ -147,10 +173,15 @@ def fold(
             events.append(HoldEvent(kind, now_ms, parsed.id))
         elif newest is not None and not supersedes(source, newest):
             events.append(HoldEvent(STALE, now_ms, parsed.id))
+            if isinstance(parsed, Schedule):
+                retire(parsed, newest)
         elif isinstance(parsed, Cancel):
-            events.append(HoldEvent(CANCELLED if current else UNKNOWN_CANCEL, now_ms, parsed.id))
+            kind = UNKNOWN_CANCEL if current is None else CANCELLED
+            events.append(HoldEvent(kind, now_ms, parsed.id))
+            retire(current, source)
             current, newest, hidden = None, source, False
         else:
+            retire(current, source)
             current, newest, hidden = parsed, source, False
     return _settle(held, current, hidden, events, now_ms, max_lateness_ms)
 

@@ -8,6 +8,7 @@ runs of the shared hold suite and for trying the pipeline without Spark state
 from __future__ import annotations
 
 import heapq
+import threading
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -48,6 +49,8 @@ class MemoryHold(Hold):
         self.clock = clock or SystemClock()
         self._held: dict[Key, Schedule] = {}
         self._timers: list[tuple[int, Key]] = []
+        # Batches run on the query's thread, due_times() on the pipeline's timers thread.
+        self._lock = threading.Lock()
 
     def offer(self, records: Iterable[ConsumedRecord], now_ms: int) -> list[HoldEvent]:
         """Apply one micro-batch's records at batch time ``now_ms``, then fire what is
@@ -55,6 +58,10 @@ class MemoryHold(Hold):
         by_key: dict[Key, list[ConsumedRecord]] = defaultdict(list)
         for record in records:
             by_key[(record.topic, record.key or b"")].append(record)
+        with self._lock:
+            return self._offer(by_key, now_ms)
+
+    def _offer(self, by_key: dict[Key, list[ConsumedRecord]], now_ms: int) -> list[HoldEvent]:
         events: list[HoldEvent] = []
         for key in sorted(by_key):
             folded = fold(self._held.get(key), by_key[key], now_ms, self.config.max_lateness_ms)
@@ -65,10 +72,14 @@ class MemoryHold(Hold):
                 self._held[key] = folded.held
             if folded.timer_to is not None:
                 heapq.heappush(self._timers, (folded.timer_to, key))
-        return events + self.advance(now_ms)
+        return events + self._advance(now_ms)
 
     def advance(self, now_ms: int) -> list[HoldEvent]:
         """Fire every held version due by ``now_ms`` (a micro-batch without records)."""
+        with self._lock:
+            return self._advance(now_ms)
+
+    def _advance(self, now_ms: int) -> list[HoldEvent]:
         events: list[HoldEvent] = []
         while self._timers and self._timers[0][0] <= now_ms:
             due_ms, key = heapq.heappop(self._timers)
@@ -85,7 +96,8 @@ class MemoryHold(Hold):
 
     def due_times(self) -> list[int]:
         """Due times of every pending version, earliest first."""
-        return sorted(s.due_ms for s in self._held.values())
+        with self._lock:
+            return sorted(s.due_ms for s in self._held.values())
 
     def stage(self, records: DataFrame) -> DataFrame:
         return records

@@ -151,9 +151,16 @@ def test_versions_across_partitions_are_ordered_by_timestamp(hold: Driver) -> No
     """A high offset in one partition is not newer than a low one in another."""
     hold.batch([rec(1000, due_s=1010, partition=0, ts=NOW - 50)], NOW)
     updated = hold.batch([rec(5, due_s=1020, value=b"v2", partition=2, ts=NOW - 10)], NOW + 1)
-    assert kinds(updated) == [k.UPDATED]
+    # The replaced version stays last in partition 0: retired there, so a rebuild that
+    # reads partition 0 alone cannot bring it back.
+    assert [(e.kind, e.partition, e.offset) for e in updated] == [
+        (k.RETIRE, 0, 1000), (k.UPDATED, None, None),
+    ]  # fmt: skip
     older = rec(6, due_s=1030, value=b"v0", partition=3, ts=NOW - 60)
-    assert kinds(hold.batch([older], NOW + 2)) == [k.STALE]
+    stale = hold.batch([older], NOW + 2)
+    assert [(e.kind, e.partition, e.offset) for e in stale] == [
+        (k.STALE, None, None), (k.RETIRE, 3, 6),
+    ]  # fmt: skip
     (fired,) = hold.batch([], 1_020_000)
     assert (fired.kind, fired.value, fired.partition) == (k.FIRE, b"v2", 2)
 
@@ -161,14 +168,17 @@ def test_versions_across_partitions_are_ordered_by_timestamp(hold: Driver) -> No
 def test_equal_timestamps_across_partitions_the_higher_partition_wins(hold: Driver) -> None:
     out = hold.batch([rec(9, due_s=1010, value=b"p1", partition=1),
                       rec(0, due_s=1020, value=b"p3", partition=3)], NOW)  # fmt: skip
-    assert kinds(out) == [k.PLANNED]
+    assert [(e.kind, e.offset) for e in out] == [(k.RETIRE, 9), (k.PLANNED, None)]
     assert hold.held_offset(TOPIC, "a") == 0
 
 
 def test_cancel_written_by_another_partitioner_cancels(hold: Driver) -> None:
     """Scheduled through one partitioner (partition 0), cancelled through another (2)."""
     hold.batch([rec(40, due_s=1010, partition=0, ts=NOW - 50)], NOW)
-    assert kinds(hold.batch([tomb(3, partition=2, ts=NOW - 10)], NOW + 1)) == [k.CANCELLED]
+    out = hold.batch([tomb(3, partition=2, ts=NOW - 10)], NOW + 1)
+    assert [(e.kind, e.partition, e.offset) for e in out] == [
+        (k.CANCELLED, None, None), (k.RETIRE, 0, 40),
+    ]  # fmt: skip
     assert hold.batch([], 1_010_000) == []
 
 
@@ -178,7 +188,7 @@ def test_cancel_read_before_an_older_version_of_another_partition_still_wins(
     """In one batch the cancel (partition 0) sorts before the schedule (partition 2) it
     cancels; the schedule is older by timestamp, so it must not be planned."""
     batch = [tomb(3, partition=0, ts=NOW - 10), rec(40, due_s=1010, partition=2, ts=NOW - 50)]
-    assert kinds(hold.batch(batch, NOW)) == [k.UNKNOWN_CANCEL, k.STALE]
+    assert kinds(hold.batch(batch, NOW)) == [k.UNKNOWN_CANCEL, k.STALE, k.RETIRE]
     assert hold.batch([], 1_010_000) == []
 
 
@@ -197,6 +207,41 @@ def test_own_tombstone_in_another_partition_keeps_the_newer_version_without_rewr
     hold.batch([rec(4, due_s=1010, partition=2, ts=NOW - 10)], NOW)
     assert kinds(hold.batch([tomb(8, fired=3, partition=0, ts=NOW)], NOW + 1)) == [k.STALE]
     assert hold.held_offset(TOPIC, "a") == 4
+
+
+def test_no_retire_when_a_later_record_of_its_partition_is_in_the_batch(hold: Driver) -> None:
+    """What a rebuild reads: the retired version is followed by delayline's tombstone in
+    its own partition, so it is not retired again."""
+    out = hold.batch([rec(40, due_s=1010, partition=0, ts=NOW - 50), tomb(41, fired=40, partition=0,
+                      ts=NOW - 5), rec(3, due_s=1020, partition=2, ts=NOW - 10)], NOW)  # fmt: skip
+    assert kinds(out) == [k.CANCELLED, k.PLANNED]
+    assert hold.held_offset(TOPIC, "a") == 3
+
+
+def test_the_retire_tombstone_read_back_leaves_the_newer_version(hold: Driver) -> None:
+    hold.batch([rec(40, due_s=1010, partition=0, ts=NOW - 50)], NOW)
+    hold.batch([rec(3, due_s=1020, partition=2, ts=NOW - 10)], NOW + 1)
+    assert kinds(hold.batch([tomb(41, fired=40, partition=0, ts=NOW)], NOW + 2)) == [k.STALE]
+    assert hold.held_offset(TOPIC, "a") == 3
+    (fired,) = hold.batch([], 1_020_000)
+    assert (fired.kind, fired.partition) == (k.FIRE, 2)
+
+
+def test_replaced_then_cancelled_in_one_batch(hold: Driver) -> None:
+    hold.batch([rec(0, due_s=1010)], NOW)
+    assert kinds(hold.batch([rec(1, due_s=1020), tomb(2)], NOW + 1)) == [k.CANCELLED]
+    assert hold.held_offset(TOPIC, "a") is None
+    assert hold.batch([], 1_020_000) == []
+
+
+def test_a_rewrite_read_back_keeps_one_timer(hold: Driver) -> None:
+    """The rewritten copy comes back as a newer version with the same due time: one
+    timer, one delivery."""
+    hold.batch([rec(0, due_s=1010)], NOW)
+    assert kinds(hold.batch([rec(5, due_s=1010)], NOW + 1)) == [k.UPDATED]
+    (fired,) = hold.batch([], 1_010_000)
+    assert (fired.kind, fired.offset) == (k.FIRE, 5)
+    assert hold.batch([], 1_020_000) == []
 
 
 def test_replayed_batch_emits_the_same_events() -> None:

@@ -1,19 +1,47 @@
-"""Shared pytest configuration: the integration broker lives here so that every
-test directory that needs Kafka shares one broker per session."""
+"""Shared pytest configuration: the markers each test folder implies, and the
+integration broker, so that every test directory that needs Kafka shares one broker
+per session."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from delayline.dev.testing import session_broker, unique_topic
 
+TESTS = Path(__file__).parent
+
+# The one place that maps a test folder to its markers (registered in pyproject.toml):
+# `-m "not slow"`, `-m integration`, `-m "not browser"` select by folder through it.
+FOLDER_MARKERS: dict[str, tuple[str, ...]] = {
+    "unit": (),
+    "integration": ("integration",),
+    "e2e": ("e2e", "slow"),
+    "browser": ("browser", "slow"),
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test by the folder it lives in (a new folder must join the table)."""
+    for item in items:
+        parts = item.path.relative_to(TESTS).parts if item.path.is_relative_to(TESTS) else ()
+        if len(parts) < 2:
+            continue
+        if parts[0] not in FOLDER_MARKERS:
+            raise pytest.UsageError(
+                f"tests/{parts[0]} has no entry in FOLDER_MARKERS (tests/conftest.py)"
+            )
+        for marker in FOLDER_MARKERS[parts[0]]:
+            item.add_marker(marker)
+
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Bootstrap address of the session's real broker (or $DELAYLINE_TEST_BOOTSTRAP)."""
-    with session_broker(tmp_path_factory.mktemp("broker")) as bootstrap:
+    # ACLs enforced so a test can deny a write; nothing is denied until one does.
+    with session_broker(tmp_path_factory.mktemp("broker"), acls=True) as bootstrap:
         yield bootstrap
 
 

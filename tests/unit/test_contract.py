@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from delayline.contract import (
@@ -12,6 +14,7 @@ from delayline.contract import (
     render_schedule,
     render_tombstone,
 )
+from delayline.contract.topics import target_topic_problem, topic_name_problem
 from delayline.core.model import Cancel, Headers, Invalid, Schedule
 from delayline.errors import InvalidScheduleError
 
@@ -204,8 +207,41 @@ def test_build_schedule_writes_control_headers_first() -> None:
         ({"extra_headers": [("scheduler-key", b"1")]}, "reserved"),
     ],
 )
-def test_build_schedule_refuses_what_the_reader_would_reject(kwargs: dict, message: str) -> None:
-    args: dict = {"schedule_id": "a", "payload": b"p", "target_topic": "t", "due_ms": 1}
+def test_build_schedule_refuses_what_the_reader_would_reject(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    args: dict[str, Any] = {"schedule_id": "a", "payload": b"p", "target_topic": "t", "due_ms": 1}
     args.update(kwargs)
     with pytest.raises(InvalidScheduleError, match=message):
         build_schedule(**args)
+
+
+@pytest.mark.parametrize("topic", [b"__consumer_offsets", b"__transaction_state", b"__x"])
+def test_internal_target_topic_is_invalid(topic: bytes) -> None:
+    parsed = parse_record(record(headers=replace("scheduler-target-topic", topic)))
+    assert isinstance(parsed, Invalid)
+    assert "internal" in parsed.reason
+    assert topic.decode() in parsed.reason
+    assert parsed.reason.startswith("header scheduler-target-topic ")
+
+
+@pytest.mark.parametrize("topic", ["_single", "a__b", "x__"])
+def test_topics_with_underscores_elsewhere_are_targets(topic: str) -> None:
+    parsed = parse_record(record(headers=replace("scheduler-target-topic", topic.encode())))
+    assert isinstance(parsed, Schedule)
+    assert build_schedule("a", b"p", topic, 1).target_topic == topic
+
+
+def test_build_schedule_refuses_an_internal_target_topic() -> None:
+    with pytest.raises(InvalidScheduleError, match=r"internal.*__consumer_offsets"):
+        build_schedule("a", b"p", "__consumer_offsets", 1)
+
+
+def test_target_topic_problem_keeps_the_topic_name_rules() -> None:
+    assert target_topic_problem("orders") is None
+    assert target_topic_problem("a b") == f"not a valid topic name: {topic_name_problem('a b')}"
+    # delayline's own topic names may still start with "__" (only targets may not).
+    assert topic_name_problem("__delayline_internal") is None
+    problem = target_topic_problem("__consumer_offsets")
+    assert problem is not None
+    assert "internal" in problem

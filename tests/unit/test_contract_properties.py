@@ -15,7 +15,7 @@ from delayline.core.model import MAX_EPOCH_MS, Cancel, Invalid, Schedule
 
 topic_names = st.text(
     string.ascii_letters + string.digits + "._-", min_size=1, max_size=249
-).filter(lambda t: t not in {".", ".."})
+).filter(lambda t: t not in {".", ".."} and not t.startswith("__"))
 header_names = st.text(min_size=1, max_size=20).filter(lambda n: not n.startswith("scheduler-"))
 header_values = st.one_of(st.none(), st.binary(max_size=40))
 

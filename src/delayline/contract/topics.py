@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 MAX_TOPIC_NAME_LENGTH = 249
+INTERNAL_PREFIX = "__"
+"""Kafka's own topics (``__consumer_offsets``, ``__transaction_state``...) start with it."""
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 
@@ -23,6 +25,25 @@ def topic_name_problem(name: str) -> str | None:
         return f"longer than {MAX_TOPIC_NAME_LENGTH} characters ({len(name)})"
     if not _LEGAL.fullmatch(name):
         return f"{_shown(name)} has characters other than ASCII letters, digits, '.', '_', '-'"
+    return None
+
+
+def target_topic_problem(name: str) -> str | None:
+    """Return why delayline will not deliver to ``name``, or ``None`` if it may.
+
+    A target must satisfy :func:`topic_name_problem` and must not be internal to
+    Kafka (a name starting with ``__``): the broker refuses records produced to
+    such topics. delayline's own topic names are checked by :func:`topic_name_problem`
+    alone. The result completes "the target topic is ...".
+    """
+    problem = topic_name_problem(name)
+    if problem is not None:
+        return f"not a valid topic name: {problem}"
+    if name.startswith(INTERNAL_PREFIX):
+        return (
+            f"an internal Kafka topic: {_shown(name)} "
+            f"(names starting with {INTERNAL_PREFIX!r} are reserved to Kafka)"
+        )
     return None
 
 

@@ -24,16 +24,19 @@ __all__ = ["TEST_BOOTSTRAP_ENV", "create_topic", "session_broker", "unique_topic
 
 
 @contextmanager
-def session_broker(data_dir: Path) -> Iterator[str]:
+def session_broker(data_dir: Path, *, acls: bool = False) -> Iterator[str]:
     """Yield a bootstrap address: ``$DELAYLINE_TEST_BOOTSTRAP`` if set, else a fresh
-    local broker on free ports in ``data_dir``, stopped afterwards."""
+    local broker on free ports in ``data_dir``, stopped afterwards. With ``acls`` that
+    broker enforces ACLs (see :attr:`BrokerConfig.acls`): none exist until a test adds one."""
     external = os.environ.get(TEST_BOOTSTRAP_ENV)
     if external:
         yield external
         return
     port = free_port()
     controller = free_port()
-    broker = LocalBroker(BrokerConfig(data_dir=data_dir, port=port, controller_port=controller))
+    broker = LocalBroker(
+        BrokerConfig(data_dir=data_dir, port=port, controller_port=controller, acls=acls)
+    )
     broker.start()
     try:
         yield broker.config.bootstrap_servers

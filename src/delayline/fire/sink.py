@@ -81,6 +81,8 @@ def to_records(row: Any, config: PipelineConfig) -> list[OutgoingRecord]:
         if config.topology.history_topic:
             out.append(render_history(schedule, config.topology.history_topic))
         return out
+    if kind == r.RETIRE:
+        return [render_tombstone(r.event_schedule(row))]
     if kind == r.REWRITE:
         schedule = r.event_schedule(row)
         source = r.event_source(row)

@@ -7,6 +7,9 @@ records of a batch are committed atomically together with a marker
 writes nothing. A fixed ``transactional.id`` per run fences a stalled earlier
 instance: its open transaction is aborted when the new one initialises.
 Readers must use ``isolation.level=read_committed``.
+
+A delivery the cluster refuses (see :mod:`delayline.fire.refusals`) becomes a dead
+letter instead, so one bad target never holds back the rest of its batch.
 """
 
 from __future__ import annotations
@@ -14,14 +17,31 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
-from delayline.contract import OutgoingRecord
+from delayline.contract import (
+    ConsumedRecord,
+    OutgoingRecord,
+    render_dead_letter,
+    render_delivery,
+    render_history,
+    render_tombstone,
+)
+from delayline.core.model import Schedule
 from delayline.errors import DelaylineError, KafkaUnavailableError
+from delayline.fire.refusals import (
+    COLLATERAL,
+    AdminDescriber,
+    Describe,
+    Failure,
+    Sent,
+    TopicCatalog,
+    classify,
+)
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.produce import produce
 from delayline.kafka.reader import read_topic
@@ -33,6 +53,44 @@ class FireError(DelaylineError):
     """A batch could not be committed; the pipeline stops and its replay retries it."""
 
     retriable = True
+
+
+@dataclass(frozen=True, slots=True)
+class Firing:
+    """A due schedule: its delivery, tombstone and history, or a dead letter instead.
+
+    Attributes:
+        schedule: The schedule that fell due (read from Kafka: it has a source).
+        dead_letter_topic: Where it goes if its delivery is refused.
+        history_topic: Audit topic of deliveries, if any.
+    """
+
+    schedule: Schedule
+    dead_letter_topic: str
+    history_topic: str | None = None
+
+    @property
+    def delivery(self) -> OutgoingRecord:
+        """The record for the target topic."""
+        return render_delivery(self.schedule)
+
+    def records(self) -> list[OutgoingRecord]:
+        """Delivery, tombstone and history record: the schedule delivered and forgotten."""
+        out = [self.delivery, render_tombstone(self.schedule)]
+        if self.history_topic:
+            out.append(render_history(self.schedule, self.history_topic))
+        return out
+
+    def refused(self, reason: str) -> list[OutgoingRecord]:
+        """Dead letter and tombstone: the schedule (key = id, payload, headers) with
+        ``delayline-error`` = ``reason`` and ``delayline-source``, then forgotten."""
+        s = self.schedule
+        if s.source is None:
+            raise ValueError(f"schedule {s.id!r} has no source record")
+        src, key = s.source, s.id.encode()
+        at = (src.topic, src.partition, src.offset, src.timestamp_ms)
+        rejected = ConsumedRecord(*at, key, s.payload, s.headers)
+        return [render_dead_letter(rejected, reason, self.dead_letter_topic), render_tombstone(s)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +113,14 @@ class FireConfig:
 
 
 class TransactionalFirer:
-    """Commits batches of records exactly once per ``(run, batch id)``."""
+    """Commits batches of records exactly once per ``(run, batch id)``.
 
-    def __init__(self, config: FireConfig) -> None:
+    Args:
+        config: The writer's settings.
+        describe: How target topics are looked up; an admin client by default.
+    """
+
+    def __init__(self, config: FireConfig, describe: Describe | None = None) -> None:
         self.config = config
         self._producer = Producer(
             kafka_client_config(
@@ -70,8 +133,13 @@ class TransactionalFirer:
                     # Java-compatible placement of keyed deliveries.
                     "partitioner": "murmur2_random",
                     "transaction.timeout.ms": config.transaction_timeout_ms,
+                    # A delivery to a missing topic is refused, never creates it.
+                    "allow.auto.create.topics": False,
                 },
             )
+        )
+        self._topics = TopicCatalog(
+            describe or AdminDescriber(config.bootstrap_servers, config.timeout_ms)
         )
         try:
             self._producer.init_transactions(config.timeout_ms / 1000)
@@ -94,48 +162,127 @@ class TransactionalFirer:
             log.info("run %s: last committed batch %d", run, latest)
         return self._committed[run]
 
-    def commit_batch(self, run: str, batch_id: int, records: Sequence[OutgoingRecord]) -> bool:
+    def commit_batch(
+        self, run: str, batch_id: int, records: Sequence[OutgoingRecord | Firing]
+    ) -> bool:
         """Write ``records`` and the marker of ``(run, batch_id)`` in one transaction.
+
+        A :class:`Firing` whose delivery the cluster refuses
+        (internal, missing or unauthorised topic, record too large...) is written as
+        its dead letter and tombstone instead. Such refusals are found before producing
+        where topic facts tell, or else from the errors of an attempt, which is then
+        aborted and tried again without them. Every new attempt dead-letters at least
+        one more firing or writes one more topic a record per batch, so attempts end.
+        Only the attempt that commits is visible, together with its marker, so the
+        batch is written exactly once; a replay judges the refusals afresh.
 
         Returns:
             False when the batch was already committed (a replay), True otherwise.
 
         Raises:
-            FireError: the transaction failed and was aborted; nothing is visible.
+            FireError: the transaction failed for another reason (or delayline's own
+                topics refused a record) and was aborted; nothing is visible. The
+                message names the schedules and topics involved.
         """
         if batch_id <= self.last_committed(run):
             log.info("batch %d of run %s already committed; skipping its replay", batch_id, run)
             return False
+        firings = {i: item for i, item in enumerate(records) if isinstance(item, Firing)}
+        deliveries = {i: f.delivery for i, f in firings.items()}
+        refused = self._topics.check(deliveries) if firings else {}
+        serial: set[str] = set()
+        while True:
+            failed = self._attempt(run, batch_id, _plan(records, refused), serial)
+            if failed is None:
+                break
+            sent, txn_error = failed
+            self._abort()
+            verdict = classify(sent, txn_error, self._topics)
+            new_serial = verdict.serial - serial
+            if verdict.problems or not (verdict.refused or new_serial):
+                problems = verdict.problems or ["no record reported an error"]
+                more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+                raise FireError(
+                    f"batch {batch_id} of run {run} not committed: {'; '.join(problems[:3])}{more}"
+                )
+            log.info(
+                "batch %d: transaction aborted, %d delivery(ies) refused%s; trying again",
+                batch_id,
+                len(verdict.refused),
+                f", writing {', '.join(sorted(new_serial))} one record per batch"
+                if new_serial
+                else "",
+            )
+            refused.update(verdict.refused)
+            serial |= new_serial
+        self._committed[run] = batch_id
+        for i, reason in sorted(refused.items()):
+            schedule = firings[i].schedule
+            source = schedule.source.describe() if schedule.source else "?"
+            log.info(
+                "batch %d: schedule %r (from %s) dead-lettered: %s",
+                batch_id,
+                schedule.id,
+                source,
+                reason,
+            )
+        return True
+
+    def _attempt(
+        self, run: str, batch_id: int, plan: list[Sent], serial: set[str]
+    ) -> tuple[list[Sent], Failure | None] | None:
+        """One transaction: ``None`` once committed, else each record's fate and the
+        transaction's own error. Records to ``serial`` topics go one per batch."""
         marker = OutgoingRecord(
             self.config.commits_topic,
             run.encode(),
             json.dumps(
                 {
                     "batch_id": batch_id,
-                    "records": len(records),
+                    "records": len(plan),
                     "committed_at_ms": time.time_ns() // 10**6,
                 }
             ).encode(),
         )
-        errors: list[str] = []
+        plan = [*plan, Sent(marker)]
+        errors: dict[int, Failure] = {}
+        alone: set[int] = set()
+        timeout_s = self.config.timeout_ms / 1000
 
-        def on_delivery(err: Any, _msg: Any) -> None:
-            if err is not None:
-                errors.append(str(err))
+        def on_delivery(k: int) -> Callable[[Any, Any], None]:
+            def report(err: Any, _msg: Any) -> None:
+                if err is not None:
+                    errors[k] = Failure.of(err)
 
+            return report
+
+        txn_error: Failure | None = None
         try:
             self._producer.begin_transaction()
-            for record in (*records, marker):
-                produce(self._producer, record, on_delivery)
-            self._producer.flush(self.config.timeout_ms / 1000)
-            if errors:
-                raise FireError(f"batch {batch_id}: {len(errors)} record(s) failed: {errors[0]}")
-            self._producer.commit_transaction(self.config.timeout_ms / 1000)
-        except (KafkaException, FireError) as exc:
-            self._abort()
-            raise FireError(f"batch {batch_id} of run {run} not committed: {exc}") from exc
-        self._committed[run] = batch_id
-        return True
+            for k, sent in enumerate(plan):
+                try:
+                    produce(self._producer, sent.record, on_delivery(k))
+                except KafkaException as exc:  # judged alone, before queueing
+                    errors[k] = _failure(exc)
+                    alone.add(k)
+                    continue
+                if sent.record.topic in serial:
+                    alone.add(k)
+                    self._producer.flush(timeout_s)
+            self._producer.flush(timeout_s)
+            # With records purged only, the transaction failed and the commit says why
+            # (librdkafka fails the commit of a transaction with any failed delivery).
+            if all(e.code in COLLATERAL for e in errors.values()):
+                self._producer.commit_transaction(timeout_s)
+                if not errors:
+                    return None
+        except KafkaException as exc:
+            txn_error = _failure(exc)
+            self._producer.poll(0)  # delivery reports that arrived during the commit
+        fates = [
+            replace(sent, alone=k in alone, error=errors.get(k)) for k, sent in enumerate(plan)
+        ]
+        return fates, txn_error
 
     def close(self) -> None:
         """Release the producer (nothing is left open between batches)."""
@@ -146,3 +293,25 @@ class TransactionalFirer:
             self._producer.abort_transaction(self.config.timeout_ms / 1000)
         except KafkaException as exc:  # the next init_transactions cleans up
             log.warning("abort failed: %s", exc)
+
+
+def _plan(records: Sequence[OutgoingRecord | Firing], refused: Mapping[int, str]) -> list[Sent]:
+    """The records to write, in batch order: a refused firing as its dead letter."""
+    plan: list[Sent] = []
+    for i, item in enumerate(records):
+        if not isinstance(item, Firing):
+            plan.append(Sent(item))
+        elif i in refused:
+            plan.extend(Sent(record) for record in item.refused(refused[i]))
+        else:
+            delivery, *rest = item.records()
+            plan.append(Sent(delivery, i, item.schedule.id))
+            plan.extend(Sent(record) for record in rest)
+    return plan
+
+
+def _failure(exc: KafkaException) -> Failure:
+    error = exc.args[0] if exc.args else None
+    if isinstance(error, KafkaError):
+        return Failure.of(error)
+    return Failure(KafkaError._FAIL, "_FAIL", str(exc))

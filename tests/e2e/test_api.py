@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
 import sys
 import time
@@ -386,3 +387,28 @@ def test_api_updates_and_cancels_in_the_partition_of_the_pending_version(api: Ap
         assert len(seen.snapshot()) == 1
     assert delivery.value == b'{"ok": true}'
     eventually(lambda: api.versions(sid) == ["created", "updated", "fired"], 20, "fired")
+
+
+def test_a_past_due_time_is_accepted_with_a_warning(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As the command line does: written (it fires at once), with a warning in the
+    answer and one INFO line naming the id, never the payload."""
+    caplog.set_level("INFO", logger="delayline.api.writes")
+    target = api.pipeline.target()
+    sid = f"api-past-{target}"
+    five_minutes_ago = int(time.time() * 1000) - 300_000
+    past = api.http.post(
+        "/schedules", json=body(target, id=sid, due_ms=five_minutes_ago, payload="secret")
+    )
+    assert past.status_code == 202, past.text
+    assert re.fullmatch(
+        r"due time is 5m(\d+s)? in the past; it fires at once", past.json()["warning"]
+    ), past.json()
+    logged = [x.getMessage() for x in caplog.records if x.name == "delayline.api.writes"]
+    assert logged == [f"schedule {sid!r}: {past.json()['warning']}"]
+    assert "secret" not in "\n".join(caplog.messages)
+    future = api.http.put(f"/schedules/{sid}", json=body(target, delay_ms=600_000))
+    assert future.status_code == 202, future.text
+    assert "warning" not in future.json()
+    api.http.delete(f"/schedules/{sid}")

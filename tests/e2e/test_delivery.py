@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import KafkaError, Message, Producer
 
@@ -13,6 +13,7 @@ from delayline.client import partition_for
 from delayline.contract import parse_record
 from delayline.core.model import Cancel, Invalid, Schedule
 from delayline.dev.harness import Delivery, DeliveryCollector
+from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import read_topic
 from tests.support import LATENESS_TOLERANCE_MS, RunningPipeline, eventually
 
@@ -343,3 +344,44 @@ def test_an_invalid_record_after_a_held_schedule_cannot_compact_it_away(
         time.sleep(1)
         assert len(seen.snapshot()) == 1
     assert delivery.value == b"keep me"
+
+
+def test_past_due_is_missed_not_late_and_each_dead_letter_is_one_log_line(
+    pipeline: RunningPipeline,
+) -> None:
+    """A schedule written 30 minutes past due (within this pipeline's 1 h maximum
+    lateness) fires at once and is counted as missed, outside the lateness p50; a
+    malformed record is one log line with its source and reason, never its payload."""
+    target = pipeline.target()
+    sid = f"half-an-hour-late-{target}"
+    before = len(pipeline.process.log_since_start().splitlines())
+    producer = Producer(kafka_client_config(pipeline.bootstrap))
+    bad = f"no-epoch-{target}"
+    producer.produce(pipeline.topics.schedules, key=bad.encode(), value=b"secret-payload",
+                     headers=[("scheduler-target-topic", target.encode())])  # fmt: skip
+    producer.flush(10)
+    with DeliveryCollector(pipeline.bootstrap, [target]) as seen:
+        with pipeline.client() as client:
+            client.schedule(sid, b"p", target, at=datetime.now(UTC) - timedelta(minutes=30))
+        seen.wait_for(lambda d: len(d) >= 1, timeout_s=30)
+
+    def lines() -> list[str]:
+        return pipeline.process.log_since_start().splitlines()[before:]
+
+    missed = eventually(
+        lambda: [x for x in lines() if "missed 1 (" in x], 20, "the batch line of the missed one"
+    )
+    (line,) = missed
+    assert re.search(r"missed 1 \(up to 30m\S* past due\)", line), line
+    lateness = re.search(r"lateness p50 (\S+), max (\S+)\)", line)
+    assert lateness is None or re.fullmatch(r"\d+m?s", lateness[2]), line  # not 30 minutes
+    dead = eventually(
+        lambda: [x for x in lines() if f"'{bad}'" in x], 20, "the dead letter's log line"
+    )
+    assert len(dead) == 1
+    assert re.search(
+        rf"schedule '{bad}' \(from {pipeline.topics.schedules}/\d/\d+\) dead-lettered: "
+        "missing header scheduler-epoch$",
+        dead[0],
+    ), dead[0]
+    assert "secret-payload" not in "\n".join(lines())

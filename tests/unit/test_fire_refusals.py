@@ -22,7 +22,13 @@ from delayline.fire.refusals import (
     precheck,
 )
 from delayline.fire.sink import to_records
-from delayline.fire.transactional import FireConfig, FireError, Firing, TransactionalFirer
+from delayline.fire.transactional import (
+    Committed,
+    FireConfig,
+    FireError,
+    Firing,
+    TransactionalFirer,
+)
 from delayline.pipeline import rows as r
 
 MISSING = Failure(KafkaError.UNKNOWN_TOPIC_OR_PART, "UNKNOWN_TOPIC_OR_PART", "Broker: Unknown")
@@ -353,7 +359,12 @@ def test_one_batch_with_refused_deliveries_commits_the_rest_once(
         Firing(schedule("good-2", "good"), "dlq", "hist"),
     ]
     caplog.set_level("INFO", logger="delayline.fire.transactional")
-    assert firer.commit_batch("run", 5, batch) is True
+    outcome = firer.commit_batch("run", 5, batch)
+    assert not outcome.replay
+    assert sorted(outcome.refused) == [1, 2, 3]  # positions of the refused firings
+    assert "TOPIC_AUTHORIZATION_FAILED" in outcome.refused[1]
+    assert "UNKNOWN_TOPIC_OR_PART" in outcome.refused[2]
+    assert "MSG_SIZE_TOO_LARGE" in outcome.refused[3]
     assert firer._producer.attempts == 2  # type: ignore[attr-defined]
     out = committed(firer)
     assert [(o.topic, o.key) for o in out if o.topic == "good"] == [("good", b"k")] * 2
@@ -376,7 +387,7 @@ def test_one_batch_with_refused_deliveries_commits_the_rest_once(
         f"{s}".encode() for s in ("good-1", "denied-1", "gone-1", "big-1", "good-2")
     )
     assert out[-1].topic == "commits"
-    assert firer.commit_batch("run", 5, batch) is False  # a replay writes nothing
+    assert firer.commit_batch("run", 5, batch) == Committed(replay=True)  # writes nothing
     logged = [m for m in caplog.messages if "dead-lettered" in m]
     assert len(logged) == 3
     assert any("'denied-1' (from sched/1/7)" in m for m in logged)
@@ -389,7 +400,7 @@ def test_small_records_batched_over_a_topics_limit_are_retried_one_per_batch(
     batch: list[OutgoingRecord | Firing] = [
         Firing(schedule(f"s{i}", "small", b"y" * 300), "dlq") for i in range(6)
     ]
-    assert firer.commit_batch("run", 5, batch) is True
+    assert firer.commit_batch("run", 5, batch) == Committed(replay=False)
     assert firer._producer.attempts == 2  # type: ignore[attr-defined]
     assert len([o for o in committed(firer) if o.topic == "small"]) == 6
     assert not [o for o in committed(firer) if o.topic == "dlq"]
@@ -419,7 +430,7 @@ def test_a_denial_that_fails_later_produce_calls_is_still_found(
         Firing(schedule("denied-1", "denied"), "dlq"),
         *(Firing(schedule(f"ok-{i}", "good"), "dlq") for i in range(3)),
     ]
-    assert firer.commit_batch("run", 5, batch) is True
+    assert set(firer.commit_batch("run", 5, batch).refused) == {0}
     out = committed(firer)
     assert len([o for o in out if o.topic == "good"]) == 3
     assert [o.key for o in out if o.topic == "dlq"] == [b"denied-1"]

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from collections import Counter
+from typing import Any
 
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from delayline.fire.sink import BatchReport
+from delayline.core.clock import ManualClock
+from delayline.fire.sink import REFUSED, BatchReport
 from delayline.pipeline import rows as r
-from delayline.pipeline.metrics import MetricsServer, PipelineMetrics
+from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness
 
 
 def samples(metrics: PipelineMetrics) -> dict[str, float]:
@@ -65,5 +68,70 @@ def test_server_answers_metrics_and_progress() -> None:
         assert progress["last_batch"]["deliveries"] == 1
         assert progress["last_batch"]["lateness_p50_ms"] == 250
         assert progress["spark"]["batch_id"] == 1
+    finally:
+        server.stop()
+
+
+def test_past_due_deliveries_have_their_own_histogram_and_refused_ones_a_counter() -> None:
+    metrics = PipelineMetrics()
+    days = 2_517 * 86_400
+    report = BatchReport(
+        7,
+        Counter({r.FIRE: 2, r.MISSED: 1, REFUSED: 1}),
+        [1_000],
+        missed_lateness_ms=[days * 1000],
+    )
+    metrics.observe_batch(report)
+    got = samples(metrics)
+    assert got["delayline_schedules_fired_total"] == 2
+    assert got["delayline_schedules_refused_total"] == 1
+    assert got["delayline_schedules_missed_total"] == 1
+    assert got["delayline_lateness_seconds_count"] == 1
+    assert got["delayline_lateness_seconds_sum"] == 1.0  # not 6.5e8
+    assert got["delayline_missed_lateness_seconds_count"] == 1
+    assert got["delayline_missed_lateness_seconds_sum"] == days
+
+
+def get(url: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        with err:
+            return err.code, json.loads(err.read())
+
+
+def test_readyz_needs_a_recent_batch_and_kafka_answering() -> None:
+    clock = ManualClock(1_000_000)
+    metrics = PipelineMetrics()
+    kafka: list[str | None] = [None]
+    probes: list[int] = []
+
+    def probe() -> str | None:
+        probes.append(clock.now_ms())
+        return kafka[0]
+
+    readiness = Readiness(metrics, probe, max_batch_age_ms=60_000, clock=clock)
+    server = MetricsServer(metrics, "127.0.0.1", 0, readiness)
+    server.start()
+    url = f"http://127.0.0.1:{server.port}/readyz"
+    try:
+        assert get(url) == (
+            503,
+            {"status": "not ready", "reasons": ["no micro-batch finished yet"]},
+        )
+        metrics.observe_batch(BatchReport(0, finished_ms=clock.now_ms()))
+        assert get(url) == (200, {"status": "ready"})
+        assert len(probes) == 1  # the answer stands for probe_every_ms
+        kafka[0] = "Kafka at k:9092 did not answer"
+        clock.advance(5_000)
+        assert get(url) == (503, {"status": "not ready", "reasons": [kafka[0]]})
+        kafka[0] = None
+        clock.advance(56_000)
+        status, body = get(url)
+        assert status == 503
+        assert body["reasons"] == ["last micro-batch finished 1m1s ago (more than 1m)"]
+        metrics.observe_batch(BatchReport(1, finished_ms=clock.now_ms()))
+        assert get(url) == (200, {"status": "ready"})
     finally:
         server.stop()

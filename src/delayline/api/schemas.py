@@ -74,6 +74,11 @@ class Written(BaseModel):
     topic: str
     partition: int
     offset: int
+    warning: str | None = Field(
+        default=None,
+        description="Something the write did that may not be what was meant, e.g. "
+        "'due time is 5m in the past; it fires at once'. Absent when there is none.",
+    )
 
 
 class WrittenMany(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import logging
 from collections.abc import Awaitable
 from datetime import datetime
 
@@ -13,7 +14,10 @@ from delayline.client import AsyncScheduler, ClientConfig
 from delayline.client.aio import Written as ClientWritten
 from delayline.core.clock import Clock, SystemClock, datetime_to_ms, ms_to_datetime
 from delayline.core.model import MAX_EPOCH_MS
+from delayline.core.units import format_duration_ms
 from delayline.errors import InvalidScheduleError, KafkaUnavailableError
+
+log = logging.getLogger(__name__)
 
 
 class Writers:
@@ -48,13 +52,16 @@ class Writers:
         self, topic: str, schedule_id: str, body: ScheduleIn, partition: int | None = None
     ) -> Written:
         """Write ``body`` as the new version of ``schedule_id`` on ``topic`` (in
-        ``partition``, where the current version is, when given).
+        ``partition``, where the current version is, when given). A due time already
+        past is written too (it fires at once), with a ``warning`` in the answer.
 
         Raises:
             InvalidScheduleError: the body breaks the contract (422).
             KafkaUnavailableError: Kafka did not acknowledge in time (503).
         """
+        now_ms = self.clock.now_ms()  # before a delay_ms is resolved: never past
         due = due_datetime(body, self.clock)
+        late_ms = now_ms - datetime_to_ms(due)
         payload = decode(body.payload, body.payload_encoding, "payload")
         key = None
         if body.target_key is not None:
@@ -71,7 +78,12 @@ class Writers:
                 partition=partition,
             )
         )
-        return _written(written)
+        if late_ms <= 0:
+            return _written(written)
+        # As the command line does: most likely a mistake, never an error.
+        warning = f"due time is {format_duration_ms(late_ms)} in the past; it fires at once"
+        log.info("schedule %r: %s", schedule_id, warning)
+        return _written(written).model_copy(update={"warning": warning})
 
     async def cancel(self, topic: str, schedule_id: str, partition: int | None = None) -> Written:
         """Write a cancel of ``schedule_id`` on ``topic`` (in ``partition`` when given)."""

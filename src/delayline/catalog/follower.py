@@ -20,6 +20,7 @@ from delayline.catalog.events import Change, Role, changes_for
 from delayline.catalog.store import CatalogStore, Position
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.topology import Topology
+from delayline.core.units import format_duration_ms
 from delayline.kafka.reader import private_consumer, to_consumed_record
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,10 @@ class FollowStatus:
         records_applied: Records applied since start.
         records_skipped: Records the catalog could not use (logged with their offsets).
         last_error: The last error met since the last good batch, if any.
+        unreachable_since_ms: Since when Kafka has not answered (every broker down, or
+            a metadata request failed); ``None`` while it answers. Cleared as soon
+            as records or metadata come again.
+        unreachable_reason: What the client said when it lost Kafka.
     """
 
     caught_up: bool
@@ -74,6 +79,19 @@ class FollowStatus:
     records_applied: int = 0
     records_skipped: int = 0
     last_error: str | None = None
+    unreachable_since_ms: int | None = None
+    unreachable_reason: str | None = None
+
+
+UNREACHABLE = frozenset(
+    {
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+        KafkaError._RESOLVE,
+    }
+)
+"""librdkafka errors that mean Kafka does not answer (not that it refused something)."""
 
 
 class CatalogFollower:
@@ -99,6 +117,7 @@ class CatalogFollower:
         self._applied = 0
         self._skipped = 0
         self._last_error: str | None = None
+        self._unreachable: tuple[int, str] | None = None  # (since, reason)
 
     def start(self) -> None:
         """Start following in a daemon thread."""
@@ -113,6 +132,7 @@ class CatalogFollower:
 
     def status(self) -> FollowStatus:
         """Where the follower stands."""
+        unreachable = self._unreachable
         return FollowStatus(
             caught_up=self.caught_up.is_set(),
             lag=dict(self._lag),
@@ -120,15 +140,22 @@ class CatalogFollower:
             records_applied=self._applied,
             records_skipped=self._skipped,
             last_error=self._last_error,
+            unreachable_since_ms=None if unreachable is None else unreachable[0],
+            unreachable_reason=None if unreachable is None else unreachable[1],
         )
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 self._follow()
-            except KafkaException as exc:  # Kafka away: say so once per attempt, no trace
-                self._last_error = f"Kafka: {exc.args[0] if exc.args else exc}"
-                log.warning("catalog follower: %s; retrying in 2 s", self._last_error)
+            except KafkaException as exc:  # Kafka away: say so once per outage, no trace
+                error = exc.args[0] if exc.args else None
+                self._last_error = f"Kafka: {error or exc}"
+                if isinstance(error, KafkaError) and error.code() in UNREACHABLE:
+                    self._lost_kafka(error)
+                    log.debug("catalog follower: %s; retrying in 2 s", self._last_error)
+                else:
+                    log.warning("catalog follower: %s; retrying in 2 s", self._last_error)
                 self._stop.wait(2.0)
             except Exception as exc:  # a broken batch: start over from the store's positions
                 self._last_error = f"{type(exc).__name__}: {exc}"
@@ -139,7 +166,7 @@ class CatalogFollower:
         consumer = private_consumer(
             self.config.topology.bootstrap_servers,
             "delayline-catalog",
-            overrides={"enable.partition.eof": True},
+            overrides={"enable.partition.eof": True, "error_cb": self._on_client_error},
         )
         assigned: dict[Position, int] = {}
         at_end: set[Position] = set()
@@ -150,8 +177,10 @@ class CatalogFollower:
                 if time.monotonic() >= next_prune:
                     self._prune()
                     next_prune = time.monotonic() + 3600
-                if time.monotonic() >= next_look:
-                    self._assign_new(consumer, assigned)
+                # While Kafka is lost, ask every round (raises until it answers again).
+                if time.monotonic() >= next_look or self._unreachable is not None:
+                    self._assign_new(consumer, assigned, 10 if self._unreachable is None else 2)
+                    self._kafka_answered()
                     next_look = time.monotonic() + self.config.metadata_refresh_ms / 1000
                 messages = consumer.consume(
                     self.config.batch_size, self.config.poll_timeout_ms / 1000
@@ -164,6 +193,26 @@ class CatalogFollower:
                     self.caught_up.set()
         finally:
             consumer.close()
+
+    def _on_client_error(self, error: KafkaError) -> None:
+        """librdkafka's error callback (served by ``consume`` on this thread)."""
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            self._lost_kafka(error)
+
+    def _lost_kafka(self, error: KafkaError) -> None:
+        if self._unreachable is None:
+            reason = error.str()
+            if error.code() == KafkaError._ALL_BROKERS_DOWN:  # librdkafka: "0/1 brokers are down"
+                reason = f"no broker of {self.config.topology.bootstrap_servers} answers"
+            self._unreachable = (self.clock.now_ms(), reason)
+            log.warning("catalog: Kafka unreachable: %s", reason)
+
+    def _kafka_answered(self) -> None:
+        if self._unreachable is not None:
+            since, _reason = self._unreachable
+            self._unreachable = None
+            away = format_duration_ms(self.clock.now_ms() - since)
+            log.info("catalog: Kafka answers again (unreachable for %s)", away)
 
     def _prune(self) -> None:
         if self.config.retention_ms is None:
@@ -181,6 +230,8 @@ class CatalogFollower:
         for msg in messages:
             error = msg.error()
             where = (msg.topic() or "", msg.partition() or 0)
+            if error is None or error.code() == KafkaError._PARTITION_EOF:
+                self._kafka_answered()  # a record or the end of a partition came
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
                     at_end.add(where)
@@ -225,8 +276,10 @@ class CatalogFollower:
         self._last_error = f"skipped {where[0]}/{where[1]}/{offset}: {type(exc).__name__}: {exc}"
         log.error("catalog skips record %s/%d/%d: %s", where[0], where[1], offset, exc)
 
-    def _assign_new(self, consumer: Consumer, assigned: dict[Position, int]) -> None:
-        metadata = consumer.list_topics(timeout=10)
+    def _assign_new(
+        self, consumer: Consumer, assigned: dict[Position, int], timeout_s: float
+    ) -> None:
+        metadata = consumer.list_topics(timeout=timeout_s)
         unseen: list[Position] = []
         missing = []
         for topic in self._roles:

@@ -21,6 +21,15 @@ from delayline.core.units import parse_duration_ms
 from delayline.kafka.topics import TopicsConfig, ensure_topics
 from delayline.pipeline.config import PipelineConfig
 
+LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
+"""What ``--log-level`` accepts: delayline's own level (Spark's follows it, see
+:func:`delayline.pipeline.session.spark_log_level`)."""
+
 log = logging.getLogger(__name__)
 
 
@@ -154,6 +163,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="where pending schedules wait: spark (Spark state in the checkpoint, durable) "
         "or memory (the driver's memory: lost on restart; for trying things out)",
     )
+    env_flag(
+        p,
+        "--log-level",
+        env="DELAYLINE_LOG_LEVEL",
+        default="info",
+        type=_log_level,
+        choices=LOG_LEVELS,
+        help="delayline's log level; Spark and py4j log errors only, except at debug, "
+        "where their INFO and WARN lines show too",
+    )
     p.add_argument(
         "--rebuild",
         action="store_true",
@@ -162,6 +181,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "topics [env DELAYLINE_REBUILD=1]",
     )
     p.set_defaults(func=_run)
+
+
+def _log_level(text: str) -> str:
+    """``--log-level`` (or ``DELAYLINE_LOG_LEVEL``, which argparse checks only here)."""
+    level = text.strip().lower()
+    if level not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"{text!r}: use one of {', '.join(LOG_LEVELS)}")
+    return level
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -186,7 +213,11 @@ def _run(args: argparse.Namespace) -> int:
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         hold=args.hold,
     )
-    logging.getLogger("delayline").setLevel(min(logging.INFO, logging.getLogger().level))
+    level = LOG_LEVELS[args.log_level]
+    # -v (on every command) still adds to the level asked for here.
+    logging.getLogger("delayline").setLevel(
+        min(level, logging.getLogger().level) if args.verbose else level
+    )
     ensure_topics(TopicsConfig(config.topology))  # each must exist with the right policy
     stop = threading.Event()
 
@@ -196,7 +227,7 @@ def _run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    pipeline = Pipeline(config)
+    pipeline = Pipeline(config, log_level=args.log_level)
     pipeline.start(rebuild=args.rebuild)
     pipeline.run_until(stop)
     return 0

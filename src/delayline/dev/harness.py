@@ -92,6 +92,16 @@ class PipelineProcess:
         self.proc = None
         return code
 
+    def interrupt(self, timeout_s: float = 90) -> int:
+        """SIGINT the process group, as Ctrl-C in a terminal does; return the exit code."""
+        assert self.proc is not None
+        members = tree(self.proc.pid)
+        os.killpg(self.proc.pid, signal.SIGINT)
+        code = self.proc.wait(timeout_s)
+        _kill_until_gone(members)  # stragglers only: a clean stop leaves none
+        self.proc = None
+        return code
+
     def log_since_start(self) -> str:
         """The log written since the last :meth:`start`."""
         if not self.log_path.exists():

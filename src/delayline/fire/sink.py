@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,11 @@ from delayline.stores.hold import Hold
 log = logging.getLogger(__name__)
 
 
+REFUSED = "refused"
+"""How the fire stage counts a due schedule whose delivery the cluster refused (it went
+to the dead-letter topic instead): not ``fire``."""
+
+
 @dataclass(slots=True)
 class BatchReport:
     """What one micro-batch did, for the progress line and for tests.
@@ -34,9 +39,15 @@ class BatchReport:
     Attributes:
         batch_id: Spark's batch id.
         counts: Events by kind (see :data:`delayline.pipeline.rows.KINDS`), dead letters
-            split into ``invalid`` and ``expired``.
-        lateness_ms: Commit time minus due time of each delivery.
+            split into ``invalid`` and ``expired``; ``fire`` counts deliveries made, and
+            those the cluster refused count as :data:`REFUSED` instead.
+        lateness_ms: Commit time minus due time of each delivery of a schedule that
+            was not yet due when it arrived.
         committed: False when the batch was a replay and wrote nothing.
+        finished_ms: When the batch finished (set by the sink from its clock).
+        missed_lateness_ms: The same for schedules already past due when they arrived
+            (``missed``, fired at once): how late they were written, not how late
+            delayline was, so kept out of ``lateness_ms``.
     """
 
     batch_id: int
@@ -44,19 +55,22 @@ class BatchReport:
     lateness_ms: list[int] = field(default_factory=list)
     committed: bool = True
     finished_ms: int = 0
-    """When the batch finished (set by the sink from its clock)."""
+    missed_lateness_ms: list[int] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
-        """Counts with the lateness list reduced to count, p50 and max (for ``/progress``)."""
+        """Counts with the lateness lists reduced to count, p50 and max (for ``/progress``)."""
         late = sorted(self.lateness_ms)
+        missed = sorted(self.missed_lateness_ms)
         return {
             "batch_id": self.batch_id,
             "finished_ms": self.finished_ms,
             "committed": self.committed,
             "counts": dict(self.counts),
-            "deliveries": len(late),
+            "deliveries": len(late) + len(missed),
             "lateness_p50_ms": late[len(late) // 2] if late else None,
             "lateness_max_ms": late[-1] if late else None,
+            "missed_deliveries": len(missed),
+            "missed_lateness_max_ms": missed[-1] if missed else None,
         }
 
     def to_json(self) -> str:
@@ -68,6 +82,7 @@ class BatchReport:
                 "committed": self.committed,
                 "counts": dict(self.counts),
                 "lateness_ms": self.lateness_ms,
+                "missed_lateness_ms": self.missed_lateness_ms,
             }
         )
 
@@ -136,32 +151,103 @@ class FireSink:
     def __call__(self, frame: Any, batch_id: int) -> None:
         rows = self.hold.batch_events(frame, batch_id)
         report = BatchReport(batch_id)
-        records: list[OutgoingRecord | Firing] = []
-        timers: list[int] = []
-        for row in rows:
-            report.counts[_count_kind(row)] += 1
-            if row["kind"] == r.FIRE:  # a refused delivery becomes a dead letter
-                topology = self.config.topology
-                schedule = r.event_schedule(row)
-                records.append(Firing(schedule, topology.dead_letter_topic, topology.history_topic))
-            else:
-                records.extend(to_records(row, self.config))
-            if row["kind"] in r.TIMER_KINDS and row["due_ms"] is not None:
-                timers.append(int(row["due_ms"]))
-        if timers and self.on_timers is not None:
-            self.on_timers(timers)
-        if records:
+        batch = self._plan(rows, report)
+        if batch.timers and self.on_timers is not None:
+            self.on_timers(batch.timers)
+        if batch.records:
             run = f"{self.config.query_name}@{self.run_id()}"
-            report.committed = self.firer.commit_batch(run, batch_id, records)
-            committed_ms = self.clock.now_ms()
+            outcome = self.firer.commit_batch(run, batch_id, batch.records)
+            report.committed = not outcome.replay
             if report.committed:
-                report.lateness_ms = [
-                    committed_ms - int(row["due_ms"]) for row in rows if row["kind"] == r.FIRE
-                ]
+                _account(report, batch.fires, outcome.refused, self.clock.now_ms())
         if report.committed:
             self.hold.after_commit(batch_id)
+            _log_dead_letters(batch_id, rows)
         report.finished_ms = self.clock.now_ms()
         self.on_batch(report)
+
+    def _plan(self, rows: Sequence[Any], report: BatchReport) -> _Batch:
+        """Count ``rows`` into ``report`` and turn them into what the batch writes."""
+        topology = self.config.topology
+        batch = _Batch()
+        missed: set[str] = set()  # ids that arrived past due, until their FIRE or DEAD row
+        for row in rows:
+            kind = row["kind"]
+            report.counts[_count_kind(row)] += 1
+            if kind == r.MISSED:
+                missed.add(row["id"])
+            elif kind == r.FIRE:  # a refused delivery becomes a dead letter
+                batch.fires[len(batch.records)] = (int(row["due_ms"]), row["id"] in missed)
+                missed.discard(row["id"])
+                schedule = r.event_schedule(row)
+                firing = Firing(schedule, topology.dead_letter_topic, topology.history_topic)
+                batch.records.append(firing)
+            else:
+                if kind == r.DEAD:
+                    missed.discard(row["id"])
+                batch.records.extend(to_records(row, self.config))
+            if kind in r.TIMER_KINDS and row["due_ms"] is not None:
+                batch.timers.append(int(row["due_ms"]))
+        return batch
+
+
+@dataclass(slots=True)
+class _Batch:
+    """What one batch writes: its records, and for each :class:`Firing` among them
+    (by position) its due time and whether it arrived past due; the timers it set."""
+
+    records: list[OutgoingRecord | Firing] = field(default_factory=list)
+    fires: dict[int, tuple[int, bool]] = field(default_factory=dict)
+    timers: list[int] = field(default_factory=list)
+
+
+def _account(
+    report: BatchReport,
+    fires: Mapping[int, tuple[int, bool]],
+    refused: Mapping[int, str],
+    committed_ms: int,
+) -> None:
+    """Lateness of each delivery made (on time, or past due on arrival); refused ones
+    counted as :data:`REFUSED`, not as fired."""
+    for i, (due_ms, past_due) in fires.items():
+        if i in refused:
+            continue
+        late = report.missed_lateness_ms if past_due else report.lateness_ms
+        late.append(committed_ms - due_ms)
+    if refused:
+        report.counts[r.FIRE] -= len(refused)
+        report.counts[REFUSED] += len(refused)
+
+
+def _log_dead_letters(batch_id: int, rows: Sequence[Any]) -> None:
+    """One line per invalid or expired record the batch dead-lettered: id, source
+    position and reason, never the payload (refused deliveries are logged by
+    :meth:`TransactionalFirer.commit_batch`)."""
+    for row in rows:
+        if row["kind"] != r.DEAD:
+            continue
+        source = r.event_source(row).describe()
+        sid = row["id"] or _key_text(row["key"])
+        if sid is None:
+            log.info("batch %d: record %s dead-lettered: %s", batch_id, source, row["reason"])
+        else:
+            log.info(
+                "batch %d: schedule %r (from %s) dead-lettered: %s",
+                batch_id,
+                sid,
+                source,
+                row["reason"],
+            )
+
+
+def _key_text(key: bytes | None) -> str | None:
+    """The key of an invalid record as the schedule id it was meant to be: UTF-8 text
+    of at most 200 characters, else ``None``."""
+    try:
+        text = bytes(key or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text[:200] or None
 
 
 def _count_kind(row: Any) -> str:

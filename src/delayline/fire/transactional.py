@@ -18,7 +18,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -94,6 +94,21 @@ class Firing:
 
 
 @dataclass(frozen=True, slots=True)
+class Committed:
+    """What :meth:`TransactionalFirer.commit_batch` did with a batch.
+
+    Attributes:
+        replay: The batch was committed before (a replay): nothing was written.
+        refused: Position in the batch's records of each :class:`Firing` whose delivery
+            the cluster refused, to the reason; each went to the dead-letter topic
+            instead. Empty for a replay (its refusals are not judged again).
+    """
+
+    replay: bool
+    refused: Mapping[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class FireConfig:
     """Settings of the transactional writer.
 
@@ -164,7 +179,7 @@ class TransactionalFirer:
 
     def commit_batch(
         self, run: str, batch_id: int, records: Sequence[OutgoingRecord | Firing]
-    ) -> bool:
+    ) -> Committed:
         """Write ``records`` and the marker of ``(run, batch_id)`` in one transaction.
 
         A :class:`Firing` whose delivery the cluster refuses
@@ -177,7 +192,8 @@ class TransactionalFirer:
         batch is written exactly once; a replay judges the refusals afresh.
 
         Returns:
-            False when the batch was already committed (a replay), True otherwise.
+            Whether the batch was a replay, and which firings were refused (by their
+            position in ``records``) with the reasons.
 
         Raises:
             FireError: the transaction failed for another reason (or delayline's own
@@ -186,7 +202,7 @@ class TransactionalFirer:
         """
         if batch_id <= self.last_committed(run):
             log.info("batch %d of run %s already committed; skipping its replay", batch_id, run)
-            return False
+            return Committed(replay=True)
         firings = {i: item for i, item in enumerate(records) if isinstance(item, Firing)}
         deliveries = {i: f.delivery for i, f in firings.items()}
         refused = self._topics.check(deliveries) if firings else {}
@@ -226,7 +242,7 @@ class TransactionalFirer:
                 source,
                 reason,
             )
-        return True
+        return Committed(replay=False, refused=dict(refused))
 
     def _attempt(
         self, run: str, batch_id: int, plan: list[Sent], serial: set[str]

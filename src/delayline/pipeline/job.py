@@ -16,17 +16,21 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from delayline.core.units import format_duration_ms
 from delayline.errors import DelaylineError
-from delayline.fire.sink import BatchReport, FireSink, checkpoint_query_id
+from delayline.fire.sink import REFUSED, BatchReport, FireSink, checkpoint_query_id
 from delayline.fire.transactional import FireConfig, TransactionalFirer
-from delayline.kafka.topics import ensure_wake_topic
+from delayline.kafka.topics import cluster_brokers, ensure_wake_topic
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
-from delayline.pipeline.metrics import MetricsServer, PipelineMetrics
+from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness
 from delayline.pipeline.session import build_session
 from delayline.pipeline.wake import Waker
 from delayline.stores.hold import Hold, hold_for
 
 log = logging.getLogger(__name__)
+
+READY_BATCH_AGE_MS = 60_000
+"""``/readyz`` on the metrics port fails when no micro-batch finished for this long (or
+two heartbeat intervals, if longer): the API reports such a pipeline as stalled."""
 
 
 class PipelineError(DelaylineError):
@@ -92,12 +96,25 @@ class _ProgressListener(StreamingQueryListener):
 
 
 class Pipeline:
-    """A running pipeline: start it, then :meth:`run_until` a stop is requested."""
+    """A running pipeline: start it, then :meth:`run_until` a stop is requested.
+
+    Args:
+        config: The pipeline settings.
+        on_batch: Called with each batch's report; by default the batch's log line
+            (and ``--progress-file``).
+        log_level: delayline's ``--log-level``: at ``debug`` Spark's own INFO and WARN
+            lines show too (see :func:`delayline.pipeline.session.build_session`).
+    """
 
     def __init__(
-        self, config: PipelineConfig, on_batch: Callable[[BatchReport], None] | None = None
+        self,
+        config: PipelineConfig,
+        on_batch: Callable[[BatchReport], None] | None = None,
+        *,
+        log_level: str = "info",
     ) -> None:
         self.config = config
+        self.log_level = log_level
         self._on_batch = on_batch or self._report_batch
         self.metrics = PipelineMetrics()
         self._metrics_server: MetricsServer | None = None
@@ -123,10 +140,15 @@ class Pipeline:
                 config.transactional_id,
             )
         )
-        self._spark = build_session(config)
+        self._spark = build_session(config, log_level=self.log_level)
         if config.metrics_port is not None and self._metrics_server is None:
+            readiness = Readiness(
+                self.metrics,
+                self._kafka_probe,
+                max_batch_age_ms=max(READY_BATCH_AGE_MS, 2 * config.heartbeat_interval_ms),
+            )
             self._metrics_server = MetricsServer(
-                self.metrics, config.metrics_host, config.metrics_port
+                self.metrics, config.metrics_host, config.metrics_port, readiness
             )
             self._metrics_server.start()
             # Spark hands every progress to the listener once: no polling, no copies.
@@ -239,6 +261,10 @@ class Pipeline:
         waker.add(slots, complete=True)
         log.info("checkpoint timers read in %.1f s", time.monotonic() - started)
 
+    def _kafka_probe(self) -> str | None:
+        servers = self.config.topology.bootstrap_servers
+        return None if cluster_brokers(servers, 2.0) else f"Kafka at {servers} did not answer"
+
     def _run_id(self) -> str:
         # Fixed for the life of a checkpoint; read the file once, not on every batch.
         if self._run is None:
@@ -264,15 +290,17 @@ class Pipeline:
         c = report.counts
         if not c or set(c) == {r.OWN_TOMBSTONE}:
             return
-        late = sorted(report.lateness_ms)
         lateness = ""
-        if late:
+        if late := sorted(report.lateness_ms):
             p50, worst = format_duration_ms(late[len(late) // 2]), format_duration_ms(late[-1])
             lateness = f" (lateness p50 {p50}, max {worst})"
+        past_due = ""
+        if report.missed_lateness_ms:
+            past_due = f" (up to {format_duration_ms(max(report.missed_lateness_ms))} past due)"
         replay = "" if report.committed else " (replay, skipped)"
         log.info(
             "batch %d: fired %d%s, planned %d, updated %d, cancelled %d, unknown cancels %d, "
-            "missed %d, invalid %d, expired %d, stale %d%s",
+            "missed %d%s, invalid %d, expired %d, refused %d, stale %d%s",
             report.batch_id,
             c[r.FIRE],
             lateness,
@@ -281,8 +309,10 @@ class Pipeline:
             c[r.CANCELLED],
             c[r.UNKNOWN_CANCEL],
             c[r.MISSED],
+            past_due,
             c[r.INVALID],
             c[r.EXPIRED],
+            c[REFUSED],
             c[r.STALE],
             replay,
         )

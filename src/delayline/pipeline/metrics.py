@@ -1,7 +1,8 @@
 """Prometheus metrics of the pipeline, and a small HTTP server for them.
 
 ``/metrics`` is the Prometheus text format; ``/progress`` is JSON with the last
-batch's counts and Spark's last progress (the API's ``/info`` reads it).
+batch's counts and Spark's last progress (the API's ``/info`` reads it); ``/readyz``
+answers 200 while batches finish and Kafka answers, 503 with the reasons otherwise.
 """
 
 from __future__ import annotations
@@ -9,18 +10,23 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from delayline.fire.sink import BatchReport
+from delayline.core.clock import Clock, SystemClock
+from delayline.core.units import format_duration_ms
+from delayline.fire.sink import REFUSED, BatchReport
 from delayline.pipeline import rows as r
 
 log = logging.getLogger(__name__)
 
 LATENESS_BUCKETS_S = (0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30, 60, 300)
+MISSED_LATENESS_BUCKETS_S = (1, 10, 60, 600, 3600, 6 * 3600, 86_400, 7 * 86_400, 30 * 86_400)
+"""A schedule written past due may be seconds or years late: minutes to a month."""
 
 # Event kinds counted, by metric name suffix. ``received`` comes from Spark's input rows.
 _COUNTED = {
@@ -33,6 +39,7 @@ _COUNTED = {
     "expired": (r.EXPIRED,),
     "stale": (r.STALE,),
     "retired": (r.RETIRE,),
+    "refused": (REFUSED,),
 }
 
 
@@ -61,8 +68,15 @@ class PipelineMetrics:
         )
         self.lateness = Histogram(
             "delayline_lateness_seconds",
-            "Commit time of a delivery minus its due time.",
+            "Commit time of a delivery minus its due time (schedules not yet due on arrival).",
             buckets=LATENESS_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.missed_lateness = Histogram(
+            "delayline_missed_lateness_seconds",
+            "Commit time of a delivery minus its due time, for schedules already past due "
+            "when they arrived (fired at once).",
+            buckets=MISSED_LATENESS_BUCKETS_S,
             registry=self.registry,
         )
         self.pending = Gauge(
@@ -85,12 +99,15 @@ class PipelineMetrics:
         self._last_report: dict[str, Any] | None = None
         self._last_progress: dict[str, Any] | None = None
         self._seen_batch = -1
+        self.last_batch_ms: int | None = None
+        """When the last micro-batch finished (``None`` before the first)."""
 
     def observe_batch(self, report: BatchReport) -> None:
         """Count one micro-batch's events (the sink calls this)."""
         self.last_batch.set(report.finished_ms / 1000)
         with self._lock:
             self._last_report = report.summary()
+            self.last_batch_ms = report.finished_ms
         if not report.committed:
             return  # a replay: the run that committed the batch counted it
         for name, kinds in _COUNTED.items():
@@ -100,6 +117,8 @@ class PipelineMetrics:
         self.fired.inc(report.counts[r.FIRE])
         for late_ms in report.lateness_ms:
             self.lateness.observe(max(0, late_ms) / 1000)
+        for late_ms in report.missed_lateness_ms:
+            self.missed_lateness.observe(max(0, late_ms) / 1000)
 
     def observe_progress(self, progresses: list[dict[str, Any]]) -> None:
         """Take Spark's progress reports not seen yet (oldest first)."""
@@ -138,12 +157,77 @@ def _summary(progress: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class MetricsServer:
-    """Serves ``/metrics`` and ``/progress`` from a daemon thread."""
+class Readiness:
+    """Whether the pipeline is doing its work, for ``/readyz``.
 
-    def __init__(self, metrics: PipelineMetrics, host: str, port: int) -> None:
+    Ready when a micro-batch finished within ``max_batch_age_ms`` and Kafka answered
+    the last probe. Probes run on demand, at most one every ``probe_every_ms``.
+
+    Args:
+        metrics: Where the time of the last batch comes from.
+        kafka_probe: Asks Kafka something small: ``None`` when it answered, else why not.
+        max_batch_age_ms: Longest time since the last batch that is still ready (keep
+            it above the heartbeat interval: an idle pipeline runs a batch that often).
+        clock: "Now".
+        probe_every_ms: How long a probe's answer stands.
+    """
+
+    def __init__(
+        self,
+        metrics: PipelineMetrics,
+        kafka_probe: Callable[[], str | None],
+        *,
+        max_batch_age_ms: int,
+        clock: Clock | None = None,
+        probe_every_ms: int = 5_000,
+    ) -> None:
         self.metrics = metrics
-        handler = _handler(metrics)
+        self.kafka_probe = kafka_probe
+        self.max_batch_age_ms = max_batch_age_ms
+        self.clock = clock or SystemClock()
+        self.probe_every_ms = probe_every_ms
+        self._lock = threading.Lock()
+        self._probed: tuple[int, str | None] | None = None
+
+    def reasons(self) -> list[str]:
+        """Why the pipeline is not ready; empty when it is."""
+        now_ms = self.clock.now_ms()
+        reasons = []
+        last = self.metrics.last_batch_ms
+        if last is None:
+            reasons.append("no micro-batch finished yet")
+        elif now_ms - last > self.max_batch_age_ms:
+            reasons.append(
+                f"last micro-batch finished {format_duration_ms(now_ms - last)} ago "
+                f"(more than {format_duration_ms(self.max_batch_age_ms)})"
+            )
+        kafka = self._kafka(now_ms)
+        if kafka is not None:
+            reasons.append(kafka)
+        return reasons
+
+    def _kafka(self, now_ms: int) -> str | None:
+        with self._lock:  # one probe at a time; the others wait for its answer
+            if self._probed is None or now_ms - self._probed[0] >= self.probe_every_ms:
+                self._probed = (now_ms, self.kafka_probe())
+            return self._probed[1]
+
+
+class MetricsServer:
+    """Serves ``/metrics``, ``/progress`` and ``/readyz`` from a daemon thread.
+
+    Args:
+        metrics: What ``/metrics`` and ``/progress`` show.
+        host: Address to listen on.
+        port: Port to listen on (0: any free one).
+        readiness: What ``/readyz`` asks; without it, ``/readyz`` is 404.
+    """
+
+    def __init__(
+        self, metrics: PipelineMetrics, host: str, port: int, readiness: Readiness | None = None
+    ) -> None:
+        self.metrics = metrics
+        handler = _handler(metrics, readiness)
         self._server = ThreadingHTTPServer((host, port), handler)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="delayline-metrics", daemon=True
@@ -165,17 +249,25 @@ class MetricsServer:
         self._server.server_close()
 
 
-def _handler(metrics: PipelineMetrics) -> type[BaseHTTPRequestHandler]:
+def _handler(metrics: PipelineMetrics, readiness: Readiness | None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if self.path.split("?")[0] == "/metrics":
+            path, status = self.path.split("?")[0], 200
+            if path == "/metrics":
                 body, kind = generate_latest(metrics.registry), CONTENT_TYPE_LATEST
-            elif self.path.split("?")[0] == "/progress":
+            elif path == "/progress":
                 body, kind = json.dumps(metrics.progress()).encode(), "application/json"
+            elif path == "/readyz" and readiness is not None:
+                reasons = readiness.reasons()
+                status = 503 if reasons else 200
+                answer = (
+                    {"status": "not ready", "reasons": reasons} if reasons else {"status": "ready"}
+                )
+                body, kind = json.dumps(answer).encode(), "application/json"
             else:
-                self.send_error(404, "try /metrics or /progress")
+                self.send_error(404, "try /metrics, /progress or /readyz")
                 return
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

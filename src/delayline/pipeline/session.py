@@ -1,11 +1,19 @@
-"""The SparkSession delayline runs in."""
+"""The SparkSession delayline runs in, and how much of Spark's log reaches ours."""
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
+import subprocess
 import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import IO
 
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from delayline.infra.jars import resolve_jars
@@ -22,10 +30,43 @@ QUIET_LOGGERS = {
         "ERROR"
     ),
 }
-"""Spark loggers whose WARN lines come per record, not per event worth a look."""
+"""Spark loggers whose WARN lines come per record, not per event worth a look (quiet at
+every ``--log-level``)."""
+
+PYTHON_LOGGERS = ("py4j", "pyspark")
+"""Python loggers of the libraries under Spark (py4j logs connection noise on shutdown)."""
+
+JVM_NOISE = (
+    b"WARNING: Using incubator modules",
+    b"Starting Streaming TransformWithStateInPandas Python worker",
+    b"Streaming TransformWithStateInPandas Python worker ",
+)
+"""Starts of lines the JVM writes to stderr outside its log (the JDK's notice of an
+incubator module, and ``print`` calls of PySpark's transformWithState driver worker,
+a UDF's repr each): dropped, with blank lines, unless ``--log-level debug``."""
+
+_LOG4J2 = """\
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = stderr
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = %d{{yyyy-MM-dd HH:mm:ss,SSS}} %p %c: %m%n%ex
+# Spark sets the root level of a PySpark driver to this logger's (WARN if unset).
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = {level}
+"""
 
 
-def build_session(config: PipelineConfig) -> SparkSession:
+def spark_log_level(log_level: str) -> str:
+    """The level of Spark's JVM loggers (and of :data:`PYTHON_LOGGERS`) for delayline's
+    ``--log-level``: errors only, except at ``debug`` where INFO and WARN lines show too
+    (Spark's "Current batch is falling behind", one per slow batch, among them)."""
+    return "INFO" if log_level == "debug" else "ERROR"
+
+
+def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSession:
     """Start (or join) the SparkSession with the Kafka connector and RocksDB state.
 
     Settings and why:
@@ -36,29 +77,90 @@ def build_session(config: PipelineConfig) -> SparkSession:
         * UTC session time zone; the UI off (no port to collide with).
         * With ``wake``, no micro-batch without new records: an empty batch costs
           300-500 ms of CPU; the waker writes a record when a timer is due.
+
+    Spark and the libraries under it log errors only unless ``log_level`` is
+    ``debug`` (see :func:`spark_log_level`); the JVM gets its log configuration when it
+    starts, so not even its start-up warnings show, and its stderr passes through this
+    process without :data:`JVM_NOISE`. The JVM runs in a session of its own: Ctrl-C
+    (SIGINT to the terminal's process group) reaches this process only. The SIGINT
+    handler in place before stays: PySpark's own (cancel every job, raise
+    ``KeyboardInterrupt``) would break the batch in flight.
     """
     # Python workers must run the same interpreter (and venv) as the driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     jars = resolve_jars("spark")
-    spark = (
-        SparkSession.builder.master(config.master)
-        .appName(f"delayline-{config.query_name}")
-        .config("spark.jars", ",".join(str(j) for j in jars))
-        .config("spark.driver.memory", f"{config.driver_memory_mb}m")
-        .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
-        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
-        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
+    level = spark_log_level(log_level)
+    for name in PYTHON_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+    settings = {
+        "spark.jars": ",".join(str(j) for j in jars),
+        "spark.driver.memory": f"{config.driver_memory_mb}m",
+        "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+    }
+    on_sigint = signal.getsignal(signal.SIGINT)
+    with tempfile.TemporaryDirectory(prefix="delayline-spark-") as tmp:
+        if SparkContext._gateway is None:  # the first session of this process
+            _launch_jvm(config.master, settings, Path(tmp), level, keep_all=log_level == "debug")
+        spark = (
+            SparkSession.builder.master(config.master)
+            .appName(f"delayline-{config.query_name}")
+            .config(map=dict(settings))
+            .getOrCreate()
+        )
+    if threading.current_thread() is threading.main_thread() and on_sigint is not None:
+        signal.signal(signal.SIGINT, on_sigint)
     # Set on the session, not the builder: a session that already exists keeps its own.
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", str(not config.wake).lower())
-    spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.setLogLevel(level)
     _quiet(spark)
     log.info("spark %s, master %s, %d jars", spark.version, config.master, len(jars))
     return spark
+
+
+def _launch_jvm(
+    master: str, settings: dict[str, str], tmp: Path, level: str, *, keep_all: bool
+) -> None:
+    """Start Spark's JVM with a log configuration at ``level`` and its stderr piped
+    through :func:`_forward`."""
+    log4j = tmp / "log4j2.properties"
+    log4j.write_text(_LOG4J2.format(level=level.lower()))
+    conf = SparkConf(loadDefaults=False).setMaster(master)
+    conf.setAll(
+        [
+            *settings.items(),
+            ("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j.as_uri()}"),
+        ]
+    )
+    # A session of its own: a signal to the driver's process group (Ctrl-C, ``kill -TERM
+    # -PGID``) is the driver's to handle; the JVM still ends when the driver does.
+    piped = {"stderr": subprocess.PIPE, "start_new_session": True}
+    gateway = launch_gateway(conf, popen_kwargs=piped)  # type: ignore[no-untyped-call]
+    proc = getattr(gateway, "proc", None)
+    if proc is not None and proc.stderr is not None:
+        threading.Thread(
+            target=_forward, args=(proc.stderr, keep_all), name="delayline-jvm-stderr", daemon=True
+        ).start()
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _forward(stream: IO[bytes], keep_all: bool) -> None:
+    """Copy the JVM's stderr to ours line by line, without :data:`JVM_NOISE` and blank
+    lines unless ``keep_all``. Never stops before the stream ends (a full pipe would
+    block the JVM)."""
+    with open(2, "wb", closefd=False) as out:  # a file descriptor: the process's stderr
+        for line in stream:
+            if not keep_all and (not line.strip() or line.startswith(JVM_NOISE)):
+                continue
+            try:
+                out.write(line)
+                out.flush()
+            except OSError:
+                pass  # our stderr is gone: keep draining the JVM's
 
 
 def _quiet(spark: SparkSession) -> None:

@@ -13,9 +13,10 @@ import delayline
 from delayline.api.auth import require_read
 from delayline.api.pipeline_status import pipeline_status
 from delayline.api.routes.schedules import ERRORS
-from delayline.api.schemas import DeadLetterPage, StatsOut, dead_letter_out, stats_out
+from delayline.api.schemas import DeadLetterPage, StatsOut, dead_letter_out, stats_out, utc
 from delayline.api.state import api_state
 from delayline.catalog import MAX_PAGE
+from delayline.core.units import format_duration_ms
 
 router = APIRouter()
 
@@ -87,6 +88,9 @@ async def info(request: Request) -> dict[str, Any]:
             "records_applied": follow.records_applied,
             "records_skipped": follow.records_skipped,
             "last_error": follow.last_error,
+            "kafka_unreachable_since": None
+            if follow.unreachable_since_ms is None
+            else utc(follow.unreachable_since_ms),
         },
         "pipeline": pipeline,
         "writes_enabled": config.token is not None,
@@ -107,16 +111,28 @@ def healthz() -> dict[str, str]:
     responses={503: {"description": "Not ready yet; the body says why."}},
 )
 def readyz(request: Request) -> JSONResponse:
-    """200 once the catalog has read every followed partition to its end."""
-    follow = api_state(request).follower.status()
-    if follow.caught_up:
+    """200 once the catalog has read every followed partition to its end, while Kafka
+    answers; 503 with the reasons otherwise."""
+    state = api_state(request)
+    follow = state.follower.status()
+    reasons = []
+    if follow.unreachable_since_ms is not None:
+        since = utc(follow.unreachable_since_ms).strftime("%Y-%m-%dT%H:%M:%SZ")
+        away = format_duration_ms(max(0, state.clock.now_ms() - follow.unreachable_since_ms))
+        reasons.append(
+            f"Kafka unreachable since {since} (for {away}): {follow.unreachable_reason}; "
+            "the catalog may be out of date and writes fail"
+        )
+    if not follow.caught_up:
+        reasons.append("catalog still reading the topics")
+        if follow.missing_topics:
+            reasons.append(f"topics not found: {', '.join(follow.missing_topics)}")
+        if follow.last_error:
+            reasons.append(f"last error: {follow.last_error}")
+    if not reasons:
         return JSONResponse({"status": "ready"})
-    reasons = ["catalog still reading the topics"]
-    if follow.missing_topics:
-        reasons.append(f"topics not found: {', '.join(follow.missing_topics)}")
-    if follow.last_error:
-        reasons.append(f"last error: {follow.last_error}")
-    return JSONResponse({"status": "starting", "reasons": reasons}, status_code=503)
+    status = "starting" if follow.unreachable_since_ms is None else "unavailable"
+    return JSONResponse({"status": status, "reasons": reasons}, status_code=503)
 
 
 @router.get(

@@ -109,6 +109,7 @@ def get_schedule(request: Request, schedule_id: str) -> ScheduleDetail:
 @router.post(
     "/schedules",
     response_model=Written,
+    response_model_exclude_none=True,
     status_code=status.HTTP_202_ACCEPTED,
     responses=ERRORS,
     dependencies=[Depends(require_write)],
@@ -116,7 +117,8 @@ def get_schedule(request: Request, schedule_id: str) -> ScheduleDetail:
 )
 async def create_schedule(request: Request, body: ScheduleCreate) -> Written:
     """Write a schedule to the schedules topic. An existing id is replaced, as with
-    any producer. Answers once Kafka acknowledged the record."""
+    any producer. Answers once Kafka acknowledged the record; a due time already past
+    is accepted (it fires at once) with a ``warning``."""
     state = api_state(request)
     schedule_id = body.id or str(uuid.uuid4())
     topic, partition = await run_in_threadpool(state.place_of, schedule_id)
@@ -126,6 +128,7 @@ async def create_schedule(request: Request, body: ScheduleCreate) -> Written:
 @router.put(
     "/schedules/{schedule_id:path}",
     response_model=Written,
+    response_model_exclude_none=True,
     status_code=status.HTTP_202_ACCEPTED,
     responses=ERRORS,
     dependencies=[Depends(require_write)],

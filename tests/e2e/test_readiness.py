@@ -1,0 +1,131 @@
+"""Readiness when Kafka goes away, and a pipeline's Ctrl-C: what an operator sees."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from confluent_kafka import Producer
+
+from delayline.api.config import ApiConfig
+from delayline.api.server import ApiServer
+from delayline.core.topology import Topology
+from delayline.dev.harness import PipelineProcess
+from delayline.dev.testing import create_topic, unique_topic
+from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
+from delayline.kafka.config import kafka_client_config
+from tests.support import ARTIFACTS, eventually, make_topics, pipeline_args
+
+
+def planned(checkpoint: Path, topic: str, records: int) -> int | None:
+    """The id of a micro-batch planned to read ``records`` records of ``topic``, if
+    any: Spark writes ``offsets/<id>`` (the end offsets per topic and partition) when it
+    starts a batch, ``commits/<id>`` when the batch is done."""
+    offsets = checkpoint / "offsets"
+    for path in sorted(offsets.iterdir() if offsets.is_dir() else [], key=lambda p: p.name):
+        if not path.name.isdigit():
+            continue
+        for line in path.read_text().splitlines()[2:]:  # version, metadata, one per source
+            with contextlib.suppress(ValueError):
+                ends = json.loads(line).get(topic, {})
+                if sum(ends.values()) >= records:
+                    return int(path.name)
+    return None
+
+
+def readyz(url: str) -> tuple[int, dict[str, Any]]:
+    response = httpx.get(f"{url}/readyz", timeout=10)
+    return response.status_code, response.json()
+
+
+@pytest.mark.slow
+def test_api_readyz_fails_while_kafka_is_away_and_recovers(tmp_path: Path) -> None:
+    """A private broker (the session's stays up for the other tests): stopped, the
+    API's /readyz turns 503 and says why; started again, 200."""
+    broker = LocalBroker(
+        BrokerConfig(data_dir=tmp_path / "broker", port=free_port(), controller_port=free_port())
+    )
+    broker.start()
+    bootstrap = broker.config.bootstrap_servers
+    schedules = create_topic(
+        bootstrap, unique_topic("sched"), partitions=2, config={"cleanup.policy": "compact"}
+    )
+    topology = Topology(
+        bootstrap,
+        (schedules,),
+        dead_letter_topic=create_topic(bootstrap, unique_topic("dlq")),
+        history_topic=None,
+    )
+    server = ApiServer(ApiConfig(topology=topology, catalog_path=tmp_path / "c.db", port=0))
+    url = server.start()
+    try:
+        eventually(lambda: readyz(url)[0] == 200, 30, "catalog caught up")
+        broker.stop()
+        stopped = time.monotonic()
+
+        def unready() -> dict[str, Any] | None:
+            status, body = readyz(url)
+            return body if status == 503 else None
+
+        body = eventually(unready, 30, "503 while Kafka is away")
+        print(f"503 after {time.monotonic() - stopped:.1f} s: {body}")
+        assert body["status"] == "unavailable"
+        assert body["reasons"][0].startswith("Kafka unreachable since ")
+        info = httpx.get(f"{url}/info", timeout=10).json()
+        assert info["catalog"]["kafka_unreachable_since"] is not None
+        broker.start()
+        started = time.monotonic()
+        eventually(lambda: readyz(url) == (200, {"status": "ready"}), 60, "200 once Kafka is back")
+        print(f"200 again {time.monotonic() - started:.1f} s after the broker answered")
+        assert (
+            httpx.get(f"{url}/info", timeout=10).json()["catalog"]["kafka_unreachable_since"]
+            is None
+        )
+    finally:
+        server.stop()
+        if broker.status().running:
+            broker.stop()
+
+
+def test_pipeline_readyz_and_a_quiet_ctrl_c(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """The pipeline's own /readyz; its default log holds delayline's lines only; Ctrl-C
+    (SIGINT to the process group, as a terminal sends it) stops it after the batch in
+    flight, exit 0, no traceback."""
+    topics = make_topics(kafka_bootstrap)
+    port = free_port()
+    log = ARTIFACTS / f"readiness-{topics.schedules}.log"
+    args = pipeline_args(topics, tmp_path / "checkpoint", "--metrics-port", str(port))
+    process = PipelineProcess(kafka_bootstrap, args, log)
+    process.start()
+    try:
+        process.wait_ready()
+        metrics = f"http://127.0.0.1:{port}"
+        eventually(lambda: readyz(metrics) == (200, {"status": "ready"}), 30, "pipeline ready")
+        producer = Producer(kafka_client_config(kafka_bootstrap))
+        for i in range(200):  # invalid (no due time): dead-lettered, a batch to work on
+            producer.produce(topics.schedules, key=f"bad-{i}".encode(), value=b"x")
+        producer.flush(10)
+        checkpoint = tmp_path / "checkpoint"
+        batch = eventually(lambda: planned(checkpoint, topics.schedules, 200), 60, "batch planned")
+        code = process.interrupt()  # at once: the batch is in flight (or just done)
+    finally:
+        if process.proc is not None:
+            process.kill()
+    text = process.log_since_start()
+    assert code == 0, text[-3000:]
+    assert "Traceback" not in text
+    assert "SIGINT received: finishing the batch in flight" in text
+    assert text.rstrip().endswith("stopped"), text[-2000:]
+    assert (checkpoint / "commits" / str(batch)).exists(), "the batch in flight finished"
+    assert len([x for x in text.splitlines() if "bad-" in x and "dead-lettered" in x]) == 200
+    foreign = [
+        line
+        for line in text.splitlines()
+        if " delayline." not in line  # every line of ours names its delayline logger
+    ]
+    assert foreign == [], "\n".join(foreign[:20])

@@ -1,0 +1,131 @@
+"""The fire stage's report of a batch: lateness of on-time and past-due deliveries kept
+apart, refused deliveries not counted as fired, one log line per dead letter."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from delayline.contract import ConsumedRecord, OutgoingRecord
+from delayline.core.clock import ManualClock
+from delayline.core.topology import Topology
+from delayline.fire.sink import REFUSED, BatchReport, FireSink
+from delayline.fire.transactional import Committed, FireConfig, Firing, TransactionalFirer
+from delayline.pipeline import rows as r
+from delayline.pipeline.config import PipelineConfig
+from delayline.stores.memory import MemoryHold
+
+NOW_MS = 1_800_000_000_000
+DAY_MS = 86_400_000
+
+
+class ListHold(MemoryHold):
+    """The memory hold fed a list of records as the batch instead of a DataFrame."""
+
+    def batch_events(self, frame: Any, batch_id: int) -> Sequence[Any]:
+        return [r.event_row(e) for e in self.offer(frame, self.clock.now_ms())]
+
+
+class FakeFirer(TransactionalFirer):
+    """Refuses every delivery to topic ``denied``; a batch id seen before is a replay."""
+
+    def __init__(self) -> None:  # no producer, no cluster
+        self.config = FireConfig("kafka:9092", "commits", "tx")
+        self.batches: list[list[OutgoingRecord | Firing]] = []
+        self.done: set[int] = set()
+
+    def commit_batch(
+        self, run: str, batch_id: int, records: Sequence[OutgoingRecord | Firing]
+    ) -> Committed:
+        if batch_id in self.done:
+            return Committed(replay=True)
+        self.done.add(batch_id)
+        self.batches.append(list(records))
+        refused = {
+            i: "delivery to topic 'denied' refused: TOPIC_AUTHORIZATION_FAILED"
+            for i, item in enumerate(records)
+            if isinstance(item, Firing) and item.schedule.target_topic == "denied"
+        }
+        return Committed(replay=False, refused=refused)
+
+
+def schedule(offset: int, sid: str, due_ms: int, target: str = "out") -> ConsumedRecord:
+    epoch = f"{due_ms // 1000}.{due_ms % 1000:03d}".encode()
+    headers = (("scheduler-epoch", epoch), ("scheduler-target-topic", target.encode()))
+    return ConsumedRecord("sched", 0, offset, NOW_MS, sid.encode(), b"secret payload", headers)
+
+
+def sink_with(
+    max_lateness_ms: int | None = None,
+) -> tuple[FireSink, ListHold, ManualClock, list[BatchReport]]:
+    clock = ManualClock(NOW_MS)
+    config = PipelineConfig(Topology(history_topic=None), max_lateness_ms=max_lateness_ms)
+    hold = ListHold(config, clock)
+    reports: list[BatchReport] = []
+    sink = FireSink(config, FakeFirer(), lambda: "run", reports.append, hold=hold, clock=clock)
+    return sink, hold, clock, reports
+
+
+def test_past_due_and_refused_deliveries_stay_out_of_the_lateness_of_on_time_ones(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("INFO", logger="delayline.fire.sink")
+    sink, _hold, clock, reports = sink_with()
+    sink(
+        [schedule(0, "on-time", NOW_MS + 5_000), schedule(1, "refused", NOW_MS + 5_000, "denied")],
+        0,
+    )
+    clock.advance(6_000)
+    invalid = ConsumedRecord("sched", 0, 3, NOW_MS, b"junk", b"secret payload", ())
+    sink([schedule(2, "years-late", NOW_MS - 2_517 * DAY_MS), invalid], 1)
+    first, second = reports
+    assert first.counts == {r.PLANNED: 2}
+    assert second.counts[r.FIRE] == 2  # on-time and years-late; the refused one is not
+    assert second.counts[REFUSED] == 1
+    assert second.counts[r.MISSED] == 1
+    assert second.counts[r.INVALID] == 1
+    assert second.lateness_ms == [1_000]  # on-time: due 5 s after planning, fired at 6 s
+    assert second.missed_lateness_ms == [2_517 * DAY_MS + 6_000]
+    summary = second.summary()
+    assert (summary["deliveries"], summary["lateness_max_ms"]) == (2, 1_000)
+    assert summary["missed_deliveries"] == 1
+    dead = [m for m in caplog.messages if "dead-lettered" in m]
+    assert dead == [
+        "batch 1: schedule 'junk' (from sched/0/3) dead-lettered: missing header scheduler-epoch"
+    ]
+    assert not any("secret" in m for m in caplog.messages)  # never a payload
+
+
+def test_an_expired_schedule_is_one_log_line_and_no_delivery(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("INFO", logger="delayline.fire.sink")
+    sink, _hold, _clock, reports = sink_with(max_lateness_ms=3_600_000)
+    keyless = ConsumedRecord("sched", 0, 1, NOW_MS, None, b"secret payload", ())
+    sink([schedule(0, "two-hours-late", NOW_MS - 7_200_000), keyless], 0)
+    (report,) = reports
+    assert report.counts == {r.MISSED: 1, r.EXPIRED: 1, r.INVALID: 1}
+    assert (report.lateness_ms, report.missed_lateness_ms) == ([], [])
+    assert [m for m in caplog.messages if "dead-lettered" in m] == [
+        "batch 0: record sched/0/1 dead-lettered: missing schedule id (record key is empty)",
+        "batch 0: schedule 'two-hours-late' (from sched/0/0) dead-lettered: expired",
+    ]
+
+
+def test_a_replayed_batch_reports_no_lateness_and_logs_no_dead_letter(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("INFO", logger="delayline.fire.sink")
+    sink, _hold, _clock, reports = sink_with()
+    batch = [schedule(0, "now", NOW_MS), ConsumedRecord("sched", 0, 1, NOW_MS, b"x", b"v", ())]
+    sink(batch, 0)
+    sink(batch, 0)  # Spark replays batch 0 after a crash
+    first, replay = reports
+    assert first.committed
+    assert first.missed_lateness_ms == [0]
+    assert not replay.committed
+    assert (replay.lateness_ms, replay.missed_lateness_ms) == ([], [])
+    assert REFUSED not in replay.counts
+    assert len([m for m in caplog.messages if "dead-lettered" in m]) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -40,7 +41,8 @@ def test_broker_lifecycle(tmp_path: Path, kafka_bootstrap: str) -> None:
     pid = int((tmp_path / "b" / "broker.pid").read_text())
     assert (tmp_path / "b" / "broker.log").stat().st_size > 0
     try:
-        status = delayline("broker", "status", *flags)
+        # The port is read back from the data dir: status and stop need only --data-dir.
+        status = delayline("broker", "status", "--data-dir", str(tmp_path / "b"))
         assert status.returncode == 0
         assert f"broker running at 127.0.0.1:{port} (pid {pid}," in status.stdout
 
@@ -48,15 +50,20 @@ def test_broker_lifecycle(tmp_path: Path, kafka_bootstrap: str) -> None:
         assert second.returncode == 1
         assert f"a broker already runs on {tmp_path / 'b'} (pid {pid})" in second.stderr
     finally:
-        stopped = delayline("broker", "stop", *flags)
+        stopped = delayline("broker", "stop", "--data-dir", str(tmp_path / "b"))
     assert stopped.returncode == 0, stopped.stderr
-    assert f"broker stopped (pid {pid})" in stopped.stdout
+    assert f"broker stopped (pid {pid}, was at 127.0.0.1:{port})" in stopped.stdout
     assert not pid_alive(pid)
 
-    assert delayline("broker", "status", *flags).returncode == 3
+    status = delayline("broker", "status", "--data-dir", str(tmp_path / "b"))
+    assert status.returncode == 3
+    assert status.stdout == (
+        f"broker not running (data dir {tmp_path / 'b'}); start it with "
+        f"`delayline broker start --data-dir {tmp_path / 'b'} --port {port}`\n"
+    )
     again = delayline("broker", "stop", *flags)
-    assert again.returncode == 1
-    assert "no broker runs on" in again.stderr
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == f"broker not running (data dir {tmp_path / 'b'}); nothing to stop\n"
 
 
 def test_broker_refuses_a_port_in_use(tmp_path: Path, kafka_bootstrap: str) -> None:
@@ -83,8 +90,11 @@ def test_schedule_and_cancel(kafka_bootstrap: str) -> None:
     )  # fmt: skip
     assert piped.returncode == 0, piped.stderr
     assert "in the past; it fires at once" in piped.stderr
-    cancelled = delayline("cancel", "cli-1", *common)
+    # No API to ask whether cli-1 is pending (tests/integration/test_cli_api.py has one).
+    no_api = ["--api-url", f"http://127.0.0.1:{free_port()}"]
+    cancelled = delayline("cancel", "cli-1", *common, *no_api)
     assert cancelled.returncode == 0, cancelled.stderr
+    assert "could not check that 'cli-1' is pending" in cancelled.stderr
 
     parsed = [(r.partition, parse_record(r)) for r in read_topic(kafka_bootstrap, topic)]
     by_id: dict[str, list[tuple[int, Schedule | Cancel]]] = {}
@@ -107,9 +117,15 @@ def test_schedule_and_cancel(kafka_bootstrap: str) -> None:
 
 
 def test_unreachable_broker_is_one_clear_line_within_the_timeout() -> None:
-    began = time.monotonic()
-    result = delayline("cancel", "x", "-b", f"127.0.0.1:{free_port()}", "--timeout", "2s")
-    elapsed = time.monotonic() - began
+    # A port that accepts connections but never answers: the quick connect check passes
+    # (a refused port fails at once, see below), so the client's own timeout applies.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        began = time.monotonic()
+        result = delayline("cancel", "x", "-b", address, "--timeout", "2s", "--force")
+        elapsed = time.monotonic() - began
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -138,3 +154,44 @@ def test_topics_create_and_wrong_policy(kafka_bootstrap: str) -> None:
     assert (
         f"topic {wrong} exists with cleanup.policy=delete but must be compacted" in refused.stderr
     )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["schedule", "--id", "a", "--topic", "t", "--in", "5m", "p"],
+        ["cancel", "a"],
+        ["topics", "create"],
+        ["tail", "t"],
+    ],
+    ids=lambda c: " ".join(c[:2]) if c[0] == "topics" else c[0],
+)
+def test_a_refused_connection_fails_fast_with_what_to_do(command: list[str]) -> None:
+    address = f"127.0.0.1:{free_port()}"  # nobody listens
+    began = time.monotonic()
+    result = delayline(*command, "-b", address)  # the default --timeout is 10 s
+    elapsed = time.monotonic() - began
+    assert result.returncode == 1
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"delayline: error: cannot connect to Kafka ({address} refused")
+    for hint in ("-b/--bootstrap-servers", "DELAYLINE_BOOTSTRAP_SERVERS", "delayline broker start"):
+        assert hint in line
+    # Interpreter start-up and the connect: about 1 s measured here.
+    assert elapsed < 5
+
+
+def test_schedule_in_a_negative_duration_is_a_past_due_time(kafka_bootstrap: str) -> None:
+    topic = create_topic(kafka_bootstrap, unique_topic("sched"), partitions=2)
+    before_ms = time.time_ns() // 1_000_000
+    result = delayline(
+        "schedule", "--id", "late-1", "--topic", "target", "--in", "-5m",
+        "-b", kafka_bootstrap, "--schedules-topic", topic, "late",
+    )  # fmt: skip
+    after_ms = time.time_ns() // 1_000_000
+    assert result.returncode == 0, result.stderr
+    # One warning, the command line's own: the client's log line for it is not repeated.
+    assert result.stderr == "delayline: warning: due time is 5m in the past; it fires at once\n"
+    (record,) = read_topic(kafka_bootstrap, topic)
+    schedule = parse_record(record)
+    assert isinstance(schedule, Schedule)
+    assert before_ms - 300_000 <= schedule.due_ms <= after_ms - 300_000

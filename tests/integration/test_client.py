@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -209,3 +210,38 @@ def test_bad_arguments_fail_before_anything_is_written(
         with pytest.raises(InvalidScheduleError, match="not a valid topic name"):
             client.schedule("a", b"p", "bad topic", delay=1)
     assert read_topic(kafka_bootstrap, schedules) == []
+
+
+PAST_DUE_LOGGER = "delayline.client._core"
+
+
+def test_a_due_time_already_past_is_written_with_a_warning_naming_the_id(
+    kafka_bootstrap: str, schedules: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    now = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+    clock = ManualClock(1_893_499_200_000)  # = now
+    caplog.set_level(logging.WARNING, logger=PAST_DUE_LOGGER)
+    with Scheduler(config(kafka_bootstrap, schedules), clock=clock) as client:
+        client.schedule("past-1", b"secret payload", "t", at=now - timedelta(minutes=5))
+        client.send_later("k", b"secret payload", "t", now - timedelta(milliseconds=250))
+        # Not past: due now, a delay (never negative), a retry.
+        client.schedule("now-1", b"p", "t", at=now)
+        client.schedule("delay-0", b"p", "t", delay=0)
+        client.send_later("k", b"p", "t", timedelta(0))
+        client.schedule_retry("retry-1", b"p", "t")
+
+    async def write_async() -> None:
+        async with AsyncScheduler(config(kafka_bootstrap, schedules), clock=clock) as client:
+            await client.schedule("past-2", b"secret payload", "t", at=now - timedelta(hours=1))
+
+    asyncio.run(write_async())
+    messages = [r.getMessage() for r in caplog.records if r.name == PAST_DUE_LOGGER]
+    assert len(messages) == 3, messages
+    assert messages[0] == (
+        "schedule 'past-1' is due 5m in the past (2030-01-01T11:55:00+00:00); it fires at once"
+    )
+    assert "is due 250ms in the past (2030-01-01T11:59:59.750000+00:00)" in messages[1]
+    assert messages[2].startswith("schedule 'past-2' is due 1h in the past")
+    assert not any("secret" in m for m in messages)
+    ids = {r.key for r in read_topic(kafka_bootstrap, schedules)}
+    assert {b"past-1", b"past-2", b"now-1"} <= ids  # written all the same

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
-from collections.abc import Callable
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from delayline.core.topology import (
@@ -17,7 +21,8 @@ from delayline.core.topology import (
     Topology,
 )
 from delayline.core.units import parse_duration_ms
-from delayline.errors import ConfigError
+from delayline.errors import ApiUnavailableError, ConfigError, DelaylineError
+from delayline.kafka.probe import PROBE_TIMEOUT_S, require_listening
 
 
 def env_flag(
@@ -181,6 +186,102 @@ def duration_arg(parse: Callable[[str], int]) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
     return convert
+
+
+def check_kafka(args: argparse.Namespace) -> None:
+    """Fail fast, with what to do, when nothing listens at ``--bootstrap-servers``
+    (see :mod:`delayline.kafka.probe`); bounded by ``--timeout`` when the command has it.
+
+    Raises:
+        KafkaUnavailableError: every bootstrap address refused or did not answer.
+    """
+    timeout_ms = getattr(args, "timeout_ms", None)
+    limit_s = PROBE_TIMEOUT_S if timeout_ms is None else min(PROBE_TIMEOUT_S, timeout_ms / 1000)
+    require_listening(args.bootstrap_servers, limit_s)
+
+
+DEFAULT_API_URL = "http://127.0.0.1:8080"
+API_TIMEOUT_S = 10.0
+
+
+def add_api(parser: argparse.ArgumentParser) -> None:
+    """``--api-url`` and ``--token``, on every command that asks ``delayline api``."""
+    env_flag(
+        parser,
+        "--api-url",
+        env="DELAYLINE_API_URL",
+        default=DEFAULT_API_URL,
+        help="base URL of delayline api",
+    )
+    env_flag(
+        parser,
+        "--token",
+        env="DELAYLINE_API_TOKEN",
+        default=None,
+        help="bearer token, when the API closes reads",
+    )
+
+
+class NotFoundError(DelaylineError):
+    """The API knows no such schedule, or none pending."""
+
+
+def api_unavailable(api_url: str, why: object) -> ApiUnavailableError:
+    """The error for an API that did not answer: says which flag and variable point at it."""
+    return ApiUnavailableError(
+        f"delayline api at {api_url} did not answer ({why}); start it with `delayline api` "
+        "or point --api-url (env DELAYLINE_API_URL) at it"
+    )
+
+
+def api_get(
+    args: argparse.Namespace,
+    path: str,
+    params: Mapping[str, str | int] | None = None,
+    timeout_s: float = API_TIMEOUT_S,
+) -> tuple[int, Any]:
+    """GET ``path`` from the API at ``args.api_url`` (standard library only, so the
+    client-only install can ask too).
+
+    Returns:
+        The HTTP status and the decoded JSON body (``None`` when the body is not JSON).
+
+    Raises:
+        ApiUnavailableError: the API did not answer; the message names ``--api-url``.
+    """
+    if urllib.parse.urlsplit(args.api_url).scheme not in ("http", "https"):
+        raise ConfigError(
+            f"--api-url (env DELAYLINE_API_URL) {args.api_url!r}: use http://host:port"
+        )
+    url = args.api_url.rstrip("/") + path
+    if params:
+        url += "?" + urllib.parse.urlencode(params)
+    headers = {"Accept": "application/json"}
+    if args.token:
+        headers["Authorization"] = f"Bearer {args.token}"
+    request = urllib.request.Request(url, headers=headers)  # noqa: S310 - http(s), checked
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
+            return response.status, _json_or_none(response.read())
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, _json_or_none(exc.read())
+    except (OSError, ValueError) as exc:  # URLError, refused, timeout, a bad URL
+        raise api_unavailable(args.api_url, getattr(exc, "reason", exc)) from exc
+
+
+def api_refused(status: int, body: Any) -> ConfigError:
+    """The error for an answer other than the one expected, with the API's reason."""
+    detail = body.get("detail") if isinstance(body, dict) else None
+    hint = " (pass --token, env DELAYLINE_API_TOKEN)" if status == 401 else ""
+    return ConfigError(f"delayline api answered {status}: {detail or 'no detail'}{hint}")
+
+
+def _json_or_none(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
 
 
 def say(message: str) -> None:

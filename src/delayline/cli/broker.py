@@ -9,7 +9,11 @@ from pathlib import Path
 
 from delayline.cli._common import duration_arg, env_flag, say
 from delayline.core.units import parse_duration_ms
+from delayline.errors import BrokerAlreadyRunningError, BrokerNotRunningError
 from delayline.infra.broker import BrokerConfig, LocalBroker
+
+DEFAULT_DATA_DIR = Path(".delayline/broker")
+DEFAULT_PORT = 9092
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,15 +32,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             p,
             "--port",
             env="DELAYLINE_BROKER_PORT",
-            default=9092,
+            default=DEFAULT_PORT,
             type=int,
-            help="client port on 127.0.0.1 (the controller uses port+1)",
+            help="client port on 127.0.0.1 (the controller uses port+1)"
+            if p is start
+            else "client port, used only when --data-dir holds no broker config "
+            "(else the port the broker was started with is read from there)",
         )
         env_flag(
             p,
             "--data-dir",
             env="DELAYLINE_BROKER_DATA_DIR",
-            default=".delayline/broker",
+            default=str(DEFAULT_DATA_DIR),
             type=Path,
             help="directory holding the broker's data, config, log and PID file",
         )
@@ -85,10 +92,33 @@ def _broker(args: argparse.Namespace) -> LocalBroker:
     )
 
 
+def _same_broker(args: argparse.Namespace, port: int | None = None) -> str:
+    """The flags that point another ``delayline broker`` command at this broker: the
+    data dir and port, each when not the default."""
+    flags = ""
+    if Path(args.data_dir) != DEFAULT_DATA_DIR:
+        flags += f" --data-dir {args.data_dir}"
+    if port is not None and port != DEFAULT_PORT:
+        flags += f" --port {port}"
+    return flags
+
+
+def _port_of(bootstrap_servers: str) -> int:
+    return int(bootstrap_servers.rsplit(":", 1)[1])
+
+
 def _start(args: argparse.Namespace) -> int:
     broker = _broker(args)
     began = time.monotonic()
-    status = broker.start(progress=lambda msg: print(f"delayline: {msg}", file=sys.stderr))
+    try:
+        status = broker.start(progress=lambda msg: print(f"delayline: {msg}", file=sys.stderr))
+    except BrokerAlreadyRunningError:
+        running = broker.status()
+        raise BrokerAlreadyRunningError(
+            f"a broker already runs on {broker.data_dir} (pid {running.pid}) at "
+            f"{running.bootstrap_servers}; stop it with "
+            f"`delayline broker stop{_same_broker(args)}`"
+        ) from None
     say(
         f"broker ready at {status.bootstrap_servers} (pid {status.pid}, "
         f"{time.monotonic() - began:.1f} s, log {status.log_file})"
@@ -97,15 +127,25 @@ def _start(args: argparse.Namespace) -> int:
 
 
 def _stop(args: argparse.Namespace) -> int:
-    pid = _broker(args).stop()
-    say(f"broker stopped (pid {pid})")
+    broker = _broker(args)
+    address = broker.status().bootstrap_servers
+    try:
+        pid = broker.stop()
+    except BrokerNotRunningError:
+        say(f"broker not running (data dir {args.data_dir}); nothing to stop")
+        return 0
+    say(f"broker stopped (pid {pid}, was at {address})")
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
     status = _broker(args).status()
     if not status.running:
-        say(f"broker not running (data dir {args.data_dir})")
+        flags = _same_broker(args, _port_of(status.bootstrap_servers))
+        say(
+            f"broker not running (data dir {args.data_dir}); "
+            f"start it with `delayline broker start{flags}`"
+        )
         return 3
     say(f"broker running at {status.bootstrap_servers} (pid {status.pid}, log {status.log_file})")
     return 0

@@ -1,42 +1,69 @@
-"""``delayline list``: pending schedules, from a running ``delayline api``."""
+"""``delayline list``, ``show`` and ``dead-letters``: what a running ``delayline api``
+knows (pending schedules, one schedule with its versions, dead letters)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import urllib.parse
+from datetime import datetime
+from typing import Any
 
-from delayline.cli._common import env_flag, say
+from delayline.cli._common import (
+    NotFoundError,
+    add_api,
+    api_get,
+    api_refused,
+    api_unavailable,
+    say,
+)
 from delayline.cli.extras import require_extras
-from delayline.errors import ApiUnavailableError, ConfigError
+from delayline.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``list``."""
+    """Add ``list``, ``show`` and ``dead-letters``."""
     p = sub.add_parser(
         "list",
         help="list pending schedules (asks a running delayline api)",
         description="Pending schedules from the API's catalog, sorted by due time.",
     )
-    env_flag(
-        p,
-        "--api-url",
-        env="DELAYLINE_API_URL",
-        default="http://127.0.0.1:8080",
-        help="base URL of delayline api",
-    )
-    env_flag(
-        p,
-        "--token",
-        env="DELAYLINE_API_TOKEN",
-        default=None,
-        help="bearer token, when the API closes reads",
-    )
+    add_api(p)
     p.add_argument("--id", help="only ids starting with this")
     p.add_argument("--contains", help="only ids containing this")
     p.add_argument("--target-topic", help="only schedules for this target topic")
     p.add_argument("--limit", type=int, default=100, help="at most this many (1-1000)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=_list)
+    _register_show(sub)
+    _register_dead_letters(sub)
+
+
+def _register_show(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "show",
+        help="one schedule with its versions (asks a running delayline api)",
+        description="A schedule id from the API's catalog: the pending version (due time, "
+        "target, payload, headers) and every version seen (created, updated, cancelled, "
+        "fired with its lateness, dead-lettered with its reason).",
+    )
+    p.add_argument("id", metavar="ID", help="schedule id")
+    add_api(p)
+    p.add_argument("--json", action="store_true", help="the API's answer as one JSON object")
+    p.set_defaults(func=_show)
+
+
+def _register_dead_letters(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "dead-letters",
+        help="rejected and expired records (asks a running delayline api)",
+        description="Dead letters from the API's catalog, newest first, with their reasons.",
+    )
+    add_api(p)
+    p.add_argument("--reason", help="only those whose reason contains this")
+    p.add_argument("--limit", type=int, default=100, help="at most this many (1-1000)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(func=_dead_letters)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -57,7 +84,7 @@ def _list(args: argparse.Namespace) -> int:
             f"{args.api_url.rstrip('/')}/schedules", params=params, headers=headers, timeout=10
         )
     except httpx.HTTPError as exc:
-        raise ApiUnavailableError(f"delayline api at {args.api_url} did not answer: {exc}") from exc
+        raise api_unavailable(args.api_url, exc) from exc
     if response.status_code != 200:
         detail = response.json().get("detail", response.text) if response.content else ""
         raise ConfigError(f"delayline api answered {response.status_code}: {detail}")
@@ -72,3 +99,122 @@ def _list(args: argparse.Namespace) -> int:
         say(f"{item['id']:<36} {due:<20} {item['target_topic']:<24} {item['target_key'] or ''}")
     say(f"{len(items)} pending" + (" (more: raise --limit)" if len(items) == args.limit else ""))
     return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    status, body = api_get(args, "/schedules/" + urllib.parse.quote(args.id, safe=""))
+    if status == 404:
+        raise NotFoundError(
+            f"no schedule with id {args.id!r} (never written, or its history was pruned)"
+        )
+    if status != 200 or not isinstance(body, dict):
+        raise api_refused(status, body)
+    if args.json:
+        say(json.dumps(body))
+        return 0
+    for line in show_lines(body):
+        say(line)
+    return 0
+
+
+def _dead_letters(args: argparse.Namespace) -> int:
+    params: dict[str, str | int] = {"limit": args.limit}
+    if args.reason:
+        params["reason"] = args.reason
+    status, body = api_get(args, "/dead-letters", params)
+    if status != 200 or not isinstance(body, dict):
+        raise api_refused(status, body)
+    items = body["items"]
+    if args.json:
+        for item in items:
+            say(json.dumps(item))
+        return 0
+    for line in dead_letter_lines(items, more=body.get("next_cursor") is not None):
+        say(line)
+    return 0
+
+
+PAYLOAD_SHOWN = 200
+"""Characters of a payload shown by ``show``; ``--json`` has all of it."""
+
+
+def show_lines(detail: dict[str, Any]) -> list[str]:
+    """``delayline show`` for people: the pending version, then every version seen.
+
+    Args:
+        detail: The API's answer to ``GET /schedules/{id}``.
+    """
+    versions = detail.get("versions") or []
+    current = detail.get("current")
+    if current is None:
+        last = versions[-1]["kind"] if versions else "unknown"
+        lines = [f"{detail['id']}: not pending (last: {last})"]
+    else:
+        lines = [f"{detail['id']}: pending", *_current_lines(current)]
+    lines.append(f"versions ({len(versions)}, oldest first):")
+    lines.extend(f"  {_version_line(v)}" for v in versions)
+    return lines
+
+
+def _current_lines(c: dict[str, Any]) -> list[str]:
+    key = _shown_text(c["target_key"], c["target_key_base64"])
+    payload = _shown_text(c["payload_text"], c["payload_base64"], PAYLOAD_SHOWN)
+    lines = [
+        f"  due        {when(c['due_at'])} UTC",
+        f"  target     {c['target_topic']}, key {key}",
+        f"  stored at  {c['topic']}/{c['partition']}@{c['offset']}",
+        f"  payload    {payload} ({c['payload_size']} bytes)",
+    ]
+    user = [h for h in c.get("headers", []) if not h["name"].startswith("scheduler-")]
+    lines.extend(f"  header     {h['name']}: {_header_value(h)}" for h in user)
+    return lines
+
+
+def _version_line(v: dict[str, Any]) -> str:
+    parts = [when(v["at"]), f"{v['kind']:<13}", f"{v['topic']}/{v['partition']}@{v['offset']}"]
+    if v.get("due_at"):
+        parts.append(f"due {when(v['due_at'])}")
+    if v.get("target_topic"):
+        parts.append(f"-> {v['target_topic']}")
+    if v.get("lateness_ms") is not None:
+        parts.append(f"lateness {v['lateness_ms']} ms")
+    if v.get("reason"):
+        parts.append(f"reason: {v['reason']}")
+    return "  ".join(parts)
+
+
+def dead_letter_lines(items: list[dict[str, Any]], *, more: bool) -> list[str]:
+    """``delayline dead-letters`` for people: one line each, newest first.
+
+    Args:
+        items: The API's dead letters (``GET /dead-letters``).
+        more: Whether the API has more than it sent.
+    """
+    lines = [f"{'at (UTC)':<23}  {'schedule id':<24}  {'source':<28}  reason"]
+    for d in items:
+        sid = d["schedule_id"] if d["schedule_id"] is not None else "(no id)"
+        lines.append(f"{when(d['at']):<23}  {sid:<24}  {d['source']:<28}  {d['reason']}")
+    lines.append(f"{len(items)} dead letter(s)" + (" (more: raise --limit)" if more else ""))
+    return lines
+
+
+def when(iso: str) -> str:
+    """An API time (ISO 8601, UTC) as ``2030-01-01 17:00:00.250``."""
+    return datetime.fromisoformat(iso).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _shown_text(text: str | None, b64: str | None, limit: int | None = None) -> str:
+    if text is None and b64 is None:
+        return "(null)"
+    if text is None:
+        return f"base64:{b64}"
+    quoted = json.dumps(text, ensure_ascii=False)  # quotes, and escapes line breaks
+    if limit is not None and len(quoted) > limit:
+        return quoted[:limit] + "..."
+    return quoted
+
+
+def _header_value(h: dict[str, Any]) -> str:
+    if h["value"] is None:
+        return "(null)"
+    return h["value"] if h["encoding"] == "utf-8" else f"base64:{h['value']}"

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from delayline.cli._common import add_timeout, add_topology, env_flag, say, topology_from
+from delayline.cli._common import (
+    add_timeout,
+    add_topology,
+    check_kafka,
+    env_flag,
+    say,
+    topology_from,
+)
 from delayline.kafka.topics import TopicsConfig, ensure_topics
 
 
@@ -46,6 +53,7 @@ def _create(args: argparse.Namespace) -> int:
         replication_factor=args.replication_factor,
         timeout_ms=args.timeout_ms,
     )
+    check_kafka(args)
     for name, what in ensure_topics(config).items():
         say(f"{name}: {what}")
     return 0

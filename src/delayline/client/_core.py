@@ -12,13 +12,18 @@ from delayline.client.config import ClientConfig, RetryPolicy
 from delayline.client.partitioner import partition_for
 from delayline.client.retry import plan_retry
 from delayline.contract import OutgoingRecord, build_schedule, render_cancel, render_schedule
-from delayline.core.clock import Clock, SystemClock, datetime_to_ms
+from delayline.core.clock import Clock, SystemClock, datetime_to_ms, ms_to_datetime
 from delayline.core.model import Schedule
+from delayline.core.units import format_duration_ms
 from delayline.errors import InvalidScheduleError, KafkaUnavailableError, TopicConfigError
 
 log = logging.getLogger(__name__)
 
 HeadersArg = Mapping[str, str | bytes | None] | Iterable[tuple[str, str | bytes | None]] | None
+
+PAST_DUE = "schedule %r is due %s in the past (%s); it fires at once"
+"""The warning logged for a schedule written with a due time already past (the
+command line says it in its own words and filters this one out)."""
 
 
 class SchedulerCore:
@@ -111,6 +116,25 @@ class SchedulerCore:
     def due_ms(self, at: datetime | None, delay: timedelta | float | None) -> int:
         """See :func:`resolve_due_ms`; "now" is this client's clock."""
         return resolve_due_ms(at, delay, self.clock.now_ms())
+
+    def warn_if_past(self, schedule_id: str, at: datetime | timedelta | None) -> None:
+        """Log a warning when an absolute due time ``at`` is already past: the
+        schedule fires at once, which a caller who meant the future wants to know.
+
+        A relative delay is never past (it cannot be negative), so only a datetime
+        is checked. The id is logged, never the payload.
+        """
+        if not isinstance(at, datetime):
+            return
+        now_ms = self.clock.now_ms()
+        due_ms = datetime_to_ms(at)
+        if due_ms < now_ms:
+            log.warning(
+                PAST_DUE,
+                schedule_id,
+                format_duration_ms(now_ms - due_ms),
+                ms_to_datetime(due_ms).isoformat(),
+            )
 
     def when_ms(self, when: datetime | timedelta) -> int:
         """``send_later``'s ``when``: a datetime is absolute, a timedelta relative."""

@@ -75,6 +75,7 @@ class AsyncScheduler:
         schedule, record = self._core.schedule_record(
             id, payload, target_topic, due_ms, target_key, headers, partition
         )
+        self._core.warn_if_past(id, at)
         return await self._send(id, record, schedule)
 
     async def send_later(
@@ -86,6 +87,7 @@ class AsyncScheduler:
         schedule, record = self._core.schedule_record(
             schedule_id, value, topic, self._core.when_ms(when), key, None
         )
+        self._core.warn_if_past(schedule_id, when)
         return await self._send(schedule_id, record, schedule)
 
     async def cancel(self, id: str, *, partition: int | None = None) -> Written:

@@ -70,7 +70,8 @@ class Scheduler:
             id: Schedule id, unique per pending schedule.
             payload: Value of the delivered record (str is UTF-8 encoded).
             target_topic: Where to deliver.
-            at: Absolute due time, a timezone-aware datetime.
+            at: Absolute due time, a timezone-aware datetime. One already past is
+                written and fires at once; a warning naming the id is logged.
             delay: Relative due time, a timedelta or seconds.
             target_key: Key of the delivered record; ``None`` delivers a null key.
             headers: Extra headers carried onto the delivered record.
@@ -90,6 +91,7 @@ class Scheduler:
         schedule, record = self._core.schedule_record(
             id, payload, target_topic, due_ms, target_key, headers, partition
         )
+        self._core.warn_if_past(id, at)
         self._send(id, record)
         return schedule
 
@@ -111,6 +113,7 @@ class Scheduler:
         schedule, record = self._core.schedule_record(
             schedule_id, value, topic, self._core.when_ms(when), key, None
         )
+        self._core.warn_if_past(schedule_id, when)
         self._send(schedule.id, record)
         return schedule_id
 

@@ -11,13 +11,28 @@ _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 
-def parse_duration_ms(text: str) -> int:
+def parse_duration_ms(text: str, *, allow_negative: bool = False) -> int:
     """Parse ``"90s"``, ``"1h30m"``, ``"500ms"``, ``"2d"`` or plain seconds ``"90"``.
+
+    Args:
+        text: The duration as typed.
+        allow_negative: Accept a leading ``-`` (``"-5m"``: five minutes ago), for the
+            few places where a time in the past makes sense. Elsewhere a negative
+            duration is refused.
 
     Raises:
         ValueError: with a message that shows the accepted forms.
     """
     cleaned = text.strip().lower().replace(" ", "")
+    sign = 1
+    if cleaned.startswith("-"):
+        if not allow_negative:
+            raise ValueError(f"bad duration {text!r}: must not be negative")
+        sign, cleaned = -1, cleaned[1:]
+    return sign * _unsigned_duration_ms(cleaned, text)
+
+
+def _unsigned_duration_ms(cleaned: str, text: str) -> int:
     if re.fullmatch(r"\d+(?:\.\d+)?", cleaned):
         return round(float(cleaned) * 1000)
     parts = _PART.findall(cleaned)

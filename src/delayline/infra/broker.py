@@ -120,9 +120,27 @@ class LocalBroker:
         self._log_dirs = self.data_dir / "kraft"
 
     def status(self) -> BrokerStatus:
-        """Report whether a broker owns this data directory, and its PID."""
+        """Report whether a broker owns this data directory, its PID and its address.
+
+        The address is read back from the config the broker was last started with (in
+        the data directory), whatever port this object was given; the configured one
+        when the directory holds no config yet.
+        """
         pid = self._running_pid()
-        return BrokerStatus(pid, self.config.bootstrap_servers, self.log_file)
+        return BrokerStatus(pid, self.recorded_bootstrap_servers(), self.log_file)
+
+    def recorded_bootstrap_servers(self) -> str:
+        """The address in the data directory's config (``advertised.listeners``), or
+        the configured one when there is none."""
+        try:
+            lines = self._props.read_text().splitlines()
+        except OSError:
+            return self.config.bootstrap_servers
+        for line in lines:
+            key, sep, value = line.partition("=")
+            if sep and key.strip() == "advertised.listeners":
+                return value.strip().removeprefix("PLAINTEXT://")
+        return self.config.bootstrap_servers
 
     def start(self, progress: Callable[[str], None] = lambda _msg: None) -> BrokerStatus:
         """Start the broker and wait until it answers metadata requests.

@@ -1,0 +1,228 @@
+"""The commands that ask ``delayline api`` (show, dead-letters, cancel's pending check,
+list's error) against an API served in this process over fresh topics. No pipeline:
+the API's catalog follows the topics by itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+from confluent_kafka import Producer
+from tests.support import eventually
+
+from delayline.api.config import ApiConfig
+from delayline.api.server import ApiServer
+from delayline.client import ClientConfig, Scheduler, partition_for
+from delayline.contract import parse_record
+from delayline.core.model import Cancel
+from delayline.core.topology import Topology
+from delayline.dev.testing import create_topic, unique_topic
+from delayline.infra.broker import free_port
+from delayline.kafka.config import kafka_client_config
+from delayline.kafka.reader import read_topic
+
+PARTITIONS = 3
+
+
+@dataclass
+class Api:
+    url: str
+    bootstrap: str
+    schedules: str
+    dead_letters: str
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``delayline ARGS`` pointed at this API and broker."""
+        return delayline(
+            *args,
+            env={
+                "DELAYLINE_API_URL": self.url,
+                "DELAYLINE_BOOTSTRAP_SERVERS": self.bootstrap,
+                "DELAYLINE_SCHEDULES_TOPIC": self.schedules,
+            },
+        )
+
+    def known(self, schedule_id: str, pending: bool = True) -> None:
+        def seen() -> bool:
+            answer = httpx.get(f"{self.url}/schedules/{schedule_id}")
+            return answer.status_code == 200 and answer.json()["pending"] is pending
+
+        eventually(seen, 15, f"{schedule_id} known to the API")
+
+
+def delayline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "delayline", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**_base_env(), **(env or {})},
+    )
+
+
+def _base_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("DELAYLINE_")}
+
+
+@pytest.fixture(scope="module")
+def api(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    compact = {"cleanup.policy": "compact"}
+    schedules = create_topic(
+        kafka_bootstrap, unique_topic("sched"), partitions=PARTITIONS, config=compact
+    )
+    dlq = create_topic(kafka_bootstrap, unique_topic("dlq"))
+    server = ApiServer(
+        ApiConfig(
+            topology=Topology(
+                kafka_bootstrap, (schedules,), dead_letter_topic=dlq, history_topic=None
+            ),
+            catalog_path=tmp_path_factory.mktemp("catalog") / "catalog.db",
+            port=0,
+        )
+    )
+    url = server.start()
+    try:
+        eventually(lambda: httpx.get(f"{url}/readyz").status_code == 200, 30, "caught up")
+        yield Api(url, kafka_bootstrap, schedules, dlq)
+    finally:
+        server.stop()
+
+
+def test_show_prints_the_pending_version_and_the_versions(api: Api) -> None:
+    at = datetime(2031, 5, 6, 7, 8, 9, 250_000, tzinfo=UTC)
+    with Scheduler(ClientConfig(api.bootstrap, api.schedules)) as client:
+        client.schedule("show-1", b'{"n": 1}', "reminders", at=at, headers={"trace": "t-1"})
+        client.schedule("show-1", b'{"n": 2}', "reminders", at=at, target_key="cust-7")
+    eventually(
+        lambda: len(httpx.get(f"{api.url}/schedules/show-1").json().get("versions", [])) == 2,
+        15,
+        "both versions seen",
+    )
+    shown = api.cli("show", "show-1")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[:5] == [
+        "show-1: pending",
+        "  due        2031-05-06 07:08:09.250 UTC",
+        '  target     reminders, key "cust-7"',
+        f"  stored at  {api.schedules}/{partition_for(b'show-1', PARTITIONS)}@1",
+        '  payload    "{\\"n\\": 2}" (8 bytes)',
+    ]
+    assert lines[5] == "versions (2, oldest first):"
+    assert [line.split()[2] for line in lines[6:]] == ["created", "updated"]
+
+    as_json = api.cli("show", "show-1", "--json")
+    detail = json.loads(as_json.stdout)
+    assert detail["current"]["payload_text"] == '{"n": 2}'
+    assert [v["kind"] for v in detail["versions"]] == ["created", "updated"]
+
+
+def test_show_of_an_unknown_id_is_one_clear_line(api: Api) -> None:
+    result = api.cli("show", "never-written")
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        "delayline: error: no schedule with id 'never-written' "
+        "(never written, or its history was pruned)\n"
+    )
+
+
+def test_dead_letters_for_people_and_machines(api: Api) -> None:
+    producer = Producer(kafka_client_config(api.bootstrap))
+    for n, reason in enumerate(["missing header scheduler-epoch", "expired"]):
+        producer.produce(
+            api.dead_letters,
+            key=f"dead-{n}".encode(),
+            value=b"payload",
+            headers=[
+                ("delayline-error", reason.encode()),
+                ("delayline-source", f"{api.schedules}/0/{n}".encode()),
+            ],
+        )
+    assert producer.flush(10) == 0
+    eventually(lambda: len(api.cli("dead-letters", "--json").stdout.splitlines()) == 2, 15, "2")
+
+    people = api.cli("dead-letters")
+    assert people.returncode == 0, people.stderr
+    lines = people.stdout.splitlines()
+    assert lines[0].split() == ["at", "(UTC)", "schedule", "id", "source", "reason"]
+    assert "dead-1" in lines[1]  # newest first
+    assert lines[1].endswith("  expired")
+    assert lines[-1] == "2 dead letter(s)"
+
+    machines = api.cli("dead-letters", "--reason", "scheduler-epoch", "--json")
+    (only,) = [json.loads(line) for line in machines.stdout.splitlines()]
+    assert (only["schedule_id"], only["reason"]) == ("dead-0", "missing header scheduler-epoch")
+    assert only["payload_text"] == "payload"
+    assert api.cli("dead-letters", "--limit", "1").stdout.splitlines()[-1] == (
+        "1 dead letter(s) (more: raise --limit)"
+    )
+
+
+def test_cancel_of_an_id_not_pending_is_refused_unless_forced(api: Api) -> None:
+    refused = api.cli("cancel", "not-pending-1")
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == (
+        "delayline: error: no pending schedule with id 'not-pending-1' "
+        "(nothing cancelled; --force writes the cancel anyway)\n"
+    )
+    forced = api.cli("cancel", "not-pending-1", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stdout.startswith("cancelled 'not-pending-1' (")
+    keys = [r.key for r in read_topic(api.bootstrap, api.schedules)]
+    assert keys.count(b"not-pending-1") == 1  # only the forced one
+
+
+def test_cancel_writes_the_tombstone_into_the_partition_of_the_pending_version(
+    api: Api,
+) -> None:
+    sid = "cancel-elsewhere"
+    own = partition_for(sid.encode(), PARTITIONS)
+    other = (own + 1) % PARTITIONS  # as another partitioner would have placed it
+    with Scheduler(ClientConfig(api.bootstrap, api.schedules)) as client:
+        client.schedule(sid, b"p", "t", delay=3600, partition=other)
+    api.known(sid)
+    cancelled = api.cli("cancel", sid)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stderr == ""
+    records = [r for r in read_topic(api.bootstrap, api.schedules) if r.key == sid.encode()]
+    assert [(r.partition, type(parse_record(r)).__name__) for r in records] == [
+        (other, "Schedule"),
+        (other, "Cancel"),
+    ]
+    api.known(sid, pending=False)
+    again = api.cli("cancel", sid)
+    assert again.returncode == 1
+    assert "no pending schedule with id 'cancel-elsewhere'" in again.stderr
+
+
+def test_cancel_without_the_api_writes_anyway_and_says_it_could_not_check(api: Api) -> None:
+    closed = f"http://127.0.0.1:{free_port()}"
+    result = api.cli("cancel", "unchecked-1", "--api-url", closed)
+    assert result.returncode == 0, result.stderr
+    (warning,) = result.stderr.splitlines()
+    assert warning.startswith("delayline: warning: could not check that 'unchecked-1' is pending")
+    assert "--api-url (env DELAYLINE_API_URL)" in warning
+    assert warning.endswith("writing the cancel anyway")
+    (record,) = [r for r in read_topic(api.bootstrap, api.schedules) if r.key == b"unchecked-1"]
+    assert isinstance(parse_record(record), Cancel)
+    assert record.partition == partition_for(b"unchecked-1", PARTITIONS)
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", "x"], ["dead-letters"]], ids=lambda c: c[0])
+def test_every_command_that_asks_the_api_names_api_url_when_it_cannot(
+    command: list[str],
+) -> None:
+    closed = f"http://127.0.0.1:{free_port()}"
+    result = delayline(*command, "--api-url", closed)
+    assert (result.returncode, result.stdout) == (1, "")
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"delayline: error: delayline api at {closed} did not answer")
+    assert "--api-url (env DELAYLINE_API_URL)" in line

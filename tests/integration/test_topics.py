@@ -7,7 +7,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[at
 
 from delayline.core.topology import Topology
 from delayline.dev.testing import create_topic, unique_topic
-from delayline.errors import TopicConfigError
+from delayline.errors import ConfigError, TopicConfigError
 from delayline.kafka.topics import TopicsConfig, ensure_topics
 
 
@@ -75,3 +75,20 @@ def test_compact_delete_counts_as_compacted(kafka_bootstrap: str) -> None:
         kafka_bootstrap, base.topology.schedules_topic, config={"cleanup.policy": "compact,delete"}
     )
     assert ensure_topics(config)[base.topology.schedules_topic] == "exists"
+
+
+def test_target_topics_are_created_and_any_existing_policy_is_accepted(
+    kafka_bootstrap: str,
+) -> None:
+    fresh, compacted = unique_topic("target"), unique_topic("target")
+    create_topic(kafka_bootstrap, compacted, config={"cleanup.policy": "compact"})
+    config = replace(names(kafka_bootstrap, history=False), target_topics=(fresh, compacted))
+    outcome = ensure_topics(config)
+    assert (outcome[fresh], outcome[compacted]) == ("created", "exists")
+    assert cleanup_policy(kafka_bootstrap, fresh) == "delete"
+
+
+@pytest.mark.parametrize("bad", ["__consumer_offsets", "a b"])
+def test_a_bad_target_topic_is_a_config_error(bad: str) -> None:
+    with pytest.raises(ConfigError, match="target topic"):
+        replace(names(), target_topics=(bad,)).wanted()

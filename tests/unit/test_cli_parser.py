@@ -131,7 +131,7 @@ def test_a_boolean_env_var_with_junk_is_one_clear_line(
 # --- The first hour: tail, show, dead-letters, cancel --force, --in -5m, probe, broker ---
 
 # More per-invocation flags: tail's start and count, cancel's override, the dead-letter query.
-NO_ENV.update({"--from-beginning", "--max-messages", "--force", "--reason"})
+NO_ENV.update({"--target-topic", "--from-beginning", "--max-messages", "--force", "--reason"})
 
 
 @pytest.mark.parametrize(

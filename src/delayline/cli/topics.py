@@ -42,6 +42,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=int,
         help="replicas of each topic created",
     )
+    create.add_argument(
+        "--target-topic",
+        action="append",
+        dest="target_topics",
+        default=[],
+        metavar="TOPIC",
+        help="also create this topic delayline delivers to, when missing (repeat for "
+        "several; delayline never creates a target itself)",
+    )
     add_timeout(create)
     create.set_defaults(func=_create)
 
@@ -52,6 +61,7 @@ def _create(args: argparse.Namespace) -> int:
         partitions=args.partitions,
         replication_factor=args.replication_factor,
         timeout_ms=args.timeout_ms,
+        target_topics=tuple(args.target_topics),
     )
     check_kafka(args)
     for name, what in ensure_topics(config).items():

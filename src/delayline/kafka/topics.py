@@ -14,12 +14,16 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewTopic,
 )
 
-from delayline.contract.topics import topic_name_problem
+from delayline.contract.topics import target_topic_problem, topic_name_problem
 from delayline.core.topology import Topology
 from delayline.errors import ConfigError, KafkaUnavailableError, TopicConfigError
 from delayline.kafka.config import kafka_client_config
 
 log = logging.getLogger(__name__)
+
+
+ANY_POLICY = "any"
+"""A target topic may have any ``cleanup.policy``; one created here is not compacted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +32,8 @@ class TopicsConfig:
 
     Attributes:
         topology: The cluster and topic names; every schedules topic is ensured.
+        target_topics: Topics delayline delivers to, created when missing (delayline
+            itself never creates a target: a delivery to a missing one is refused).
         partitions: Partitions of each topic created.
         replication_factor: Replicas of each topic created.
         timeout_ms: Per admin request.
@@ -37,15 +43,27 @@ class TopicsConfig:
     partitions: int = 4
     replication_factor: int = 1
     timeout_ms: int = 15_000
+    target_topics: tuple[str, ...] = ()
 
     def wanted(self) -> dict[str, str]:
-        """Topic name to required ``cleanup.policy``."""
+        """Topic name to required ``cleanup.policy`` (:data:`ANY_POLICY` for targets).
+
+        Raises:
+            ConfigError: a target topic name is invalid, internal, or one of delayline's.
+        """
         t = self.topology
         wanted = dict.fromkeys(t.schedules_topics, "compact")
         wanted[t.dead_letter_topic] = "delete"
         wanted[t.commits_topic] = "compact"
         if t.history_topic:
             wanted[t.history_topic] = "delete"
+        for name in self.target_topics:
+            problem = target_topic_problem(name)
+            if problem is not None:
+                raise ConfigError(f"target topic {name!r} is {problem}")
+            if name in wanted:
+                raise ConfigError(f"target topic {name!r} is one of delayline's own topics")
+            wanted[name] = ANY_POLICY
         return wanted
 
 
@@ -74,7 +92,7 @@ def ensure_topics(config: TopicsConfig) -> dict[str, str]:
             name,
             num_partitions=config.partitions,
             replication_factor=config.replication_factor,
-            config={"cleanup.policy": policy},
+            config={"cleanup.policy": "delete" if policy == ANY_POLICY else policy},
         )
         for name, policy in wanted.items()
         if name not in existing
@@ -93,7 +111,8 @@ def ensure_topics(config: TopicsConfig) -> dict[str, str]:
                 existing.add(name)  # another instance won the race; check it below
     for name in wanted:
         if name in existing:
-            _check_policy(admin, name, wanted[name], timeout_s)
+            if wanted[name] != ANY_POLICY:
+                _check_policy(admin, name, wanted[name], timeout_s)
             outcome[name] = "exists"
     _wait_for_leaders(admin, list(wanted), timeout_s)
     return outcome

@@ -20,6 +20,7 @@ from delayline.cli.extras import require_extras
 from delayline.core.units import parse_duration_ms
 from delayline.kafka.topics import TopicsConfig, ensure_topics
 from delayline.pipeline.config import PipelineConfig
+from delayline.stores.hold import HOLDS
 
 LOG_LEVELS = {
     "debug": logging.DEBUG,
@@ -159,7 +160,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--hold",
         env="DELAYLINE_HOLD",
         default="spark",
-        choices=("spark", "memory"),
+        choices=tuple(HOLDS),
         help="where pending schedules wait: spark (Spark state in the checkpoint, durable) "
         "or memory (the driver's memory: lost on restart; for trying things out)",
     )

@@ -122,15 +122,15 @@ def test_catalog_keeps_facts_that_allow_delivery_and_rereads_those_that_refuse()
     )
     catalog = TopicCatalog(cluster, ttl_ms=60_000, clock=lambda: now[0])
     assert set(catalog.check({0: rec("ok"), 1: rec("gone")})) == {1}
-    assert cluster.asked == [(("gone", "ok"), False)]
+    assert cluster.asked == [(("gone", "ok"), True)]  # write authorisation asked up front
     now[0] = 59_000
     assert set(catalog.check({0: rec("ok"), 1: rec("gone")})) == {1}
-    assert cluster.asked[1:] == [(("gone",), False)]  # "ok" from the cache
+    assert cluster.asked[1:] == [(("gone",), True)]  # "ok" from the cache
     cluster.facts["gone"] = TopicFacts()  # created meanwhile: delivered at once
     assert catalog.check({1: rec("gone")}) == {}
     now[0] = 61_000
     catalog.check({0: rec("ok")})
-    assert cluster.asked[-1] == (("ok",), False)  # expired
+    assert cluster.asked[-1] == (("ok",), True)  # expired
 
 
 def test_catalog_rereads_a_cached_limit_before_refusing_by_it() -> None:
@@ -365,7 +365,8 @@ def test_one_batch_with_refused_deliveries_commits_the_rest_once(
     assert "TOPIC_AUTHORIZATION_FAILED" in outcome.refused[1]
     assert "UNKNOWN_TOPIC_OR_PART" in outcome.refused[2]
     assert "MSG_SIZE_TOO_LARGE" in outcome.refused[3]
-    assert firer._producer.attempts == 2  # type: ignore[attr-defined]
+    # Every refusal is known before producing (write authorisation included): one attempt.
+    assert firer._producer.attempts == 1  # type: ignore[attr-defined]
     out = committed(firer)
     assert [(o.topic, o.key) for o in out if o.topic == "good"] == [("good", b"k")] * 2
     assert {o.key for o in out if o.topic == "hist"} == {b"good-1", b"good-2"}

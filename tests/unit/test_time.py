@@ -64,7 +64,7 @@ def test_durations(text: str, ms: int) -> None:
     assert parse_duration_ms(text) == ms
 
 
-@pytest.mark.parametrize("text", ["", "soon", "5x", "-5s", "1h-5m", "s"])
+@pytest.mark.parametrize("text", ["", "soon", "5x", "1h-5m", "s"])
 def test_bad_durations_say_what_is_accepted(text: str) -> None:
     with pytest.raises(ValueError, match="use seconds or units"):
         parse_duration_ms(text)

@@ -187,13 +187,15 @@ class TopicCatalog:
             cached = self._cache.get(topic)
             if cached is not None and now - cached[0] < self._ttl_ms:
                 facts[topic] = cached[1]
-        fresh = self._read(topics - facts.keys(), authorization=False)
+        # Write authorisation is asked up front: a denied topic inside a transaction
+        # can end it with a fatal INVALID_TXN_STATE instead of a refusal we can judge.
+        fresh = self._read(topics - facts.keys(), authorization=True)
         facts.update(fresh)
         refused = precheck(deliveries, facts)
         # A refusal from a cached fact is read again before it counts.
         stale = {deliveries[i].topic for i in refused} & (topics - fresh.keys())
         if stale:
-            facts.update(self._read(stale, authorization=False))
+            facts.update(self._read(stale, authorization=True))
             refused = precheck(deliveries, facts)
         return refused
 

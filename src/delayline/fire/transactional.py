@@ -137,7 +137,18 @@ class TransactionalFirer:
 
     def __init__(self, config: FireConfig, describe: Describe | None = None) -> None:
         self.config = config
-        self._producer = Producer(
+        self._topics = TopicCatalog(
+            describe or AdminDescriber(config.bootstrap_servers, config.timeout_ms)
+        )
+        self._fatal = False
+        self._producer = self._new_producer()
+        self._committed: dict[str, int] = {}
+
+    def _new_producer(self) -> Producer:
+        """A transactional producer with its transactions initialised (which fences, and
+        aborts the open transaction of, any earlier producer of the same id)."""
+        config = self.config
+        producer = Producer(
             kafka_client_config(
                 config.bootstrap_servers,
                 **{
@@ -153,14 +164,11 @@ class TransactionalFirer:
                 },
             )
         )
-        self._topics = TopicCatalog(
-            describe or AdminDescriber(config.bootstrap_servers, config.timeout_ms)
-        )
         try:
-            self._producer.init_transactions(config.timeout_ms / 1000)
+            producer.init_transactions(config.timeout_ms / 1000)
         except KafkaException as exc:
             raise KafkaUnavailableError(f"could not initialise transactions: {exc}") from exc
-        self._committed: dict[str, int] = {}
+        return producer
 
     def last_committed(self, run: str) -> int:
         """Highest batch id committed for ``run`` (-1 if none), read once then tracked."""
@@ -293,8 +301,7 @@ class TransactionalFirer:
                 if not errors:
                     return None
         except KafkaException as exc:
-            txn_error = _failure(exc)
-            self._producer.poll(0)  # delivery reports that arrived during the commit
+            txn_error = self._failed(exc)
         fates = [
             replace(sent, alone=k in alone, error=errors.get(k)) for k, sent in enumerate(plan)
         ]
@@ -304,11 +311,32 @@ class TransactionalFirer:
         """Release the producer (nothing is left open between batches)."""
         self._producer.flush(self.config.timeout_ms / 1000)
 
-    def _abort(self) -> None:
+    def _failed(self, exc: KafkaException) -> Failure:
+        """The transaction's error; notes a fatal one and reads the delivery reports
+        that arrived during the commit."""
+        self._fatal = self._fatal or _is_fatal(exc)
         try:
-            self._producer.abort_transaction(self.config.timeout_ms / 1000)
-        except KafkaException as exc:  # the next init_transactions cleans up
-            log.warning("abort failed: %s", exc)
+            self._producer.poll(0)
+        except KafkaException as late:
+            self._fatal = self._fatal or _is_fatal(late)
+        return _failure(exc)
+
+    def _abort(self) -> None:
+        if not self._fatal:
+            try:
+                self._producer.abort_transaction(self.config.timeout_ms / 1000)
+                return
+            except KafkaException as exc:
+                self._fatal = _is_fatal(exc)
+                if not self._fatal:  # the next init_transactions cleans up
+                    log.warning("abort failed: %s", exc)
+                    return
+        # A fatal error (e.g. INVALID_TXN_STATE on commit) leaves this producer unusable:
+        # a new one with the same transactional.id fences it and aborts what it left open.
+        log.warning("transactional producer hit a fatal error; starting a new one")
+        self._producer.flush(0)
+        self._producer = self._new_producer()
+        self._fatal = False
 
 
 def _plan(records: Sequence[OutgoingRecord | Firing], refused: Mapping[int, str]) -> list[Sent]:
@@ -324,6 +352,11 @@ def _plan(records: Sequence[OutgoingRecord | Firing], refused: Mapping[int, str]
             plan.append(Sent(delivery, i, item.schedule.id))
             plan.extend(Sent(record) for record in rest)
     return plan
+
+
+def _is_fatal(exc: KafkaException) -> bool:
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and bool(error.fatal())
 
 
 def _failure(exc: KafkaException) -> Failure:

@@ -36,8 +36,9 @@ from delayline.contract import ConsumedRecord
 from delayline.contract.headers import EPOCH, parse_epoch_ms
 from delayline.core.clock import SystemClock, ms_to_datetime
 from delayline.core.units import parse_duration_ms
-from delayline.errors import KafkaUnavailableError, TopicConfigError
+from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
+from delayline.kafka.metadata import topic_partitions
 from delayline.kafka.reader import private_consumer, to_consumed_record
 
 START_TIMEOUT_S = 10.0
@@ -277,17 +278,7 @@ def _assign(consumer: Consumer, bootstrap_servers: str, topic: str, from_beginni
         KafkaUnavailableError: Kafka did not answer in time.
         TopicConfigError: the topic does not exist.
     """
-    try:
-        metadata = consumer.list_topics(topic, timeout=START_TIMEOUT_S)
-    except KafkaException as exc:
-        raise KafkaUnavailableError(
-            f"Kafka at {bootstrap_servers} did not answer within {START_TIMEOUT_S:g} s: "
-            f"{exc.args[0]}"
-        ) from exc
-    info = metadata.topics.get(topic)
-    if info is None or info.error is not None or not info.partitions:
-        raise TopicConfigError(f"topic {topic!r} does not exist on {bootstrap_servers}")
-    partitions = sorted(info.partitions)
+    partitions = topic_partitions(consumer, topic, bootstrap_servers, START_TIMEOUT_S)
     if from_beginning:
         starts = dict.fromkeys(partitions, OFFSET_BEGINNING)
     else:

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 
 from delayline.client.config import ClientConfig, RetryPolicy
 from delayline.client.partitioner import partition_for
@@ -15,7 +15,8 @@ from delayline.contract import OutgoingRecord, build_schedule, render_cancel, re
 from delayline.core.clock import Clock, SystemClock, datetime_to_ms, ms_to_datetime
 from delayline.core.model import Schedule
 from delayline.core.units import format_duration_ms
-from delayline.errors import InvalidScheduleError, KafkaUnavailableError, TopicConfigError
+from delayline.errors import InvalidScheduleError
+from delayline.kafka.metadata import topic_partitions
 
 log = logging.getLogger(__name__)
 
@@ -176,20 +177,9 @@ def topic_partition_count(producer: Producer, topic: str, config: ClientConfig) 
         KafkaUnavailableError: no answer within ``config.metadata_timeout_ms``.
         TopicConfigError: the topic does not exist.
     """
-    try:
-        metadata = producer.list_topics(topic, timeout=config.metadata_timeout_ms / 1000)
-    except KafkaException as exc:
-        raise KafkaUnavailableError(
-            f"Kafka at {config.bootstrap_servers} did not answer within "
-            f"{config.metadata_timeout_ms / 1000:g} s: {exc.args[0]}"
-        ) from exc
-    info = metadata.topics.get(topic)
-    if info is None or info.error is not None or not info.partitions:
-        raise TopicConfigError(
-            f"topic {topic!r} does not exist on {config.bootstrap_servers}; "
-            "create it with `delayline topics create`"
-        )
-    return len(info.partitions)
+    timeout_s = config.metadata_timeout_ms / 1000
+    hint = "; create it with `delayline topics create`"
+    return len(topic_partitions(producer, topic, config.bootstrap_servers, timeout_s, hint))
 
 
 def normalize_headers(headers: HeadersArg) -> list[tuple[str, bytes | None]]:

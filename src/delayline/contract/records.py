@@ -214,7 +214,7 @@ def render_delivery(schedule: Schedule) -> OutgoingRecord:
     Raises:
         ValueError: ``schedule`` was not read from Kafka (it has no source).
     """
-    source = _require_source(schedule)
+    source = schedule.require_source()
     added: Headers = (
         (h.TIMESTAMP, h.format_epoch(source.timestamp_ms).encode()),
         (h.KEY, schedule.id.encode()),
@@ -235,7 +235,7 @@ def render_tombstone(schedule: Schedule) -> OutgoingRecord:
     Raises:
         ValueError: ``schedule`` was not read from Kafka (it has no source).
     """
-    source = _require_source(schedule)
+    source = schedule.require_source()
     fired = ((h.FIRED_OFFSET, str(source.offset).encode()),)
     return OutgoingRecord(source.topic, schedule.id.encode(), None, fired, source.partition)
 
@@ -244,7 +244,7 @@ def render_history(schedule: Schedule, history_topic: str) -> OutgoingRecord:
     """The audit record of a delivery: keyed by schedule id, the delivered headers plus
     ``delayline-source`` (``topic/partition/offset`` of the version that fired)."""
     delivered = render_delivery(schedule)
-    source = _require_source(schedule)
+    source = schedule.require_source()
     headers = (*delivered.headers, (h.SOURCE, source.describe().encode()))
     return OutgoingRecord(history_topic, schedule.id.encode(), schedule.payload, headers)
 
@@ -255,9 +255,3 @@ def render_dead_letter(
     """The rejected record unchanged, plus ``delayline-error`` and ``delayline-source``."""
     added: Headers = ((h.ERROR, reason.encode()), (h.SOURCE, record.source.describe().encode()))
     return OutgoingRecord(dead_letter_topic, record.key, record.value, (*record.headers, *added))
-
-
-def _require_source(schedule: Schedule) -> SourceRef:
-    if schedule.source is None:
-        raise ValueError(f"schedule {schedule.id!r} has no source record")
-    return schedule.source

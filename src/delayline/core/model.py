@@ -63,6 +63,16 @@ class Schedule:
     headers: Headers = ()
     source: SourceRef | None = field(default=None, compare=False)
 
+    def require_source(self) -> SourceRef:
+        """Where this schedule was read from.
+
+        Raises:
+            ValueError: it was never read from Kafka (it has no source).
+        """
+        if self.source is None:
+            raise ValueError(f"schedule {self.id!r} has no source record")
+        return self.source
+
 
 @dataclass(frozen=True, slots=True)
 class Cancel:

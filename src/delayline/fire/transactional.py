@@ -85,9 +85,7 @@ class Firing:
         """Dead letter and tombstone: the schedule (key = id, payload, headers) with
         ``delayline-error`` = ``reason`` and ``delayline-source``, then forgotten."""
         s = self.schedule
-        if s.source is None:
-            raise ValueError(f"schedule {s.id!r} has no source record")
-        src, key = s.source, s.id.encode()
+        src, key = s.require_source(), s.id.encode()
         at = (src.topic, src.partition, src.offset, src.timestamp_ms)
         rejected = ConsumedRecord(*at, key, s.payload, s.headers)
         return [render_dead_letter(rejected, reason, self.dead_letter_topic), render_tombstone(s)]

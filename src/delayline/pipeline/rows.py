@@ -117,7 +117,7 @@ def input_to_record(row: Any) -> ConsumedRecord:
 
 def schedule_to_state(schedule: Schedule) -> tuple[Any, ...]:
     """The state tuple of a pending schedule (its source topic is the grouping key)."""
-    source = _source(schedule)
+    source = schedule.require_source()
     return (
         schedule.id,
         source.partition,
@@ -156,7 +156,7 @@ def event_row(event: HoldEvent) -> Row:
 
 def schedule_event(kind: str, schedule: Schedule, at_ms: int, reason: str | None = None) -> Row:
     """An event row about a schedule (fired, planned, expired...)."""
-    source = _source(schedule)
+    source = schedule.require_source()
     return Row(
         kind=kind,
         id=schedule.id,
@@ -243,12 +243,6 @@ def event_source(row: Any) -> SourceRef:
         int(row["src_offset"]),
         int(row["src_timestamp_ms"]),
     )
-
-
-def _source(schedule: Schedule) -> SourceRef:
-    if schedule.source is None:
-        raise ValueError(f"schedule {schedule.id!r} has no source record")
-    return schedule.source
 
 
 def _bytes(value: Any) -> bytes | None:

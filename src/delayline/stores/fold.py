@@ -197,7 +197,7 @@ def _own_tombstone(fired_offset: int, source: SourceRef, held: Schedule | None) 
     """(event kind, whether the tombstone hides the held version from compaction)."""
     if held is None:
         return OWN_TOMBSTONE, False
-    held_at = _source(held)
+    held_at = held.require_source()
     if held_at.partition == source.partition and held_at.offset <= fired_offset:
         return CANCELLED, False
     # Our tombstone of an older, fired version: the held one is newer and stays.
@@ -208,7 +208,7 @@ def _hides(source: SourceRef, held: Schedule | None) -> bool:
     """Whether compaction would keep the record at ``source`` instead of ``held``."""
     if held is None:
         return False
-    held_at = _source(held)
+    held_at = held.require_source()
     return held_at.partition == source.partition and source.offset > held_at.offset
 
 
@@ -235,9 +235,3 @@ def _settle(
     kind = PLANNED if before is None else UPDATED
     events.append(HoldEvent(kind, now_ms, held.id, due_ms=held.due_ms))
     return Folded(held, events, timer_from, held.due_ms)
-
-
-def _source(schedule: Schedule) -> SourceRef:
-    if schedule.source is None:
-        raise ValueError(f"schedule {schedule.id!r} has no source record")
-    return schedule.source

@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -398,11 +399,43 @@ def _is_our_broker(pid: int, data_dir: Path) -> bool:
     )
 
 
-def free_port() -> int:
-    """An ephemeral loopback port free right now (for tests)."""
+def free_port(rng: random.Random | None = None) -> int:
+    """A loopback port free right now, with the next one free too (for tests).
+
+    Chosen below the kernel's ephemeral range: a port the kernel handed out
+    would soon go to some client's outgoing connection (Kafka clients open
+    many), and a broker started on it a moment later found it taken (seen in
+    CI). The next port is checked as well because it is the broker's default
+    controller port.
+    """
+    rng = rng or random.Random()
+    low = _ephemeral_low()
+    if low < _FREE_PORT_MIN + 1000:  # an unusual kernel setting: stay clear above it
+        low = 65000
+    for _ in range(200):
+        port = rng.randrange(_FREE_PORT_MIN, low - 1)
+        if _bindable(port) and _bindable(port + 1):
+            return port
+    raise BrokerStartError(f"no free loopback port pair in {_FREE_PORT_MIN}-{low - 1}")
+
+
+_FREE_PORT_MIN = 20000
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 # The broker logs to stdout, which start() sends to broker.log: one file, and

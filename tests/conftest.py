@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,3 +50,15 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def topic_name() -> str:
     """A fresh topic name for this test."""
     return unique_topic()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One local Spark session (with the connector and the JVM hold) for the test session."""
+    from delayline.pipeline.config import PipelineConfig  # noqa: PLC0415 - starts a JVM
+    from delayline.pipeline.session import build_session  # noqa: PLC0415
+
+    checkpoint = tmp_path_factory.mktemp("spark") / "checkpoint"
+    session = build_session(PipelineConfig(checkpoint_dir=checkpoint, shuffle_partitions=2))
+    yield session
+    session.stop()

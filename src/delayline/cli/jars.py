@@ -7,15 +7,19 @@ from pathlib import Path
 
 from delayline.cli._common import env_flag, say
 from delayline.infra.jars import CACHE_ENV, PROFILES, default_cache_dir, resolve_jars
+from delayline.infra.jvm_hold import hold_jar
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``jars``."""
     parser = sub.add_parser(
         "jars",
-        help="resolve the Kafka broker and Spark connector jars into the local cache",
+        help=(
+            "resolve the Kafka broker and Spark connector jars into the local cache, "
+            "and build the JVM hold"
+        ),
     )
-    parser.add_argument("profile", nargs="?", choices=[*PROFILES, "all"], default="all")
+    parser.add_argument("profile", nargs="?", choices=[*PROFILES, "hold", "all"], default="all")
     env_flag(
         parser,
         "--cache-dir",
@@ -29,7 +33,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _jars(args: argparse.Namespace) -> int:
     for profile in PROFILES if args.profile == "all" else (args.profile,):
+        if profile == "hold":
+            continue
         found = resolve_jars(profile, args.cache_dir)
         size_mb = sum(j.stat().st_size for j in found) / 1e6
         say(f"{profile}: {len(found)} jars, {size_mb:.1f} MB in {found[0].parent}")
+    if args.profile in ("hold", "all"):
+        say(f"hold: {hold_jar(args.cache_dir)}")
     return 0

@@ -36,7 +36,10 @@ record: that of the version that fired."""
 RESERVED_HEADERS = CONTROL_HEADERS | DELIVERY_HEADERS
 """Names a client's extra headers may not use."""
 
-_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
+# ASCII only, digits and white space alike: the pipeline checks the same rules in Spark
+# SQL (:mod:`delayline.contract.columns`), where Unicode classes would differ.
+WHITESPACE = " \t\n\r\f\x0b"
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 _NOT_FINITE = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
 
 
@@ -47,14 +50,15 @@ class EpochError(ValueError):
 def parse_epoch_ms(text: str) -> int:
     """Parse Unix seconds as a decimal string into epoch milliseconds.
 
-    ``"1893456000"`` and ``"1893456000.250"`` are accepted. Digits beyond the
-    millisecond round up, so a schedule never fires before the instant written.
+    ``"1893456000"`` and ``"1893456000.250"`` are accepted, with ASCII digits and
+    ASCII white space around them. Digits beyond the millisecond round up, so a
+    schedule never fires before the instant written.
 
     Raises:
         EpochError: the value is empty, not a plain decimal number, not finite,
             negative, or beyond 9999-12-31.
     """
-    stripped = text.strip()
+    stripped = text.strip(WHITESPACE)
     if not stripped:
         raise EpochError("empty")
     if _NOT_FINITE.fullmatch(stripped):

@@ -10,6 +10,7 @@ parser's own checks (:func:`parse_record_checked`, tested without any safety net
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -139,13 +140,15 @@ def parse_record_checked(record: ConsumedRecord) -> Parsed:  # noqa: C901 - one 
 
 
 def _fired_offset(headers: Headers) -> int | None:
+    """The first non-null ``delayline-fired-offset``: 1 to 18 ASCII digits, else ``None``
+    (a plain cancel). Strict, as the pipeline's Spark SQL check is."""
     for name, value in headers:
         if name == h.FIRED_OFFSET and value is not None:
-            try:
-                return int(value.decode("ascii"))
-            except (UnicodeDecodeError, ValueError):
-                return None
+            return int(value) if _OFFSET.fullmatch(value) else None
     return None
+
+
+_OFFSET = re.compile(rb"[0-9]{1,18}")
 
 
 def build_schedule(

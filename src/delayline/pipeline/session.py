@@ -17,6 +17,7 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from delayline.infra.jars import resolve_jars
+from delayline.infra.jvm_hold import hold_jar
 from delayline.pipeline.config import PipelineConfig
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSe
     """
     # Python workers must run the same interpreter (and venv) as the driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    jars = resolve_jars("spark")
+    jars = [*resolve_jars("spark"), hold_jar()]
     level = spark_log_level(log_level)
     for name in PYTHON_LOGGERS:
         logging.getLogger(name).setLevel(level)

@@ -1,0 +1,86 @@
+package dev.delayline.hold;
+
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.streaming.ExpiredTimerInfo;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.streaming.StatefulProcessor;
+import org.apache.spark.sql.streaming.TTLConfig;
+import org.apache.spark.sql.streaming.TimeMode;
+import org.apache.spark.sql.streaming.TimerValues;
+import org.apache.spark.sql.streaming.ValueState;
+import scala.collection.Iterator;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * Keeps the held version of each schedule and one processing-time timer at its due
+ * time, in Spark state (RocksDB in the checkpoint): the JVM twin of the Python
+ * {@code HoldProcessor}. Every state call stays in the JVM.
+ *
+ * <p>Grouping key: (source topic, record key). Input: parsed records. Output: event rows.
+ */
+public final class HoldProcessor extends StatefulProcessor<Row, Row, Row> {
+  private static final long serialVersionUID = 1L;
+
+  private final long maxLatenessMs;
+  private transient ValueState<Row> held;
+
+  /** @param maxLatenessMs later than this a due schedule is dead-lettered; negative: never */
+  public HoldProcessor(long maxLatenessMs) {
+    this.maxLatenessMs = maxLatenessMs;
+  }
+
+  @Override
+  public void init(OutputMode outputMode, TimeMode timeMode) {
+    held = getHandle().getValueState("schedule", Encoders.row(Schemas.STATE), TTLConfig.NONE());
+  }
+
+  @Override
+  public Iterator<Row> handleInputRows(Row key, Iterator<Row> rows, TimerValues timerValues) {
+    String topic = key.getString(0);
+    Version before = heldVersion(topic);
+    List<Version> records = new ArrayList<>();
+    while (rows.hasNext()) {
+      records.add(Version.fromInput(rows.next()));
+    }
+    List<Row> events = new ArrayList<>();
+    Fold.Result folded =
+        new Fold(timerValues.getCurrentProcessingTimeInMs(), maxLatenessMs, events)
+            .fold(before, records);
+    if (folded.timerFrom != null) {
+      // The held version's timer is always at its due time: no need to list timers.
+      getHandle().deleteTimer(folded.timerFrom);
+    }
+    if (folded.held != before) {
+      if (folded.held == null) {
+        held.clear();
+      } else {
+        held.update(folded.held.toState());
+      }
+    }
+    if (folded.timerTo != null) {
+      getHandle().registerTimer(folded.timerTo);
+    }
+    return CollectionConverters.asScala(events.iterator());
+  }
+
+  @Override
+  public Iterator<Row> handleExpiredTimer(
+      Row key, TimerValues timerValues, ExpiredTimerInfo expiredTimerInfo) {
+    long nowMs = timerValues.getCurrentProcessingTimeInMs();
+    Version version = heldVersion(key.getString(0));
+    List<Row> events = new ArrayList<>(1);
+    if (version != null && version.dueMs <= nowMs) { // else a stale timer
+      held.clear();
+      events.add(new Fold(nowMs, maxLatenessMs, events).fire(version));
+    }
+    return CollectionConverters.asScala(events.iterator());
+  }
+
+  private Version heldVersion(String topic) {
+    Row state = held.get(); // null when nothing is held
+    return state == null ? null : Version.fromState(topic, state);
+  }
+}

@@ -1,0 +1,50 @@
+package dev.delayline.hold;
+
+import org.apache.spark.api.java.function.MapFunction;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.streaming.TimeMode;
+
+/** The static entry points Python calls through py4j. */
+public final class Holds {
+  private Holds() {}
+
+  /**
+   * The hold stage: parsed records in, event rows out.
+   *
+   * @param parsed the parsed schedules stream ({@code delayline.contract.columns.parsed})
+   * @param maxLatenessMs later than this a due schedule is dead-lettered; negative: never
+   */
+  public static Dataset<Row> apply(Dataset<Row> parsed, long maxLatenessMs) {
+    return parsed
+        .groupByKey(new GroupingKey(), Encoders.row(Schemas.KEY))
+        .transformWithState(
+            new HoldProcessor(maxLatenessMs),
+            TimeMode.ProcessingTime(),
+            OutputMode.Append(),
+            Encoders.row(Schemas.EVENT));
+  }
+
+  /** The event schema as JSON, for the Python side to check against its own. */
+  public static String eventSchemaJson() {
+    return Schemas.EVENT.json();
+  }
+
+  /** The state schema as JSON. */
+  public static String stateSchemaJson() {
+    return Schemas.STATE.json();
+  }
+
+  /** (topic, gkey) of an input row. */
+  static final class GroupingKey implements MapFunction<Row, Row> {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    public Row call(Row row) {
+      return RowFactory.create(row.getAs("topic"), row.getAs("gkey"));
+    }
+  }
+}

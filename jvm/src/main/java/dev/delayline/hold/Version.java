@@ -1,0 +1,116 @@
+package dev.delayline.hold;
+
+import java.nio.charset.StandardCharsets;
+import java.util.Objects;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+
+/**
+ * One record of a schedules topic as the hold sees it: where it came from, and for a
+ * schedule the delivery it asks for. The held state is a {@code Version} of kind
+ * {@link #SCHEDULE}.
+ */
+final class Version {
+  static final String SCHEDULE = "schedule";
+  static final String CANCEL = "cancel";
+  static final String INVALID = "invalid";
+
+  final String kind;
+  final String topic;
+  final int partition;
+  final long offset;
+  final long timestampMs;
+  final String id;
+  final long dueMs;
+  final String targetTopic;
+  final byte[] targetKey;
+  final byte[] key;
+  final byte[] value;
+  final byte[] headers;
+  /** On delayline's own tombstone: the offset of the version that fired; else null. */
+  final Long firedOffset;
+
+  private Version(
+      String kind, String topic, int partition, long offset, long timestampMs, String id,
+      long dueMs, String targetTopic, byte[] targetKey, byte[] key, byte[] value,
+      byte[] headers, Long firedOffset) {
+    this.kind = kind;
+    this.topic = topic;
+    this.partition = partition;
+    this.offset = offset;
+    this.timestampMs = timestampMs;
+    this.id = id;
+    this.dueMs = dueMs;
+    this.targetTopic = targetTopic;
+    this.targetKey = targetKey;
+    this.key = key;
+    this.value = value;
+    this.headers = headers;
+    this.firedOffset = firedOffset;
+  }
+
+  /** A parsed input row (the columns of {@code delayline.contract.columns.parsed}). */
+  static Version fromInput(Row row) {
+    String kind = row.getAs("kind");
+    Long due = row.getAs("due_ms");
+    return new Version(
+        kind,
+        row.getAs("topic"),
+        row.<Integer>getAs("partition"),
+        row.<Long>getAs("offset"),
+        row.<Long>getAs("timestamp_ms"),
+        row.getAs("id"),
+        due == null ? 0L : due,
+        row.getAs("target_topic"),
+        row.getAs("target_key"),
+        row.getAs("key"),
+        row.getAs("value"),
+        row.getAs("headers"),
+        row.getAs("fired_offset"));
+  }
+
+  /** The held version stored in state (its topic is the grouping key's). */
+  static Version fromState(String topic, Row state) {
+    String id = state.getString(0);
+    return new Version(
+        SCHEDULE, topic, state.getInt(1), state.getLong(2), state.getLong(3), id,
+        state.getLong(4), state.getString(5), (byte[]) state.get(6),
+        id.getBytes(StandardCharsets.UTF_8), (byte[]) state.get(7), (byte[]) state.get(8), null);
+  }
+
+  Row toState() {
+    return RowFactory.create(
+        id, partition, offset, timestampMs, dueMs, targetTopic, targetKey, value, headers);
+  }
+
+  boolean isSchedule() {
+    return SCHEDULE.equals(kind);
+  }
+
+  boolean isCancel() {
+    return CANCEL.equals(kind);
+  }
+
+  boolean isInvalid() {
+    return INVALID.equals(kind);
+  }
+
+  /** Whether this record is a later version of the same id than {@code old}
+   * ({@code delayline.core.versions.supersedes}). */
+  boolean supersedes(Version old) {
+    if (partition == old.partition) {
+      return offset > old.offset;
+    }
+    if (timestampMs != old.timestampMs) {
+      return timestampMs > old.timestampMs;
+    }
+    return partition > old.partition;
+  }
+
+  boolean samePlace(Version other) {
+    return partition == other.partition
+        && offset == other.offset
+        && timestampMs == other.timestampMs
+        && Objects.equals(topic, other.topic);
+  }
+}

@@ -1,0 +1,154 @@
+"""The schedules-topic contract as Spark SQL expressions: validation without Python.
+
+:func:`parsed` classifies every record of a micro-batch inside the JVM, so the hold
+never waits on a Python worker: ``kind`` is ``schedule``, ``cancel`` or ``invalid``
+exactly when :func:`delayline.contract.records.parse_record` returns a ``Schedule``, a
+``Cancel`` or an ``Invalid``, and the parsed fields are equal (an integration test
+compares the two on a few thousand generated records). The *reason* of an invalid
+record is not computed here: the fire stage asks :func:`parse_record` for it when it
+writes the dead letter, so every reason has one definition.
+
+Headers leave this stage encoded as :mod:`delayline.contract.codec` does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from delayline.contract import headers as h
+from delayline.contract.topics import INTERNAL_PREFIX, MAX_TOPIC_NAME_LENGTH
+from delayline.core.model import MAX_EPOCH_MS
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+SCHEDULE = "schedule"
+CANCEL = "cancel"
+INVALID = "invalid"
+
+# Java regular expressions (Spark's): \z is the very end, where $ would also match
+# before a final line break.
+_WS = r"[ \t\n\r\f\x0B]*"
+_EPOCH = rf"^{_WS}([+-]?)([0-9]*)(?:\.([0-9]*))?{_WS}\z"
+_OFFSET = r"^[0-9]{1,18}\z"
+_TOPIC = rf"^[a-zA-Z0-9._-]{{1,{MAX_TOPIC_NAME_LENGTH}}}\z"
+_MAX_SECONDS_DIGITS = len(str(MAX_EPOCH_MS // 1000)) + 1  # more cannot fit in a long
+
+
+def _sql(text: str) -> str:
+    """A SQL string literal (names here are constants; quotes are escaped anyway)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _named(name: str) -> str:
+    """The headers called ``name``, in order."""
+    return f"filter(headers, x -> x.key = {_sql(name)})"
+
+
+def _first_value(name: str) -> str:
+    return f"try_element_at({_named(name)}, 1).value"
+
+
+def _utf8(binary: str) -> str:
+    """Whether ``binary`` (not null) is valid UTF-8."""
+    return f"is_valid_utf8(cast({binary} AS STRING))"
+
+
+def _length_bytes(n: str) -> str:
+    """``n`` (an int, 0 or more) as 4 big-endian bytes."""
+    return f"unhex(lpad(hex({n}), 8, '0'))"
+
+
+def encoded_headers() -> str:
+    """The SQL of :func:`delayline.contract.codec.encode_headers` over ``headers``."""
+    name = "encode(x.key, 'UTF-8')"
+    value = (
+        f"CASE WHEN x.value IS NULL THEN X'FFFFFFFF' "
+        f"ELSE concat({_length_bytes('octet_length(x.value)')}, x.value) END"
+    )
+    step = f"concat(acc, {_length_bytes(f'octet_length({name})')}, {name}, {value})"
+    return f"aggregate(coalesce(headers, array()), X'01', (acc, x) -> {step})"
+
+
+def _epoch_ms(text: str) -> tuple[str, str]:
+    """(validity, epoch ms) of the epoch header's text, as
+    :func:`delayline.contract.headers.parse_epoch_ms` decides them."""
+    sign = f"regexp_extract({text}, {_sql(_EPOCH)}, 1)"
+    whole = f"regexp_extract({text}, {_sql(_EPOCH)}, 2)"
+    frac = f"regexp_extract({text}, {_sql(_EPOCH)}, 3)"
+    digits = f"regexp_replace({whole}, '^0+', '')"
+    millis = (
+        f"coalesce(cast(nullif({digits}, '') AS BIGINT), 0) * 1000"
+        f" + cast(rpad(substr({frac}, 1, 3), 3, '0') AS BIGINT)"
+        f" + CASE WHEN substr({frac}, 4) RLIKE '[1-9]' THEN 1 ELSE 0 END"
+    )
+    syntax = (
+        f"({text} RLIKE {_sql(_EPOCH)}"
+        f" AND length({whole}) + length({frac}) > 0"
+        f" AND NOT ({sign} = '-' AND concat({whole}, {frac}) RLIKE '[1-9]')"
+        f" AND length({digits}) <= {_MAX_SECONDS_DIGITS})"
+    )
+    due_ms = f"CASE WHEN {syntax} THEN {millis} END"
+    return f"coalesce({due_ms} <= {MAX_EPOCH_MS}, false)", due_ms
+
+
+def _target_ok(text: str) -> str:
+    return (
+        f"({text} RLIKE {_sql(_TOPIC)} AND {text} NOT IN ('.', '..')"
+        f" AND NOT startswith({text}, {_sql(INTERNAL_PREFIX)}))"
+    )
+
+
+def parsed(records: DataFrame) -> DataFrame:
+    """Add the parsed columns to a frame of schedules-topic records.
+
+    Args:
+        records: Columns ``topic``, ``gkey``, ``key``, ``value``, ``partition``,
+            ``offset``, ``timestamp_ms`` and ``headers`` (Kafka's array of
+            ``key``/``value`` structs).
+
+    Returns:
+        The same columns, ``headers`` encoded, plus ``kind``, ``id``, ``due_ms``,
+        ``target_topic``, ``target_key`` and ``fired_offset`` (set on a cancel that
+        is delayline's own tombstone).
+    """
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark's convention
+
+    epoch_raw = _first_value(h.EPOCH)
+    topic_raw = _first_value(h.TARGET_TOPIC)
+    epoch_text = f"cast({epoch_raw} AS STRING)"
+    topic_text = f"cast({topic_raw} AS STRING)"
+    epoch_ok, due_ms = _epoch_ms(epoch_text)
+    once = " AND ".join(f"size({_named(name)}) <= 1" for name in sorted(h.CONTROL_HEADERS))
+    schedule_ok = (
+        f"{once} AND {epoch_raw} IS NOT NULL AND {_utf8(epoch_raw)} AND {epoch_ok}"
+        f" AND {topic_raw} IS NOT NULL AND {_utf8(topic_raw)} AND {_target_ok(topic_text)}"
+    )
+    fired = f"try_element_at(filter(headers, x -> x.key = {_sql(h.FIRED_OFFSET)} AND x.value IS NOT NULL), 1).value"  # noqa: E501
+    kind = (
+        f"CASE WHEN key IS NULL OR octet_length(key) = 0 OR NOT {_utf8('key')} THEN {_sql(INVALID)}"
+        f" WHEN value IS NULL THEN {_sql(CANCEL)}"
+        f" WHEN {schedule_ok} THEN {_sql(SCHEDULE)} ELSE {_sql(INVALID)} END"
+    )
+    columns: dict[str, Column] = {
+        "kind": F.expr(kind),
+        "due_ms": F.expr(due_ms),
+        "target_topic": F.expr(topic_text),
+        "target_key": F.expr(_first_value(h.TARGET_KEY)),
+        "fired_offset": F.expr(
+            f"CASE WHEN cast({fired} AS STRING) RLIKE {_sql(_OFFSET)}"
+            f" THEN cast(cast({fired} AS STRING) AS BIGINT) END"
+        ),
+    }
+    out = records.withColumns(columns)
+    schedule, not_invalid = F.col("kind") == SCHEDULE, F.col("kind") != INVALID
+    return out.select(
+        "topic", "gkey", "key", "value", "partition", "offset", "timestamp_ms",
+        F.expr(encoded_headers()).alias("headers"),
+        "kind",
+        F.when(not_invalid, F.col("key").cast("string")).alias("id"),
+        F.when(schedule, F.col("due_ms")).alias("due_ms"),
+        F.when(schedule, F.col("target_topic")).alias("target_topic"),
+        F.when(schedule, F.col("target_key")).alias("target_key"),
+        F.when(F.col("kind") == CANCEL, F.col("fired_offset")).alias("fired_offset"),
+    )  # fmt: skip

@@ -105,7 +105,7 @@ def to_records(row: Any, config: PipelineConfig) -> list[OutgoingRecord]:
         return [replace(again, timestamp_ms=source.timestamp_ms)]
     if kind == r.DEAD:
         dead = render_dead_letter(
-            r.event_record(row), row["reason"], config.topology.dead_letter_topic
+            r.event_record(row), r.dead_reason(row), config.topology.dead_letter_topic
         )
         if row["due_ms"] is None:
             return [dead]
@@ -229,14 +229,14 @@ def _log_dead_letters(batch_id: int, rows: Sequence[Any]) -> None:
         source = r.event_source(row).describe()
         sid = row["id"] or _key_text(row["key"])
         if sid is None:
-            log.info("batch %d: record %s dead-lettered: %s", batch_id, source, row["reason"])
+            log.info("batch %d: record %s dead-lettered: %s", batch_id, source, r.dead_reason(row))
         else:
             log.info(
                 "batch %d: schedule %r (from %s) dead-lettered: %s",
                 batch_id,
                 sid,
                 source,
-                row["reason"],
+                r.dead_reason(row),
             )
 
 

@@ -7,14 +7,23 @@ as one encoded ``bytes`` column (:mod:`delayline.contract.codec`).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pyspark.sql import Row
-from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
-from delayline.contract import ConsumedRecord
+from delayline.contract import ConsumedRecord, parse_record
 from delayline.contract.codec import decode_headers, encode_headers
-from delayline.core.model import Schedule, SourceRef
+from delayline.core.model import Invalid, Schedule, SourceRef
 from delayline.stores.fold import (
     CANCELLED,
     DEAD,
@@ -32,6 +41,8 @@ from delayline.stores.fold import (
     UPDATED,
     HoldEvent,
 )
+
+log = logging.getLogger(__name__)
 
 # The event kinds are the fold's; the fire stage reads them from here with the shapes.
 __all__ = [
@@ -52,7 +63,9 @@ __all__ = [
     "TIMER_KINDS",
     "UNKNOWN_CANCEL",
     "UPDATED",
+    "SOURCE_SCHEMA",
     "count_event",
+    "dead_reason",
     "event_record",
     "event_row",
     "event_schedule",
@@ -61,8 +74,28 @@ __all__ = [
     "record_event",
     "schedule_event",
     "schedule_to_state",
+    "source_row",
     "state_to_schedule",
 ]
+
+SOURCE_SCHEMA = StructType(
+    [
+        StructField("topic", StringType()),
+        StructField("gkey", BinaryType()),
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp_ms", LongType()),
+        StructField(
+            "headers",
+            ArrayType(
+                StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+            ),
+        ),
+    ]
+)
+"""The schedules topics as the pipeline reads them (``job.read_schedules``)."""
 
 STATE_SCHEMA = StructType(
     [
@@ -113,6 +146,30 @@ def input_to_record(row: Any) -> ConsumedRecord:
         value=_bytes(row["value"]),
         headers=tuple((name, _bytes(value)) for name, value in headers),
     )
+
+
+def source_row(record: ConsumedRecord) -> tuple[Any, ...]:
+    """``record`` in the shape of :data:`SOURCE_SCHEMA` (for tests and tools)."""
+    headers = [(name, value) for name, value in record.headers]
+    return (record.topic, record.key or b"", record.key, record.value, record.partition,
+            record.offset, record.timestamp_ms, headers)  # fmt: skip
+
+
+def dead_reason(row: Any) -> str:
+    """The dead-letter reason of a DEAD event row.
+
+    Python holds set it; the JVM hold leaves it to this (the Python parser's reason for
+    the record, so each reason has one definition).
+    """
+    if row["reason"] is not None:
+        return str(row["reason"])
+    parsed = parse_record(event_record(row))
+    if isinstance(parsed, Invalid):
+        return parsed.reason
+    # The SQL validation refused what the parser accepts: a delayline bug. The record
+    # is still kept (in the dead-letter topic), with a reason that says so.
+    log.error("validation disagrees with the parser on %s (a bug)", event_source(row).describe())
+    return "refused by the pipeline's validation although the parser accepts it (a bug)"
 
 
 def schedule_to_state(schedule: Schedule) -> tuple[Any, ...]:

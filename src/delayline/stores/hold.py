@@ -97,7 +97,13 @@ def _memory() -> type[Hold]:
     return MemoryHold
 
 
-HOLDS.update({"spark": _spark_state, "memory": _memory})
+def _jvm() -> type[Hold]:
+    from delayline.stores.jvm import JvmHold  # noqa: PLC0415 - lazy
+
+    return JvmHold
+
+
+HOLDS.update({"jvm": _jvm, "spark": _spark_state, "memory": _memory})
 
 
 def hold_for(config: PipelineConfig) -> Hold:

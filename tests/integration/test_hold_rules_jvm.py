@@ -14,6 +14,8 @@ from tests.unit.holds.conftest import MAX_LATENESS_MS, Driver, Seen, from_row
 from tests.unit.holds.test_rules import *  # noqa: F403 - the suite itself
 
 from delayline.contract import ConsumedRecord
+from delayline.contract import headers as h
+from delayline.contract.codec import decode_headers, encode_headers
 from delayline.contract.columns import parsed
 from delayline.pipeline import rows as r
 from delayline.stores.jvm import holds_class
@@ -47,3 +49,26 @@ def make_hold(spark: Any) -> Callable[[], Driver]:
 @pytest.fixture
 def hold(make_hold: Callable[[], Driver]) -> Driver:
     return make_hold()
+
+
+def test_the_jvm_hold_encodes_headers_as_the_python_codec(spark: Any) -> None:
+    """The Java processor keeps headers in the codec's format: odd names, null values,
+    repeats and order survive into the event a delivery is made from."""
+    headers = (
+        (h.EPOCH, b"1000"),
+        ("x-empty", b""),
+        ("x-null", None),
+        ("ünïcode-名前", "värde".encode()),
+        ("x-null", None),
+        (h.TARGET_TOPIC, b"target"),
+        ("x-bytes", bytes(range(256))),
+    )
+    record = ConsumedRecord("schedules", 0, 7, 5, b"id", b"p", headers)
+    driver = JvmDriver(spark)
+    frame = parsed(spark.createDataFrame([r.source_row(record)], r.SOURCE_SCHEMA))
+    from pyspark.sql import DataFrame  # noqa: PLC0415
+
+    rows = DataFrame(driver.tester.batch(frame._jdf, 1_000_500), spark).collect()
+    (fired,) = [row for row in rows if row["kind"] == r.FIRE]
+    assert bytes(fired["headers"]) == encode_headers(headers)
+    assert decode_headers(bytes(fired["headers"])) == headers

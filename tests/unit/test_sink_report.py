@@ -11,7 +11,9 @@ import pytest
 from delayline.contract import ConsumedRecord, OutgoingRecord
 from delayline.core.clock import ManualClock
 from delayline.core.topology import Topology
+from delayline.fire.partition import PartitionReport, fire_rows
 from delayline.fire.sink import REFUSED, BatchReport, FireSink
+from delayline.fire.tasks import FireJob
 from delayline.fire.transactional import Committed, FireConfig, Firing, TransactionalFirer
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
@@ -24,7 +26,7 @@ DAY_MS = 86_400_000
 class ListHold(MemoryHold):
     """The memory hold fed a list of records as the batch instead of a DataFrame."""
 
-    def batch_events(self, frame: Any, batch_id: int) -> Sequence[Any]:
+    def batch_events(self, frame: Any, batch_id: int) -> Any:
         return [r.event_row(e) for e in self.offer(frame, self.clock.now_ms())]
 
 
@@ -37,7 +39,13 @@ class FakeFirer(TransactionalFirer):
         self.done: set[int] = set()
 
     def commit_batch(
-        self, run: str, batch_id: int, records: Sequence[OutgoingRecord | Firing]
+        self,
+        run: str,
+        batch_id: int,
+        records: Sequence[OutgoingRecord | Firing],
+        *,
+        refresh: bool = False,
+        also: str | None = None,
     ) -> Committed:
         if batch_id in self.done:
             return Committed(replay=True)
@@ -64,7 +72,15 @@ def sink_with(
     config = PipelineConfig(Topology(history_topic=None), max_lateness_ms=max_lateness_ms)
     hold = ListHold(config, clock)
     reports: list[BatchReport] = []
-    sink = FireSink(config, FakeFirer(), lambda: "run", reports.append, hold=hold, clock=clock)
+    firer = FakeFirer()
+
+    def fire_here(rows: Any, job: FireJob) -> list[PartitionReport]:
+        """One partition, fired in this process (what a Spark task does)."""
+        return [fire_rows(rows, 0, job.batch_id, job.run, job.config, firer, clock)]
+
+    sink = FireSink(
+        config, lambda: "run", reports.append, hold=hold, clock=clock, fire_partitions=fire_here
+    )
     return sink, hold, clock, reports
 
 
@@ -93,7 +109,9 @@ def test_past_due_and_refused_deliveries_stay_out_of_the_lateness_of_on_time_one
     assert summary["missed_deliveries"] == 1
     dead = [m for m in caplog.messages if "dead-lettered" in m]
     assert dead == [
-        "batch 1: schedule 'junk' (from sched/0/3) dead-lettered: missing header scheduler-epoch"
+        "batch 1: schedule 'refused' (from sched/0/1) dead-lettered: "
+        "delivery to topic 'denied' refused: TOPIC_AUTHORIZATION_FAILED",
+        "batch 1: schedule 'junk' (from sched/0/3) dead-lettered: missing header scheduler-epoch",
     ]
     assert not any("secret" in m for m in caplog.messages)  # never a payload
 

@@ -159,10 +159,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p,
         "--hold",
         env="DELAYLINE_HOLD",
-        default="spark",
+        default="jvm",
         choices=tuple(HOLDS),
-        help="where pending schedules wait: spark (Spark state in the checkpoint, durable) "
-        "or memory (the driver's memory: lost on restart; for trying things out)",
+        help="where pending schedules wait: jvm (Spark state in the checkpoint through a "
+        "Java processor, durable), spark (the same through Python transformWithState: "
+        "durable, several times slower) or memory (the driver's memory: lost on restart; "
+        "for trying things out)",
     )
     env_flag(
         p,

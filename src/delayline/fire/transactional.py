@@ -168,25 +168,40 @@ class TransactionalFirer:
             raise KafkaUnavailableError(f"could not initialise transactions: {exc}") from exc
         return producer
 
-    def last_committed(self, run: str) -> int:
-        """Highest batch id committed for ``run`` (-1 if none), read once then tracked."""
-        if run not in self._committed:
-            latest = -1
+    def last_committed(self, *runs: str, refresh: bool = False) -> int:
+        """Highest batch id committed for any of ``runs`` (-1 if none).
+
+        The commits topic is read once (every run's markers at once) and then tracked;
+        ``refresh`` reads it again, for when another process may have committed since.
+        """
+        if refresh or any(run not in self._committed for run in runs):
+            latest: dict[str, int] = dict.fromkeys(runs, -1)
             for record in read_topic(
                 self.config.bootstrap_servers,
                 self.config.commits_topic,
                 timeout_ms=self.config.timeout_ms,
             ):
-                if record.key == run.encode() and record.value:
-                    latest = max(latest, int(json.loads(record.value)["batch_id"]))
-            self._committed[run] = latest
-            log.info("run %s: last committed batch %d", run, latest)
-        return self._committed[run]
+                if record.key is not None and record.value:
+                    key = record.key.decode("utf-8", "replace")
+                    batch = int(json.loads(record.value)["batch_id"])
+                    latest[key] = max(latest.get(key, -1), batch)
+            self._committed.update(latest)
+        return max(self._committed[run] for run in runs)
 
     def commit_batch(
-        self, run: str, batch_id: int, records: Sequence[OutgoingRecord | Firing]
+        self,
+        run: str,
+        batch_id: int,
+        records: Sequence[OutgoingRecord | Firing],
+        *,
+        refresh: bool = False,
+        also: str | None = None,
     ) -> Committed:
         """Write ``records`` and the marker of ``(run, batch_id)`` in one transaction.
+
+        ``refresh`` reads the markers afresh first (see :meth:`last_committed`); a
+        marker of ``also`` (the run-wide key written before markers were per
+        partition) counts as one of ``run``.
 
         A :class:`Firing` whose delivery the cluster refuses
         (internal, missing or unauthorised topic, record too large...) is written as
@@ -206,7 +221,8 @@ class TransactionalFirer:
                 topics refused a record) and was aborted; nothing is visible. The
                 message names the schedules and topics involved.
         """
-        if batch_id <= self.last_committed(run):
+        runs = (run,) if also is None else (run, also)
+        if batch_id <= self.last_committed(*runs, refresh=refresh):
             log.info("batch %d of run %s already committed; skipping its replay", batch_id, run)
             return Committed(replay=True)
         firings = {i: item for i, item in enumerate(records) if isinstance(item, Firing)}
@@ -238,16 +254,6 @@ class TransactionalFirer:
             refused.update(verdict.refused)
             serial |= new_serial
         self._committed[run] = batch_id
-        for i, reason in sorted(refused.items()):
-            schedule = firings[i].schedule
-            source = schedule.source.describe() if schedule.source else "?"
-            log.info(
-                "batch %d: schedule %r (from %s) dead-lettered: %s",
-                batch_id,
-                schedule.id,
-                source,
-                reason,
-            )
         return Committed(replay=False, refused=dict(refused))
 
     def _attempt(

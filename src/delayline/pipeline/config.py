@@ -34,7 +34,9 @@ class PipelineConfig:
         wake_topic: Topic of the wake records; ``None``: ``<query_name>-wake``.
         heartbeat_interval_ms: With ``wake``, the longest time without a micro-batch.
         hold: Where pending schedules wait (:data:`delayline.stores.hold.HOLDS`):
-            ``spark`` (state in the checkpoint, durable) or ``memory`` (not durable).
+            ``jvm`` (Spark state through a Java processor, durable, the fast one),
+            ``spark`` (the same through Python's ``transformWithState``, durable, slower)
+            or ``memory`` (not durable).
         max_offsets_per_trigger: Cap on records read per micro-batch. Timers fire only
             between batches, so a cap bounds lateness while a backlog is read.
     """
@@ -54,7 +56,7 @@ class PipelineConfig:
     wake: bool = True
     wake_topic: str | None = None
     heartbeat_interval_ms: int = 30_000
-    hold: str = "spark"
+    hold: str = "jvm"
 
     def __post_init__(self) -> None:
         if self.trigger_interval_ms < 0 or self.shuffle_partitions < 1:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -17,7 +19,6 @@ from pyspark.sql.streaming.query import StreamingQuery
 from delayline.core.units import format_duration_ms
 from delayline.errors import DelaylineError
 from delayline.fire.sink import REFUSED, BatchReport, FireSink, checkpoint_query_id
-from delayline.fire.transactional import FireConfig, TransactionalFirer
 from delayline.kafka.topics import cluster_brokers, ensure_wake_topic
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
@@ -76,23 +77,50 @@ def _last_batch_id(query: StreamingQuery) -> int:
     return -1 if progress is None else int(progress["batchId"])
 
 
-class _ProgressListener(StreamingQueryListener):
-    """Feeds Spark's progress reports to the metrics (runs on a py4j callback thread)."""
+def spark_progress_file(progress_file: Path) -> Path:
+    """Where Spark's own progress of each batch goes beside ``--progress-file``: one JSON
+    line per batch, with ``durationMs`` (Spark's breakdown of the batch time) and the
+    state operators' figures (rows, commit and update times)."""
+    return progress_file.with_name(progress_file.name + ".spark")
 
-    def __init__(self, metrics: PipelineMetrics) -> None:
+
+class _ProgressListener(StreamingQueryListener):
+    """Feeds Spark's progress reports to the metrics and the Spark progress file (runs on
+    a py4j callback thread)."""
+
+    def __init__(self, metrics: PipelineMetrics | None, progress_file: Path | None) -> None:
         self.metrics = metrics
+        self.progress_file = progress_file
 
     def onQueryStarted(self, event: Any) -> None:
         pass
 
     def onQueryProgress(self, event: Any) -> None:
-        self.metrics.observe_progress([event.progress])
+        if self.metrics is not None:
+            self.metrics.observe_progress([event.progress])
+        if self.progress_file is not None:
+            progress = json.loads(event.progress.json)
+            line = {
+                "batch_id": progress.get("batchId"),
+                "num_input_rows": progress.get("numInputRows"),
+                "duration_ms": progress.get("durationMs"),
+                "state": [
+                    {k: op.get(k) for k in _STATE_FIGURES}
+                    for op in progress.get("stateOperators") or []
+                ],
+            }
+            with self.progress_file.open("a") as out:
+                out.write(json.dumps(line) + "\n")
 
     def onQueryIdle(self, event: Any) -> None:
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
         pass
+
+
+_STATE_FIGURES = ("numRowsTotal", "numRowsUpdated", "allUpdatesTimeMs", "allRemovalsTimeMs",
+                  "commitTimeMs", "memoryUsedBytes", "customMetrics")  # fmt: skip
 
 
 class Pipeline:
@@ -120,7 +148,6 @@ class Pipeline:
         self._metrics_server: MetricsServer | None = None
         self._spark: SparkSession | None = None
         self._query: StreamingQuery | None = None
-        self._firer: TransactionalFirer | None = None
         self._waker: Waker | None = None
         self._run: str | None = None
         self.hold: Hold = hold_for(config)
@@ -133,13 +160,6 @@ class Pipeline:
             log.warning("rebuild: deleting checkpoint %s", config.checkpoint_dir)
             shutil.rmtree(config.checkpoint_dir)
         config.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        self._firer = TransactionalFirer(
-            FireConfig(
-                config.topology.bootstrap_servers,
-                config.topology.commits_topic,
-                config.transactional_id,
-            )
-        )
         self._spark = build_session(config, log_level=self.log_level)
         if config.metrics_port is not None and self._metrics_server is None:
             readiness = Readiness(
@@ -151,13 +171,18 @@ class Pipeline:
                 self.metrics, config.metrics_host, config.metrics_port, readiness
             )
             self._metrics_server.start()
+        if self._metrics_server is not None or config.progress_file is not None:
             # Spark hands every progress to the listener once: no polling, no copies.
-            self._spark.streams.addListener(_ProgressListener(self.metrics))
+            spark_file = (
+                None if config.progress_file is None else spark_progress_file(config.progress_file)
+            )
+            metrics = None if self._metrics_server is None else self.metrics
+            self._spark.streams.addListener(_ProgressListener(metrics, spark_file))
         on_batch = self._on_batch if self._metrics_server is None else self._on_batch_observed
         if config.wake:
             self._waker = self._start_waker()
         on_timers = None if self._waker is None else self._waker.add
-        sink = FireSink(config, self._firer, self._run_id, on_batch, on_timers, hold=self.hold)
+        sink = FireSink(config, self._run_id, on_batch, on_timers, hold=self.hold)
         events = self.hold.stage(read_schedules(self._spark, config))
         self._query = (
             events.writeStream.queryName(config.query_name)
@@ -176,9 +201,10 @@ class Pipeline:
                 daemon=True,
             ).start()
         log.info(
-            "pipeline %s started: %s -> fire, checkpoint %s",
+            "pipeline %s started: %s -> %s hold -> fire, checkpoint %s",
             config.query_name,
             ",".join(config.topology.schedules_topics),
+            self.hold.name,
             config.checkpoint_dir,
         )
 
@@ -226,9 +252,6 @@ class Pipeline:
         if self._waker is not None:
             self._waker.stop()
             self._waker = None
-        if self._firer is not None:
-            self._firer.close()
-            self._firer = None
         if self._metrics_server is not None:
             self._metrics_server.stop()
             self._metrics_server = None

@@ -8,8 +8,8 @@ new :class:`Hold` subclass and one line in :data:`HOLDS`, never a change to the 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
 
 from delayline.errors import ConfigError
 
@@ -36,9 +36,9 @@ class Hold(abc.ABC):
       others lose them (tests and trying things out only).
 
     The pipeline calls, in order: :meth:`stage` once to build the streaming query;
-    per micro-batch :meth:`batch_events`, then the fire stage commits, then
-    :meth:`after_commit`. :meth:`pending_due_times` runs once after a start, beside
-    the first batches.
+    per micro-batch :meth:`batch_events`, then the fire stage fires the events on the
+    executors, then (unless the whole batch was a replay) :meth:`after_commit`.
+    :meth:`pending_due_times` runs once after a start, beside the first batches.
     """
 
     name: ClassVar[str]
@@ -63,9 +63,13 @@ class Hold(abc.ABC):
         """
 
     @abc.abstractmethod
-    def batch_events(self, frame: DataFrame, batch_id: int) -> Sequence[Any]:
-        """This micro-batch's hold events as rows of
-        :data:`delayline.pipeline.rows.EVENT_SCHEMA` (the driver reads them once)."""
+    def batch_events(self, frame: DataFrame, batch_id: int) -> DataFrame:
+        """This micro-batch's hold events, of :data:`delayline.pipeline.rows.EVENT_SCHEMA`.
+
+        The fire stage evaluates the result once, partition by partition on the
+        executors; the events of one partition must be the same when a batch is
+        replayed (the stateful operator's output partitions are).
+        """
 
     def pending_due_times(self, spark: SparkSession) -> list[int]:
         """Due times of every schedule pending after a (re)start, for the waker.

@@ -13,7 +13,6 @@ version, with one processing-time timer at its due time, in RocksDB in the check
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
@@ -62,8 +61,8 @@ class JvmHold(Hold):
             raise ConfigError(f"the JVM hold emits {events.schema}, expected {r.EVENT_SCHEMA}")
         return events
 
-    def batch_events(self, frame: DataFrame, batch_id: int) -> Sequence[Any]:
-        return frame.collect()
+    def batch_events(self, frame: DataFrame, batch_id: int) -> DataFrame:
+        return frame
 
     def pending_due_times(self, spark: SparkSession) -> list[int]:
         return checkpoint_timers(spark, self.config.checkpoint_dir)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import heapq
 import threading
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, ClassVar
 
 from delayline.contract import ConsumedRecord
 from delayline.core.clock import Clock, SystemClock
@@ -102,11 +102,13 @@ class MemoryHold(Hold):
     def stage(self, records: DataFrame) -> DataFrame:
         return records
 
-    def batch_events(self, frame: DataFrame, batch_id: int) -> Sequence[Any]:
+    def batch_events(self, frame: DataFrame, batch_id: int) -> DataFrame:
         from delayline.pipeline import rows as r  # noqa: PLC0415 - Spark rows only here
 
         records = [r.input_to_record(row) for row in frame.collect()]
-        return [r.event_row(e) for e in self.offer(records, self.clock.now_ms())]
+        events = [r.event_row(e) for e in self.offer(records, self.clock.now_ms())]
+        # One partition: the memory hold is not durable, a replay has nothing to match.
+        return frame.sparkSession.createDataFrame(events, r.EVENT_SCHEMA).coalesce(1)
 
     def pending_due_times(self, spark: SparkSession) -> list[int]:
         del spark

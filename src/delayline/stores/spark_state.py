@@ -9,7 +9,7 @@ timers in and out of Spark.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -101,8 +101,8 @@ class SparkStateHold(Hold):
             "ProcessingTime",
         )
 
-    def batch_events(self, frame: DataFrame, batch_id: int) -> Sequence[Any]:
-        return frame.collect()
+    def batch_events(self, frame: DataFrame, batch_id: int) -> DataFrame:
+        return frame
 
     def pending_due_times(self, spark: SparkSession) -> list[int]:
         return checkpoint_timers(spark, self.config.checkpoint_dir)

@@ -1,6 +1,8 @@
 package dev.delayline.hold;
 
+import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import java.util.Objects;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
@@ -49,7 +51,8 @@ final class Version {
     this.firedOffset = firedOffset;
   }
 
-  /** A parsed input row (the columns of {@code delayline.contract.columns.parsed}). */
+  /** A parsed input row (the columns of {@code delayline.contract.columns.parsed}; its
+   * headers as Kafka's array of key/value structs). */
   static Version fromInput(Row row) {
     String kind = row.getAs("kind");
     Long due = row.getAs("due_ms");
@@ -65,8 +68,40 @@ final class Version {
         row.getAs("target_key"),
         row.getAs("key"),
         row.getAs("value"),
-        row.getAs("headers"),
+        encodeHeaders(row.getList(row.fieldIndex("headers"))),
         row.getAs("fired_offset"));
+  }
+
+  /**
+   * Kafka's headers as {@code delayline.contract.codec.encode_headers} writes them:
+   * version byte 1, then per header a 4-byte big-endian name length, the UTF-8 name, a
+   * 4-byte signed value length (-1 for null) and the value.
+   */
+  static byte[] encodeHeaders(List<Row> headers) {
+    ByteArrayOutputStream out = new ByteArrayOutputStream(64);
+    out.write(1);
+    if (headers != null) {
+      for (Row header : headers) {
+        byte[] name = header.getString(0).getBytes(StandardCharsets.UTF_8);
+        writeInt(out, name.length);
+        out.write(name, 0, name.length);
+        byte[] value = (byte[]) header.get(1);
+        if (value == null) {
+          writeInt(out, -1);
+        } else {
+          writeInt(out, value.length);
+          out.write(value, 0, value.length);
+        }
+      }
+    }
+    return out.toByteArray();
+  }
+
+  private static void writeInt(ByteArrayOutputStream out, int n) {
+    out.write(n >>> 24);
+    out.write(n >>> 16);
+    out.write(n >>> 8);
+    out.write(n);
   }
 
   /** The held version stored in state (its topic is the grouping key's). */

@@ -1,0 +1,231 @@
+"""Fire one partition of a micro-batch's events: its records in one Kafka transaction.
+
+Runs where the events are (a Spark task on an executor), so firing scales with the
+executors and the driver receives only a :class:`PartitionReport`: counts, lateness,
+timers and log lines, never an event row. The transaction carries the marker of
+``(run, partition)`` at this batch id: a replayed task finds it and writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from delayline.contract import (
+    OutgoingRecord,
+    render_dead_letter,
+    render_delivery,
+    render_history,
+    render_schedule,
+    render_tombstone,
+)
+from delayline.core.clock import Clock
+from delayline.fire.report import REFUSED, BatchReport
+from delayline.fire.transactional import Firing, TransactionalFirer
+from delayline.pipeline import rows as r
+from delayline.pipeline.config import PipelineConfig
+
+MAX_NOTES = 50
+"""Log lines (dead letters, refusals) one partition reports per batch; the rest are
+counted in one more line."""
+
+
+@dataclass(slots=True)
+class PartitionReport:
+    """What firing one partition of a batch did.
+
+    Attributes:
+        partition: The partition (Spark task) of the batch's events.
+        counts: Events by kind, as in :class:`BatchReport`.
+        lateness_ms: Commit time minus due time of each on-time delivery made.
+        missed_lateness_ms: The same for schedules past due on arrival.
+        timers: Due times of the timers the batch set in this partition.
+        notes: Log lines about dead letters and refusals: ids, sources, reasons.
+        replay: The partition's records were committed before: nothing was written.
+    """
+
+    partition: int
+    counts: Counter[str] = field(default_factory=Counter)
+    lateness_ms: list[int] = field(default_factory=list)
+    missed_lateness_ms: list[int] = field(default_factory=list)
+    timers: list[int] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    replay: bool = False
+
+
+def merge(batch_id: int, parts: Sequence[PartitionReport], finished_ms: int) -> BatchReport:
+    """One report of a batch from those of its partitions."""
+    report = BatchReport(batch_id, finished_ms=finished_ms)
+    for part in parts:
+        report.counts.update(part.counts)
+        report.lateness_ms.extend(part.lateness_ms)
+        report.missed_lateness_ms.extend(part.missed_lateness_ms)
+        report.committed = report.committed and not part.replay
+    return report
+
+
+def to_records(row: Any, config: PipelineConfig) -> list[OutgoingRecord]:
+    """The Kafka records one event row turns into (none for bookkeeping kinds)."""
+    kind = row["kind"]
+    if kind == r.FIRE:
+        schedule = r.event_schedule(row)
+        out = [render_delivery(schedule), render_tombstone(schedule)]
+        if config.topology.history_topic:
+            out.append(render_history(schedule, config.topology.history_topic))
+        return out
+    if kind == r.RETIRE:
+        return [render_tombstone(r.event_schedule(row))]
+    if kind == r.REWRITE:
+        schedule = r.event_schedule(row)
+        source = r.event_source(row)
+        again = render_schedule(schedule, source.topic, source.partition)
+        return [replace(again, timestamp_ms=source.timestamp_ms)]
+    if kind == r.DEAD:
+        dead = render_dead_letter(
+            r.event_record(row), r.dead_reason(row), config.topology.dead_letter_topic
+        )
+        if row["due_ms"] is None:
+            return [dead]
+        # An expired schedule is finished: forget it as after a delivery.
+        return [dead, render_tombstone(r.event_schedule(row))]
+    return []
+
+
+def fire_rows(
+    rows: Sequence[Any],
+    partition: int,
+    batch_id: int,
+    run: str,
+    config: PipelineConfig,
+    firer: TransactionalFirer,
+    clock: Clock,
+    *,
+    refresh: bool = False,
+) -> PartitionReport:
+    """Write what ``rows`` (one partition's events) ask for, exactly once.
+
+    Args:
+        rows: Event rows (:data:`delayline.pipeline.rows.EVENT_SCHEMA`), mappings by name.
+        partition: Which partition they are; part of the marker.
+        batch_id: Spark's batch id.
+        run: The run (query name and checkpoint id); markers of other runs do not apply.
+        config: The pipeline settings.
+        firer: The transactional writer of this partition.
+        clock: The time of the commit, for lateness.
+        refresh: Read the markers afresh: this batch may have been committed by another
+            process (a replay after a restart, a retried task).
+
+    Raises:
+        FireError: the transaction failed; nothing of it is visible.
+    """
+    report = PartitionReport(partition)
+    batch = _plan(rows, report, config)
+    report.timers = batch.timers
+    if batch.records:
+        outcome = firer.commit_batch(
+            f"{run}/p{partition}", batch_id, batch.records, refresh=refresh, also=run
+        )
+        report.replay = outcome.replay
+        if report.replay:
+            return report
+        _account(report, batch.fires, outcome.refused, clock.now_ms())
+        for i, reason in sorted(outcome.refused.items()):
+            item = batch.records[i]
+            if isinstance(item, Firing):
+                source = item.schedule.require_source().describe()
+                _note(
+                    report, f"schedule {item.schedule.id!r} (from {source}) dead-lettered: {reason}"
+                )
+    for row in rows:
+        if row["kind"] == r.DEAD:
+            _note(report, _dead_letter_line(row))
+    if len(report.notes) > MAX_NOTES:
+        more = len(report.notes) - MAX_NOTES
+        report.notes = [*report.notes[:MAX_NOTES], f"... and {more} more dead letter(s)"]
+    return report
+
+
+@dataclass(slots=True)
+class _Batch:
+    """What one batch writes: its records, and for each :class:`Firing` among them
+    (by position) its due time and whether it arrived past due; the timers it set."""
+
+    records: list[OutgoingRecord | Firing] = field(default_factory=list)
+    fires: dict[int, tuple[int, bool]] = field(default_factory=dict)
+    timers: list[int] = field(default_factory=list)
+
+
+def _plan(rows: Sequence[Any], report: PartitionReport, config: PipelineConfig) -> _Batch:
+    """Count ``rows`` into ``report`` and turn them into what the batch writes."""
+    topology = config.topology
+    batch = _Batch()
+    missed: set[str] = set()  # ids that arrived past due, until their FIRE or DEAD row
+    for row in rows:
+        kind = row["kind"]
+        report.counts[_count_kind(row)] += 1
+        if kind == r.MISSED:
+            missed.add(row["id"])
+        elif kind == r.FIRE:  # a refused delivery becomes a dead letter
+            batch.fires[len(batch.records)] = (int(row["due_ms"]), row["id"] in missed)
+            missed.discard(row["id"])
+            schedule = r.event_schedule(row)
+            batch.records.append(
+                Firing(schedule, topology.dead_letter_topic, topology.history_topic)
+            )
+        else:
+            if kind == r.DEAD:
+                missed.discard(row["id"])
+            batch.records.extend(to_records(row, config))
+        if kind in r.TIMER_KINDS and row["due_ms"] is not None:
+            batch.timers.append(int(row["due_ms"]))
+    return batch
+
+
+def _account(
+    report: PartitionReport,
+    fires: Mapping[int, tuple[int, bool]],
+    refused: Mapping[int, str],
+    committed_ms: int,
+) -> None:
+    """Lateness of each delivery made (on time, or past due on arrival); refused ones
+    counted as :data:`REFUSED`, not as fired."""
+    for i, (due_ms, past_due) in fires.items():
+        if i in refused:
+            continue
+        late = report.missed_lateness_ms if past_due else report.lateness_ms
+        late.append(committed_ms - due_ms)
+    if refused:
+        report.counts[r.FIRE] -= len(refused)
+        report.counts[REFUSED] += len(refused)
+
+
+def _note(report: PartitionReport, line: str) -> None:
+    report.notes.append(line)
+
+
+def _dead_letter_line(row: Any) -> str:
+    """One line about an invalid or expired record: id, source and reason, never the
+    payload."""
+    source = r.event_source(row).describe()
+    sid = row["id"] or _key_text(row["key"])
+    if sid is None:
+        return f"record {source} dead-lettered: {r.dead_reason(row)}"
+    return f"schedule {sid!r} (from {source}) dead-lettered: {r.dead_reason(row)}"
+
+
+def _key_text(key: bytes | None) -> str | None:
+    """The key of an invalid record as the schedule id it was meant to be: UTF-8 text
+    of at most 200 characters, else ``None``."""
+    try:
+        text = bytes(key or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text[:200] or None
+
+
+def _count_kind(row: Any) -> str:
+    if row["kind"] == r.DEAD:
+        return r.INVALID if row["due_ms"] is None else r.EXPIRED
+    return str(row["kind"])

@@ -1,0 +1,67 @@
+"""What one micro-batch did: counts, lateness, whether it wrote (for logs and metrics)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+REFUSED = "refused"
+"""How the fire stage counts a due schedule whose delivery the cluster refused (it went
+to the dead-letter topic instead): not ``fire``."""
+
+
+@dataclass(slots=True)
+class BatchReport:
+    """What one micro-batch did, for the progress line and for tests.
+
+    Attributes:
+        batch_id: Spark's batch id.
+        counts: Events by kind (see :data:`delayline.pipeline.rows.KINDS`), dead letters
+            split into ``invalid`` and ``expired``; ``fire`` counts deliveries made, and
+            those the cluster refused count as :data:`REFUSED` instead.
+        lateness_ms: Commit time minus due time of each delivery of a schedule that
+            was not yet due when it arrived.
+        committed: False when the batch was a replay and wrote nothing.
+        finished_ms: When the batch finished (set by the sink from its clock).
+        missed_lateness_ms: The same for schedules already past due when they arrived
+            (``missed``, fired at once): how late they were written, not how late
+            delayline was, so kept out of ``lateness_ms``.
+    """
+
+    batch_id: int
+    counts: Counter[str] = field(default_factory=Counter)
+    lateness_ms: list[int] = field(default_factory=list)
+    committed: bool = True
+    finished_ms: int = 0
+    missed_lateness_ms: list[int] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """Counts with the lateness lists reduced to count, p50 and max (for ``/progress``)."""
+        late = sorted(self.lateness_ms)
+        missed = sorted(self.missed_lateness_ms)
+        return {
+            "batch_id": self.batch_id,
+            "finished_ms": self.finished_ms,
+            "committed": self.committed,
+            "counts": dict(self.counts),
+            "deliveries": len(late) + len(missed),
+            "lateness_p50_ms": late[len(late) // 2] if late else None,
+            "lateness_max_ms": late[-1] if late else None,
+            "missed_deliveries": len(missed),
+            "missed_lateness_max_ms": missed[-1] if missed else None,
+        }
+
+    def to_json(self) -> str:
+        """One line for ``--progress-file``: ids and counts, never payloads."""
+        return json.dumps(
+            {
+                "batch_id": self.batch_id,
+                "finished_ms": self.finished_ms,
+                "committed": self.committed,
+                "counts": dict(self.counts),
+                "lateness_ms": self.lateness_ms,
+                "missed_lateness_ms": self.missed_lateness_ms,
+            }
+        )

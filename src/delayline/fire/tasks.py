@@ -1,0 +1,198 @@
+"""The fire stage on Spark's executors: each task fires its partition of the events.
+
+Each partition has its own transactional producer (``<transactional id>-p<partition>``,
+so a restarted pipeline fences the stalled one of the same partition) and its own
+marker. A Python worker keeps its producers between batches: initialising
+transactions costs a round trip to the transaction coordinator per batch otherwise.
+Only :class:`~delayline.fire.partition.PartitionReport` rows travel back to the driver.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from delayline.core.clock import SystemClock
+from delayline.fire.partition import PartitionReport, fire_rows
+from delayline.fire.transactional import FireConfig, FireError, TransactionalFirer
+from delayline.pipeline import rows as r
+from delayline.pipeline.config import PipelineConfig
+from delayline.pipeline.wake import wake_slot
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
+
+REPORT_DDL = (
+    "partition INT, counts STRING, lateness_ms ARRAY<BIGINT>, "
+    "missed_lateness_ms ARRAY<BIGINT>, timers ARRAY<BIGINT>, notes ARRAY<STRING>, replay BOOLEAN"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FireJob:
+    """What every task of one batch needs (shipped to the executors with the task).
+
+    Attributes:
+        config: The pipeline settings.
+        run: The run id (query name and checkpoint id).
+        batch_id: Spark's batch id.
+        refresh: Read the markers afresh: the batch may have been committed already
+            (the first batch after a start can be a replay).
+    """
+
+    config: PipelineConfig
+    run: str
+    batch_id: int
+    refresh: bool
+
+
+def fire_on_executors(events: DataFrame, job: FireJob) -> list[PartitionReport]:
+    """Fire every partition of ``events`` in a Spark task; the partitions' reports.
+
+    Raises:
+        Exception: whatever failed a task (a :class:`FireError` inside a Spark error):
+            the batch is not committed where it failed, and its replay retries it.
+    """
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield _fire_task(job, batches)
+
+    rows = events.mapInArrow(run, REPORT_DDL).collect()
+    return [
+        PartitionReport(
+            partition=int(row["partition"]),
+            counts=Counter(json.loads(row["counts"])),
+            lateness_ms=list(row["lateness_ms"]),
+            missed_lateness_ms=list(row["missed_lateness_ms"]),
+            timers=list(row["timers"]),
+            notes=list(row["notes"]),
+            replay=bool(row["replay"]),
+        )
+        for row in rows
+    ]
+
+
+_FIRERS: dict[str, TransactionalFirer] = {}
+"""This worker process's producers, by transactional id."""
+
+
+def _fire_task(job: FireJob, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatch:
+    import pyarrow as pa  # noqa: PLC0415 - executor side only
+    from pyspark import TaskContext  # noqa: PLC0415
+
+    _log_to_stderr()
+    context = TaskContext.get()
+    partition = context.partitionId() if context is not None else 0
+    retried = context is not None and context.attemptNumber() > 0
+    report = PartitionReport(partition)
+    received = list(batches)
+    events = pa.Table.from_batches(received) if received else None
+    if events is not None and events.num_rows:
+        rows, counts, timers = _split(events)
+        if rows:
+            report = _fire(job, rows, partition, refresh=job.refresh or retried)
+        report.counts.update(counts)
+        report.timers = timers
+    return pa.RecordBatch.from_pylist(
+        [
+            {
+                "partition": partition,
+                "counts": json.dumps(dict(report.counts)),
+                "lateness_ms": report.lateness_ms,
+                "missed_lateness_ms": report.missed_lateness_ms,
+                "timers": report.timers,
+                "notes": report.notes,
+                "replay": report.replay,
+            }
+        ],
+        schema=_report_schema(),
+    )
+
+
+def _split(events: pa.Table) -> tuple[list[dict[str, Any]], Counter[str], list[int]]:
+    """(the rows that write or decide lateness, as dicts; counts of the other kinds;
+    the distinct wake slots of new timers), by Arrow compute: most events of a busy
+    batch are bookkeeping (planned, updated...) and never become Python objects."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    kinds = events.column("kind")
+    writes = pc.is_in(kinds, value_set=pa.array(_ROW_KINDS))
+    rows = events.filter(writes).to_pylist()
+    counts: Counter[str] = Counter()
+    for item in pc.value_counts(events.filter(pc.invert(writes)).column("kind")).to_pylist():
+        counts[str(item["values"])] += int(item["counts"])
+    set_timers = events.filter(pc.is_in(kinds, value_set=pa.array(r.TIMER_KINDS)))
+    due = pc.unique(pc.drop_null(set_timers.column("due_ms"))).to_pylist()
+    return rows, counts, sorted({wake_slot(int(d)) for d in due})
+
+
+_ROW_KINDS = [r.FIRE, r.DEAD, r.REWRITE, r.RETIRE, r.MISSED]
+"""Kinds the fire stage needs row by row (the rest are only counted)."""
+
+
+def _fire(
+    job: FireJob, rows: list[dict[str, Any]], partition: int, *, refresh: bool
+) -> PartitionReport:
+    config = job.config
+    tx_id = f"{config.transactional_id}-p{partition}"
+    firer = _FIRERS.get(tx_id)
+    fresh = firer is None
+    if firer is None:
+        firer = _FIRERS[tx_id] = _new_firer(config, tx_id)
+    try:
+        return fire_rows(
+            rows, partition, job.batch_id, job.run, config, firer, SystemClock(), refresh=refresh
+        )
+    except FireError:
+        if fresh:
+            raise
+    # A kept producer can have been fenced by another worker that fired this partition
+    # since: start a new one and try once more, reading the markers afresh (an attempt
+    # whose commit outcome was unknown may in fact have committed).
+    log.warning("partition %d: kept producer failed; starting a new one", partition)
+    _FIRERS.pop(tx_id, None)
+    firer = _FIRERS[tx_id] = _new_firer(config, tx_id)
+    return fire_rows(
+        rows, partition, job.batch_id, job.run, config, firer, SystemClock(), refresh=True
+    )
+
+
+def _new_firer(config: PipelineConfig, tx_id: str) -> TransactionalFirer:
+    topology = config.topology
+    return TransactionalFirer(FireConfig(topology.bootstrap_servers, topology.commits_topic, tx_id))
+
+
+def _report_schema() -> pa.Schema:
+    import pyarrow as pa  # noqa: PLC0415
+
+    longs = pa.list_(pa.int64())
+    return pa.schema(
+        [
+            ("partition", pa.int32()),
+            ("counts", pa.string()),
+            ("lateness_ms", longs),
+            ("missed_lateness_ms", longs),
+            ("timers", longs),
+            ("notes", pa.list_(pa.string())),
+            ("replay", pa.bool_()),
+        ]
+    )
+
+
+def _log_to_stderr() -> None:
+    """Warnings of a Python worker reach the pipeline's stderr (once per process)."""
+    root = logging.getLogger("delayline")
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.WARNING)

@@ -19,7 +19,7 @@ from delayline.cli._common import (
 from delayline.cli.extras import require_extras
 from delayline.core.units import parse_duration_ms
 from delayline.kafka.topics import TopicsConfig, ensure_topics
-from delayline.pipeline.config import PipelineConfig
+from delayline.pipeline.config import DEFAULT_JAVA_OPTIONS, PipelineConfig
 from delayline.stores.hold import HOLDS
 
 LOG_LEVELS = {
@@ -168,6 +168,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     env_flag(
         p,
+        "--java-options",
+        env="DELAYLINE_JAVA_OPTIONS",
+        default=DEFAULT_JAVA_OPTIONS,
+        help="extra options of Spark's JVM (the default keeps the JIT to its first tier, "
+        "which costs less CPU on a small machine; '' for the JVM's defaults; write --java-options=-X... as one word)",
+    )
+    env_flag(
+        p,
         "--log-level",
         env="DELAYLINE_LOG_LEVEL",
         default="info",
@@ -215,6 +223,7 @@ def _run(args: argparse.Namespace) -> int:
         wake_topic=args.wake_topic or None,
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         hold=args.hold,
+        java_options=args.java_options,
     )
     level = LOG_LEVELS[args.log_level]
     # -v (on every command) still adds to the level asked for here.

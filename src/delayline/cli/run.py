@@ -172,7 +172,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         env="DELAYLINE_JAVA_OPTIONS",
         default=DEFAULT_JAVA_OPTIONS,
         help="extra options of Spark's JVM (the default keeps the JIT to its first tier, "
-        "which costs less CPU on a small machine; '' for the JVM's defaults; write --java-options=-X... as one word)",
+        "which costs less CPU on a small machine; '' for the JVM's defaults; write "
+        "--java-options=-X... as one word)",
     )
     env_flag(
         p,

@@ -165,6 +165,7 @@ def wait_accepted(env: BenchEnv, count: int, timeout_s: float, label: str) -> in
     """Wait until the pipeline accepted ``count`` input events; return the time (ms)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        _require_pipeline(env)
         timeline = accepted_timeline(env)
         done = timeline[-1][1] if timeline else 0
         progress(f"{label}: pipeline accepted {done:,}/{count:,}", end="\r")
@@ -173,6 +174,15 @@ def wait_accepted(env: BenchEnv, count: int, timeout_s: float, label: str) -> in
             return next(ms for ms, total in timeline if total >= count)
         time.sleep(1)
     raise TimeoutError(f"{label}: pipeline accepted fewer than {count} in {timeout_s} s")
+
+
+def _require_pipeline(env: BenchEnv) -> None:
+    """Fail at once when the pipeline died, instead of waiting out a timeout."""
+    proc = None if env.pipeline is None else env.pipeline.proc
+    if proc is not None and proc.poll() is not None:
+        raise RuntimeError(
+            f"the pipeline exited with code {proc.returncode}; see {env.work_dir / 'pipeline.log'}"
+        )
 
 
 def wait_delivered(

@@ -27,7 +27,7 @@ from delayline.fire.transactional import Firing, TransactionalFirer
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
 
-MAX_NOTES = 50
+MAX_NOTES = 1_000
 """Log lines (dead letters, refusals) one partition reports per batch; the rest are
 counted in one more line."""
 

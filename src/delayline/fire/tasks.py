@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from delayline.core.clock import SystemClock
 from delayline.fire.partition import PartitionReport, fire_rows
-from delayline.fire.transactional import FireConfig, FireError, TransactionalFirer
+from delayline.fire.transactional import FireConfig, TransactionalFirer
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
 from delayline.pipeline.wake import wake_slot
@@ -152,13 +152,20 @@ def _fire(
         return fire_rows(
             rows, partition, job.batch_id, job.run, config, firer, SystemClock(), refresh=refresh
         )
-    except FireError:
-        if fresh:
-            raise
-    # A kept producer can have been fenced by another worker that fired this partition
-    # since: start a new one and try once more, reading the markers afresh (an attempt
-    # whose commit outcome was unknown may in fact have committed).
-    log.warning("partition %d: kept producer failed; starting a new one", partition)
+    except Exception as exc:  # any failure: one more attempt with a new producer
+        # A kept producer can have been fenced by another worker that fired this
+        # partition since, or be left unusable: confluent-kafka's flush returned NULL
+        # without an exception (SystemError) in Python workers here, now and then. A new
+        # producer with the same transactional id aborts whatever the old one left
+        # open, and the markers are read afresh, so an attempt that did commit is not
+        # written twice. A second failure fails the task (and the batch).
+        log.warning(
+            "partition %d: %s producer failed (%s: %s); retrying with a new one",
+            partition,
+            "new" if fresh else "kept",
+            type(exc).__name__,
+            exc,
+        )
     _FIRERS.pop(tx_id, None)
     firer = _FIRERS[tx_id] = _new_firer(config, tx_id)
     return fire_rows(

@@ -192,8 +192,8 @@ class Pipeline:
             .start()
         )
         if self._waker is not None:
-            # Read after the query started so its first batches are not delayed;
-            # the waker wakes every trigger interval until the timers are in.
+            # Read after the first batch so it is not delayed; the waker wakes every
+            # trigger interval until the timers are in.
             threading.Thread(
                 target=self._load_timers,
                 args=(self._spark, self._waker),
@@ -269,6 +269,14 @@ class Pipeline:
         return waker
 
     def _load_timers(self, spark: SparkSession, waker: Waker) -> None:
+        # After the first batch: reading every stored timer (20 s with 1M pending here)
+        # beside the first batch slowed that batch, the one a restart waits for. Until
+        # the timers are in, the waker wakes every trigger interval, so nothing is late.
+        query = self._query
+        while query is not None and query.isActive and query.lastProgress is None:
+            if self._waker is not waker:
+                return  # stopped meanwhile
+            time.sleep(0.2)
         started = time.monotonic()
         try:
             slots = self.hold.pending_due_times(spark)

@@ -10,38 +10,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
-
 from delayline.contract import ConsumedRecord, parse_record
 from delayline.contract import headers as h
 from delayline.contract.columns import CANCEL, INVALID, SCHEDULE, parsed
 from delayline.core.model import Cancel, Invalid, Schedule
-
-INPUT = StructType(
-    [
-        StructField("topic", StringType()),
-        StructField("gkey", BinaryType()),
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp_ms", LongType()),
-        StructField(
-            "headers",
-            ArrayType(
-                StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-            ),
-        ),
-    ]
-)
+from delayline.pipeline import rows
 
 NOT_UTF8 = [b"\xff\xfe", b"\xed\xa0\x80", b"\xc0\xaf", b"ok\x80"]
 KEYS = [None, b"", b"id", "émoji-\U0001f600".encode(), *NOT_UTF8]
@@ -104,12 +77,7 @@ def _expected(record: ConsumedRecord) -> dict[str, Any]:
 def test_spark_sql_parsing_agrees_with_the_python_parser(spark: Any) -> None:
     rng = random.Random(20261122)
     records = [_record(rng, offset) for offset in range(4_000)]
-    rows = [
-        (r.topic, r.key or b"", r.key, r.value, r.partition, r.offset, r.timestamp_ms,
-         [(name, value) for name, value in r.headers])
-        for r in records
-    ]  # fmt: skip
-    frame = parsed(spark.createDataFrame(rows, INPUT))
+    frame = parsed(spark.createDataFrame([rows.source_row(x) for x in records], rows.SOURCE_SCHEMA))
     got = {row["offset"]: row for row in frame.collect()}
     kinds: dict[str, int] = {}
     for record in records:

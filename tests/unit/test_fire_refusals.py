@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from delayline.contract import OutgoingRecord
+from delayline.contract import ConsumedRecord, OutgoingRecord
 from delayline.core.model import Schedule, SourceRef
 from delayline.fire import transactional as tx
 from delayline.fire.refusals import (
@@ -433,3 +433,22 @@ def test_a_denial_that_fails_later_produce_calls_is_still_found(
     out = committed(firer)
     assert len([o for o in out if o.topic == "good"]) == 3
     assert [o.key for o in out if o.topic == "dlq"] == [b"denied-1"]
+
+
+def test_a_new_writer_reads_the_markers_only_when_the_batch_may_be_a_replay(
+    firer: TransactionalFirer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[str] = []
+
+    def markers(_servers: str, topic: str, **_kw: Any) -> list[ConsumedRecord]:
+        reads.append(topic)
+        return [ConsumedRecord(topic, 0, 0, 0, b"other/p1", b'{"batch_id": 7}')]
+
+    monkeypatch.setattr(tx, "read_topic", markers)
+    batch: list[OutgoingRecord | Firing] = [Firing(schedule("a", "good"), "dlq")]
+    # A new batch of a run this writer never wrote: nothing to read.
+    assert firer.commit_batch("other/p0", 3, batch) == Committed(replay=False)
+    assert reads == []
+    # Perhaps a replay (first batch after a start, a retried task): read, and skip it.
+    assert firer.commit_batch("other/p1", 7, batch, refresh=True) == Committed(replay=True)
+    assert reads == ["commits"]

@@ -199,9 +199,11 @@ class TransactionalFirer:
     ) -> Committed:
         """Write ``records`` and the marker of ``(run, batch_id)`` in one transaction.
 
-        ``refresh`` reads the markers afresh first (see :meth:`last_committed`); a
-        marker of ``also`` (the run-wide key written before markers were per
-        partition) counts as one of ``run``.
+        ``refresh`` reads the markers afresh first (see :meth:`last_committed`).
+        Without it, the caller promises that no other process can have committed this
+        batch (it is not a replay or a retry): the markers this writer knows are
+        checked, and none are read. A marker of ``also`` (the run-wide key written
+        before markers were per partition) counts as one of ``run``.
 
         A :class:`Firing` whose delivery the cluster refuses
         (internal, missing or unauthorised topic, record too large...) is written as
@@ -222,7 +224,15 @@ class TransactionalFirer:
                 message names the schedules and topics involved.
         """
         runs = (run,) if also is None else (run, also)
-        if batch_id <= self.last_committed(*runs, refresh=refresh):
+        if refresh or all(r in self._committed for r in runs):
+            done = self.last_committed(*runs, refresh=refresh)
+        else:
+            # Without ``refresh`` the caller knows the batch is new (not the first
+            # batch after a start, not a retried task), so a producer new to this run
+            # need not read the commits topic: that read cost every new producer of a
+            # partition up to a second.
+            done = -1
+        if batch_id <= done:
             log.info("batch %d of run %s already committed; skipping its replay", batch_id, run)
             return Committed(replay=True)
         firings = {i: item for i, item in enumerate(records) if isinstance(item, Firing)}

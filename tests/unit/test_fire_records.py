@@ -12,7 +12,7 @@ from delayline.contract import ConsumedRecord, parse_record, render_dead_letter,
 from delayline.contract.codec import decode_headers, encode_headers
 from delayline.core.model import Cancel, Schedule, SourceRef
 from delayline.core.topology import Topology
-from delayline.fire.sink import to_records
+from delayline.fire.partition import to_records
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
 

@@ -12,6 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 from delayline.contract import ConsumedRecord, OutgoingRecord
 from delayline.core.model import Schedule, SourceRef
 from delayline.fire import transactional as tx
+from delayline.fire.partition import to_records
 from delayline.fire.refusals import (
     Failure,
     Sent,
@@ -21,7 +22,6 @@ from delayline.fire.refusals import (
     classify,
     precheck,
 )
-from delayline.fire.sink import to_records
 from delayline.fire.transactional import (
     Committed,
     FireConfig,

@@ -12,7 +12,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from delayline.core.clock import ManualClock
-from delayline.fire.sink import REFUSED, BatchReport
+from delayline.fire.report import REFUSED, BatchReport
 from delayline.pipeline import rows as r
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness
 

@@ -12,7 +12,8 @@ from delayline.contract import ConsumedRecord, OutgoingRecord
 from delayline.core.clock import ManualClock
 from delayline.core.topology import Topology
 from delayline.fire.partition import PartitionReport, fire_rows
-from delayline.fire.sink import REFUSED, BatchReport, FireSink
+from delayline.fire.report import REFUSED, BatchReport
+from delayline.fire.sink import FireSink
 from delayline.fire.tasks import FireJob
 from delayline.fire.transactional import Committed, FireConfig, Firing, TransactionalFirer
 from delayline.pipeline import rows as r

@@ -41,7 +41,8 @@ class PartitionReport:
         counts: Events by kind, as in :class:`BatchReport`.
         lateness_ms: Commit time minus due time of each on-time delivery made.
         missed_lateness_ms: The same for schedules past due on arrival.
-        timers: Due times of the timers the batch set in this partition.
+        timers: Wake slots of the timers the batch set in this partition (filled by
+            the task from all its events; :func:`fire_rows` sees only rows that write).
         notes: Log lines about dead letters and refusals: ids, sources, reasons.
         replay: The partition's records were committed before: nothing was written.
     """
@@ -55,9 +56,9 @@ class PartitionReport:
     replay: bool = False
 
 
-def merge(batch_id: int, parts: Sequence[PartitionReport], finished_ms: int) -> BatchReport:
+def merge(batch_id: int, parts: Sequence[PartitionReport]) -> BatchReport:
     """One report of a batch from those of its partitions."""
-    report = BatchReport(batch_id, finished_ms=finished_ms)
+    report = BatchReport(batch_id)
     for part in parts:
         report.counts.update(part.counts)
         report.lateness_ms.extend(part.lateness_ms)
@@ -122,7 +123,6 @@ def fire_rows(
     """
     report = PartitionReport(partition)
     batch = _plan(rows, report, config)
-    report.timers = batch.timers
     if batch.records:
         outcome = firer.commit_batch(
             f"{run}/p{partition}", batch_id, batch.records, refresh=refresh, also=run
@@ -135,12 +135,12 @@ def fire_rows(
             item = batch.records[i]
             if isinstance(item, Firing):
                 source = item.schedule.require_source().describe()
-                _note(
-                    report, f"schedule {item.schedule.id!r} (from {source}) dead-lettered: {reason}"
+                report.notes.append(
+                    f"schedule {item.schedule.id!r} (from {source}) dead-lettered: {reason}"
                 )
     for row in rows:
         if row["kind"] == r.DEAD:
-            _note(report, _dead_letter_line(row))
+            report.notes.append(_dead_letter_line(row))
     if len(report.notes) > MAX_NOTES:
         more = len(report.notes) - MAX_NOTES
         report.notes = [*report.notes[:MAX_NOTES], f"... and {more} more dead letter(s)"]
@@ -150,11 +150,10 @@ def fire_rows(
 @dataclass(slots=True)
 class _Batch:
     """What one batch writes: its records, and for each :class:`Firing` among them
-    (by position) its due time and whether it arrived past due; the timers it set."""
+    (by position) its due time and whether it arrived past due."""
 
     records: list[OutgoingRecord | Firing] = field(default_factory=list)
     fires: dict[int, tuple[int, bool]] = field(default_factory=dict)
-    timers: list[int] = field(default_factory=list)
 
 
 def _plan(rows: Sequence[Any], report: PartitionReport, config: PipelineConfig) -> _Batch:
@@ -178,8 +177,6 @@ def _plan(rows: Sequence[Any], report: PartitionReport, config: PipelineConfig) 
             if kind == r.DEAD:
                 missed.discard(row["id"])
             batch.records.extend(to_records(row, config))
-        if kind in r.TIMER_KINDS and row["due_ms"] is not None:
-            batch.timers.append(int(row["due_ms"]))
     return batch
 
 
@@ -199,10 +196,6 @@ def _account(
     if refused:
         report.counts[r.FIRE] -= len(refused)
         report.counts[REFUSED] += len(refused)
-
-
-def _note(report: PartitionReport, line: str) -> None:
-    report.notes.append(line)
 
 
 def _dead_letter_line(row: Any) -> str:

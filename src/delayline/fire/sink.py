@@ -16,15 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from delayline.core.clock import Clock, SystemClock
-from delayline.fire.partition import PartitionReport, merge, to_records
-from delayline.fire.report import REFUSED, BatchReport
+from delayline.fire.partition import PartitionReport, merge
+from delayline.fire.report import BatchReport
 from delayline.fire.tasks import FireJob, fire_on_executors
 from delayline.pipeline.config import PipelineConfig
 from delayline.stores.hold import Hold
 
 log = logging.getLogger(__name__)
-
-__all__ = ["REFUSED", "BatchReport", "FireSink", "checkpoint_query_id", "to_records"]
 
 FirePartitions = Callable[[Any, FireJob], Sequence[PartitionReport]]
 """Fires a batch's events (as the hold returns them); the reports of its partitions."""
@@ -73,7 +71,7 @@ class FireSink:
         job = FireJob(self.config, run, batch_id, refresh=self._batches == 0)
         parts = self.fire_partitions(events, job)
         self._batches += 1
-        report = merge(batch_id, parts, self.clock.now_ms())
+        report = merge(batch_id, parts)
         timers = [due for part in parts for due in part.timers]
         if timers and self.on_timers is not None:
             self.on_timers(timers)

@@ -18,7 +18,8 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from delayline.core.units import format_duration_ms
 from delayline.errors import DelaylineError
-from delayline.fire.sink import REFUSED, BatchReport, FireSink, checkpoint_query_id
+from delayline.fire.report import REFUSED, BatchReport
+from delayline.fire.sink import FireSink, checkpoint_query_id
 from delayline.kafka.topics import cluster_brokers, ensure_wake_topic
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig

@@ -19,7 +19,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.units import format_duration_ms
-from delayline.fire.sink import REFUSED, BatchReport
+from delayline.fire.report import REFUSED, BatchReport
 from delayline.pipeline import rows as r
 
 log = logging.getLogger(__name__)

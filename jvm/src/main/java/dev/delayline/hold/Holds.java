@@ -35,8 +35,4 @@ public final class Holds {
     return Schemas.EVENT.json();
   }
 
-  /** The state schema as JSON. */
-  public static String stateSchemaJson() {
-    return Schemas.STATE.json();
-  }
 }

@@ -8,7 +8,7 @@ import pytest
 
 from delayline.bench import sampler as s
 from delayline.bench.report import evaluate, lookup, table
-from delayline.bench.run import delivery_figures
+from delayline.bench.run import accept_lags_ms, delivery_figures
 from delayline.bench.stats import percentile, summary
 from delayline.dev.harness import Delivery
 
@@ -85,6 +85,28 @@ def test_scale_targets_are_not_judged_on_quick_runs() -> None:
     rows = evaluate(result("backlog", True, peak_rss_mb=100))
     assert rows[0]["met"] is None
     assert "n/a" in table(result("backlog", True, peak_rss_mb=100))
+
+
+def test_restart_bound_depends_on_what_is_pending() -> None:
+    def first_delivery(pending: int) -> dict[str, Any]:
+        run = result("restart", False, first_delivery_after_restart_s=12.0)
+        run["size"] = {"pending": pending}
+        return next(r for r in evaluate(run) if r["target"].startswith("first delivery"))
+
+    assert first_delivery(1_000)["bound"] == "<= 10"
+    assert first_delivery(1_000)["met"] is False
+    assert first_delivery(1_000_000)["bound"] == "<= 15"
+    assert first_delivery(1_000_000)["met"] is True
+
+
+def test_accept_lag_is_the_end_of_the_batch_that_took_each_schedule() -> None:
+    # Batches ended at 1,000 ms (2 accepted so far, 1 before the run) and 3,000 ms (4).
+    timeline = [(500, 1), (1_000, 2), (3_000, 4)]
+    sent = [900, 950, 1_100]
+    assert accept_lags_ms(timeline, sent, before=1) == [100, 2_050, 1_900]
+    # Not all accepted yet: only those that were are counted.
+    assert accept_lags_ms(timeline, [*sent, 1_200, 1_300], before=1) == [100, 2_050, 1_900]
+    assert accept_lags_ms([], sent, before=0) == []
 
 
 def test_lookup_walks_nested_keys() -> None:

@@ -128,9 +128,11 @@ def write_schedules(
     rate_per_s: float | None = None,
     prefix: str = "s",
     on_progress: Any = None,
+    sent_ms: list[int] | None = None,
 ) -> dict[str, int]:
     """Write ``count`` schedules; ``due_ms(i, now_ms)`` gives each due time. Paced when
-    ``rate_per_s`` is set. Returns id -> due ms."""
+    ``rate_per_s`` is set. Returns id -> due ms; each write's time (ms) is appended to
+    ``sent_ms`` when given."""
     written: dict[str, int] = {}
     began = time.monotonic()
     with env.client() as client:
@@ -140,7 +142,10 @@ def write_schedules(
                 if wait > 0:
                     time.sleep(wait)
             sid = f"{prefix}-{i}"
-            due = due_ms(i, time.time_ns() // 1_000_000)  # once: it may be random
+            now_ms = time.time_ns() // 1_000_000
+            due = due_ms(i, now_ms)  # once: it may be random
+            if sent_ms is not None:
+                sent_ms.append(now_ms)
             client.schedule(sid, b"x" * 100, env.target_topic, at=ms_to_datetime(due))
             written[sid] = due
             if on_progress is not None and i % 1000 == 0:
@@ -159,6 +164,35 @@ def accepted_timeline(env: BenchEnv) -> list[tuple[int, int]]:
         total += sum(report["counts"].get(k, 0) for k in INPUT_KINDS)
         out.append((report["finished_ms"], total))
     return out
+
+
+def accept_lags_ms(timeline: list[tuple[int, int]], sent_ms: list[int], before: int) -> list[int]:
+    """How long each written schedule waited to be accepted, estimated from batch ends.
+
+    The k-th schedule written (after ``before`` accepted events) counts as accepted at
+    the end of the first batch by which ``before + k + 1`` events were: exact when the
+    pipeline accepts in write order, which one source partition does and several
+    interleave only within a batch.
+    """
+    lags: list[int] = []
+    points = iter(timeline)
+    ms, total = next(points, (0, 0))
+    for k, sent in enumerate(sent_ms):
+        while total < before + k + 1:
+            nxt = next(points, None)
+            if nxt is None:
+                return lags
+            ms, total = nxt
+        lags.append(max(0, ms - sent))
+    return lags
+
+
+def spark_batches(env: BenchEnv) -> list[dict[str, Any]]:
+    """Spark's own progress of each batch so far (``<progress file>.spark``)."""
+    path = env.progress_file.with_name(env.progress_file.name + ".spark")
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def wait_accepted(env: BenchEnv, count: int, timeout_s: float, label: str) -> int:

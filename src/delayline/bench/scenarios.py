@@ -10,14 +10,17 @@ from typing import Any
 
 from delayline.bench.run import (
     BenchEnv,
+    accept_lags_ms,
     accepted_timeline,
     delivery_figures,
     progress,
+    spark_batches,
     start_pipeline,
     wait_accepted,
     wait_delivered,
     write_schedules,
 )
+from delayline.bench.stats import summary
 from delayline.dev.harness import Delivery, DeliveryCollector
 
 DAY_MS = 86_400_000
@@ -50,14 +53,18 @@ def steady(env: BenchEnv, size: Size) -> dict[str, Any]:
     rng = random.Random(1)
     total = size.rate_per_s * size.duration_s
     idle = _idle_window(env, 10)
+    sent: list[int] = []
     with DeliveryCollector(env.bootstrap, [env.target_topic]) as seen:
         load_from = time.time()
         due = write_schedules(env, total, lambda i, now: now + rng.randint(10_000, 30_000),
-                              rate_per_s=size.rate_per_s, on_progress=_sent(total))  # fmt: skip
+                              rate_per_s=size.rate_per_s, on_progress=_sent(total),
+                              sent_ms=sent)  # fmt: skip
         accepted_ms = wait_accepted(env, total, 600 + total / 200, "steady")
         deliveries = wait_delivered(seen, set(due), 120 + total / 200, "steady")
         load_to = time.time()
-    return _figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
+    figures = _figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
+    figures["accept_lag_ms"] = summary(accept_lags_ms(accepted_timeline(env), sent, 0))
+    return figures
 
 
 def burst(env: BenchEnv, size: Size) -> dict[str, Any]:
@@ -99,7 +106,38 @@ def backlog(env: BenchEnv, size: Size) -> dict[str, Any]:
         load_to = time.time()
     figures = _figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
     figures["pending_held"] = size.pending
+    figures["small_batch_ms"] = _small_batches(env, size.pending + total)
     return figures
+
+
+def _batch_after(env: BenchEnv, seen: int, timeout_s: float = 60) -> dict[str, Any]:
+    """Spark's progress of the first batch after ``seen`` (Spark reports it a moment
+    after the batch ends)."""
+    deadline = time.monotonic() + timeout_s
+    while (batches := spark_batches(env)[seen:]) == [] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if not batches:
+        raise TimeoutError(f"no Spark progress after batch {seen} within {timeout_s} s")
+    return batches[0]
+
+
+def _small_batches(env: BenchEnv, accepted: int, rounds: int = 10, rows: int = 100) -> Any:
+    """Spark's time (``triggerExecution``) for batches of ``rows`` new schedules, written
+    ``rounds`` times with the pipeline otherwise idle: the fixed cost of a batch."""
+    progress(f"small batches: {rounds} x {rows} schedules")
+    seen = len(spark_batches(env))
+    far = time.time_ns() // 1_000_000 + DAY_MS
+    for r in range(rounds):
+        write_schedules(env, rows, lambda i, now: far + i, prefix=f"small{r}")
+        accepted += rows
+        wait_accepted(env, accepted, 300, "small batches")
+        time.sleep(2)  # the next round starts a batch of its own
+    durations = [
+        b["duration_ms"]["triggerExecution"]
+        for b in spark_batches(env)[seen:]
+        if b["num_input_rows"] >= rows // 2 and b.get("duration_ms")
+    ]
+    return summary(durations)
 
 
 def restart(env: BenchEnv, size: Size) -> dict[str, Any]:
@@ -118,8 +156,10 @@ def restart(env: BenchEnv, size: Size) -> dict[str, Any]:
         seen.wait_for(lambda d: len(d) >= size.count // 3, timeout_s=300)
         progress("restart: SIGKILL of the pipeline")
         env.pipeline.kill()
+        batches_before = len(spark_batches(env))
         restarted = time.time()
         ready_s = start_pipeline(env)
+        first_batch_ms = _batch_after(env, batches_before)["duration_ms"]["triggerExecution"]
         before = len(seen.snapshot())
         first = seen.wait_for(lambda d: len(d) > before, timeout_s=600)
         first_after_s = (min(d.arrival_ms for d in first[before:]) / 1000) - restarted
@@ -127,7 +167,8 @@ def restart(env: BenchEnv, size: Size) -> dict[str, Any]:
         load_to = time.time()
     figures = _figures(env, deliveries, due, load_from, load_to, None, None)
     figures.update(pending_held=size.pending, restart_ready_s=round(ready_s, 1),
-                   first_delivery_after_restart_s=round(first_after_s, 1))  # fmt: skip
+                   first_delivery_after_restart_s=round(first_after_s, 1),
+                   first_batch_after_restart_ms=first_batch_ms)  # fmt: skip
     return figures
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from delayline.cli._common import env_bool, env_flag, say
 from delayline.cli.extras import require_extras
+from delayline.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,6 +38,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         default=env_bool("DELAYLINE_BENCH_QUICK"),
         help="a small variant that finishes in about a minute [env DELAYLINE_BENCH_QUICK=1]",
+    )
+    env_flag(
+        p,
+        "--pending",
+        env="DELAYLINE_BENCH_PENDING",
+        default=None,
+        type=_count,
+        help="far-future schedules held during the scenario, instead of its own number "
+        "(backlog, restart, idle)",
     )
     env_flag(
         p,
@@ -80,6 +91,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_bench)  # fmt: skip
 
 
+def _count(text: str) -> int:
+    """A positive count; ``1_000`` and ``1,000`` read as 1000."""
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def _bench(args: argparse.Namespace) -> int:
     require_extras("bench", "bench")  # the catalog scenario too: report.machine() needs pyspark
     from delayline.bench import report  # noqa: PLC0415 - loads pyspark, matplotlib
@@ -90,6 +112,10 @@ def _bench(args: argparse.Namespace) -> int:
     if args.scenario == "catalog":
         return _catalog(args)
     size = SIZES[args.scenario][1 if args.quick else 0]
+    if args.pending is not None:
+        if not size.pending:
+            raise ConfigError(f"--pending: the {args.scenario} scenario holds no backlog")
+        size = dataclasses.replace(size, pending=args.pending)
     env = open_env(args.bootstrap_servers, args.work_dir)
     started = time.time()
     try:

@@ -68,9 +68,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p,
         "--shuffle-partitions",
         env="DELAYLINE_SHUFFLE_PARTITIONS",
-        default=4,
+        default=2,
         type=int,
-        help="state partitions (frozen in the checkpoint)",
+        help="state partitions, each fired by its own task: about one per core "
+        "(frozen in the checkpoint)",
     )
     env_flag(
         p,

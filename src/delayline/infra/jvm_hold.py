@@ -78,7 +78,8 @@ def _build(project: Path, jars: Path, version: str, target: Path, quiet: bool) -
         cmd = [
             mvn, "-B", "-q", "-s", str(settings), "-f", str(work / "pom.xml"),
             f"-Dpyspark.jars={jars}", f"-Dspark.version={version}",
-            f"-Dscala.library.version={_scala_version(jars)}", "package",
+            f"-Dscala.library.version={_jar_version(jars, 'scala-library')}",
+            f"-Dhadoop.version={_jar_version(jars, 'hadoop-client-api')}", "package",
         ]  # fmt: skip
         result = subprocess.run(cmd, capture_output=True, text=True, check=False)
         built = sorted((work / "target").glob("delayline-hold-*.jar"))
@@ -91,8 +92,9 @@ def _build(project: Path, jars: Path, version: str, target: Path, quiet: bool) -
     log.info("built the JVM hold into %s", target)
 
 
-def _scala_version(jars: Path) -> str:
-    found = sorted(jars.glob("scala-library-*.jar"))
+def _jar_version(jars: Path, artifact: str) -> str:
+    """The version of ``artifact`` among pyspark's jars (``scala-library-2.13.18.jar``)."""
+    found = sorted(jars.glob(f"{artifact}-[0-9]*.jar"))
     if not found:
-        raise InfraError(f"no scala-library jar in {jars}; is pyspark installed completely?")
-    return found[0].name.removeprefix("scala-library-").removesuffix(".jar")
+        raise InfraError(f"no {artifact} jar in {jars}; is pyspark installed completely?")
+    return found[0].name.removeprefix(f"{artifact}-").removesuffix(".jar")

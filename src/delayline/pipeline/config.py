@@ -22,7 +22,8 @@ class PipelineConfig:
         master: Spark master URL.
         trigger_interval_ms: Micro-batch interval. Timers fire at batch
             boundaries, so this bounds lateness; smaller costs idle CPU.
-        shuffle_partitions: Partitions of the state. Frozen in the checkpoint.
+        shuffle_partitions: Partitions of the state, each fired by its own task; about
+            one per core (a batch's tasks then run in one wave). Frozen in the checkpoint.
         max_lateness_ms: Dead-letter schedules later than this; ``None`` fires all.
         query_name: Name of the streaming query; part of the transactional id.
         driver_memory_mb: JVM heap of the Spark driver (local mode runs all there).
@@ -51,7 +52,7 @@ class PipelineConfig:
     checkpoint_dir: Path = field(default_factory=lambda: Path(".delayline/checkpoint"))
     master: str = "local[2]"
     trigger_interval_ms: int = 1000
-    shuffle_partitions: int = 4
+    shuffle_partitions: int = 2
     max_lateness_ms: int | None = None
     query_name: str = "delayline"
     driver_memory_mb: int = 1024

@@ -56,6 +56,9 @@ def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
         # Compaction removes offsets by design; that is not data loss here.
         .option("failOnDataLoss", "false")
         .option("kafka.isolation.level", "read_committed")
+        # A task's last fetch finds no more records and the broker holds it for this
+        # long: the default 500 ms made each source task of a small batch take 0.55 s.
+        .option("kafka.fetch.max.wait.ms", "10")
         .option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
         .load()
     )

@@ -22,6 +22,12 @@ from delayline.pipeline.config import PipelineConfig
 
 log = logging.getLogger(__name__)
 
+NO_FORK_LOCAL_FS = "dev.delayline.fs.NoForkLocalFileSystem"
+"""The ``file:`` file system: Hadoop's, with permissions set without forking ``chmod``
+(``jvm/src/main/java/dev/delayline/fs``)."""
+FS_CHECKPOINT_MANAGER = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+)
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 QUIET_LOGGERS = {
@@ -75,6 +81,18 @@ def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSe
           checkpointing makes each batch's commit cheap.
         * ``shuffle_partitions`` small: the default 200 made every micro-batch take
           17-27 s on two cores. The number is frozen in the checkpoint.
+        * No process forked per checkpoint file: without Hadoop's native library its
+          local file system forks ``chmod`` for every file it creates and, through
+          ``FileContext``, ``readlink`` for every rename (about 30 forks per batch,
+          tens of ms each from a JVM of several GiB). :data:`NO_FORK_LOCAL_FS` sets
+          permissions with ``java.nio``, and the ``FileSystem``-based checkpoint file
+          manager renames without the link lookup. Measured on a batch of 100 rows:
+          offsets and commit log writes 55-80 ms -> 2-9 ms each, the state commit
+          100-200 ms -> 5-25 ms. On a local disk both managers check then rename (no
+          atomic no-overwrite rename either way); a second pipeline on the same
+          checkpoint must be kept out by other means.
+        * State maintenance (snapshots of the changelog) every 15 s instead of 60 s: a
+          restart replays fewer changelog files.
         * UTC session time zone; the UI off (no port to collide with).
         * With ``wake``, no micro-batch without new records: an empty batch costs
           300-500 ms of CPU; the waker writes a record when a timer is due.
@@ -89,7 +107,8 @@ def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSe
     """
     # Python workers must run the same interpreter (and venv) as the driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    jars = [*resolve_jars("spark"), hold_jar()]
+    hold = hold_jar()
+    jars = [*resolve_jars("spark"), hold]
     level = spark_log_level(log_level)
     for name in PYTHON_LOGGERS:
         logging.getLogger(name).setLevel(level)
@@ -100,6 +119,12 @@ def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSe
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
+        "spark.sql.streaming.stateStore.maintenanceInterval": "15s",
+        "spark.sql.streaming.checkpointFileManagerClass": FS_CHECKPOINT_MANAGER,
+        "spark.hadoop.fs.file.impl": NO_FORK_LOCAL_FS,
+        # Hadoop loads file systems with its own class loader, before spark.jars.
+        "spark.driver.extraClassPath": str(hold),
+        "spark.executor.extraClassPath": str(hold),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
     }
@@ -154,15 +179,26 @@ def _launch_jvm(
             ),
         ]
     )
+    # Our own pipe, read from before the JVM starts: when it dies during start-up, what
+    # it printed (a missing class, a bad option) still reaches our stderr.
+    read_fd, write_fd = os.pipe()
+    forwarder = threading.Thread(
+        target=_forward,
+        args=(os.fdopen(read_fd, "rb"), keep_all),
+        name="delayline-jvm-stderr",
+        daemon=True,
+    )
+    forwarder.start()
     # A session of its own: a signal to the driver's process group (Ctrl-C, ``kill -TERM
     # -PGID``) is the driver's to handle; the JVM still ends when the driver does.
-    piped = {"stderr": subprocess.PIPE, "start_new_session": True}
-    gateway = launch_gateway(conf, popen_kwargs=piped)  # type: ignore[no-untyped-call]
-    proc = getattr(gateway, "proc", None)
-    if proc is not None and proc.stderr is not None:
-        threading.Thread(
-            target=_forward, args=(proc.stderr, keep_all), name="delayline-jvm-stderr", daemon=True
-        ).start()
+    piped = {"stderr": write_fd, "start_new_session": True}
+    try:
+        gateway = launch_gateway(conf, popen_kwargs=piped)  # type: ignore[no-untyped-call]
+    except Exception:
+        os.close(write_fd)
+        forwarder.join(timeout=5)  # the JVM is gone: its last words end in EOF
+        raise
+    os.close(write_fd)  # the JVM holds its own copy
     SparkContext._ensure_initialized(gateway=gateway)
 
 

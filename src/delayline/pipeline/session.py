@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -16,6 +15,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
+from delayline.infra.cds import archive_options
 from delayline.infra.jars import resolve_jars
 from delayline.infra.jvm_hold import hold_jar
 from delayline.pipeline.config import PipelineConfig
@@ -138,7 +138,7 @@ def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSe
                 Path(tmp),
                 level,
                 keep_all=log_level == "debug",
-                java_options=config.java_options,
+                java_options=f"{config.java_options} {archive_options(hold)}".strip(),
             )
         spark = (
             SparkSession.builder.master(config.master)

@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ORDER = ("steady", "burst", "backlog", "restart", "idle", "catalog")
+ORDER = ("steady", "burst", "backlog", "restart", "restart-1k", "idle", "catalog")
+"""Result files (``<name>.json``) in table order; ``restart-1k`` is the restart scenario
+with ``--pending 1000`` (see ``benchmarks/run_all.sh``)."""
 
 
 def markdown(results_dir: Path) -> str:

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Re-run every bench scenario at full size, one after another, into benchmarks/results/.
-# Takes about 45 minutes on 2 cores; nothing else should run meanwhile.
+# Takes about 60 minutes on 2 cores; nothing else should run meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for scenario in burst steady idle restart backlog; do
+for scenario in burst steady idle restart backlog backlog-2 backlog-3; do
   echo "== $scenario" >&2
-  .venv/bin/delayline bench --scenario "$scenario" \
+  # The backlog three times: its RSS must be the same within 10% from run to run.
+  .venv/bin/delayline bench --scenario "${scenario%-[0-9]}" \
     --json "benchmarks/results/$scenario.json" --plot "benchmarks/results/$scenario.png" \
     | tee "benchmarks/results/$scenario.txt"
 done

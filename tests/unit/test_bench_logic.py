@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from delayline.bench import sampler as s
 from delayline.bench.report import evaluate, lookup, table
 from delayline.bench.run import accept_lags_ms, delivery_figures
 from delayline.bench.stats import percentile, summary
+from delayline.bench.summary import rss_spread_pct
 from delayline.dev.harness import Delivery
 
 
@@ -128,3 +130,30 @@ def test_sampler_cpu_never_goes_backwards(monkeypatch: pytest.MonkeyPatch) -> No
     g = s.GroupSampler(1, interval_s=0)
     g._run()
     assert [x.cpu_s for x in g.samples][:3] == [5.0, 5.0, 6.0]  # killed tree, then a new one
+
+
+def test_rss_at_peak_is_split_by_role() -> None:
+    g = s.GroupSampler(1)
+    g.samples = [
+        s.Sample(0, 300, 0.0, (100, 50, 150, 0)),
+        s.Sample(1, 500, 1.0, (350, 50, 100, 0)),  # the peak
+        s.Sample(2, 400, 2.0, (200, 50, 150, 0)),
+    ]
+    assert g.rss_at_peak_mb() == {"jvm": 0, "driver": 0, "python workers": 0, "other": 0}
+    mib = 2**20
+    g.samples = [s.Sample(0, 6 * mib, 0.0, (3 * mib, mib, 2 * mib, 0))]
+    assert g.rss_at_peak_mb() == {"jvm": 3, "driver": 1, "python workers": 2, "other": 0}
+    assert "3/1/2" in table(
+        result("backlog", False, peak_rss_mb=6, rss_at_peak_mb=g.rss_at_peak_mb())
+    )
+    assert s.GroupSampler(1).rss_at_peak_mb() == {}
+
+
+def test_read_group_names_the_driver_and_the_rest() -> None:
+    sample = s.read_group(os.getpid())
+    assert sample.rss_by_role[s.ROLES.index("driver")] == sample.rss_bytes  # no children
+
+
+def test_rss_spread_is_relative_to_the_lowest_run() -> None:
+    assert rss_spread_pct([2000, 2100, 2200]) == 10.0
+    assert rss_spread_pct([1800, 3100, 2500]) == 72.2

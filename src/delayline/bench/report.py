@@ -110,6 +110,7 @@ def table(result: dict[str, Any]) -> str:
         ("lateness min/p90/max (ms)", _triple(f.get("lateness_ms")), None, ""),
         ("early / duplicates / lost", _zeros(f), None, ""),
         ("pipeline peak RSS (MiB)", f.get("peak_rss_mb"), None, ""),
+        ("  at the peak: JVM/driver/workers", _roles(f.get("rss_at_peak_mb")), None, ""),
         ("broker peak RSS (MiB)", f.get("broker_peak_rss_mb"), None, ""),
         ("pipeline CPU idle / load (% core)", _pair(f, "cpu_idle_pct", "cpu_load_pct"), None, ""),
     ]  # fmt: skip
@@ -117,10 +118,14 @@ def table(result: dict[str, Any]) -> str:
         "pending_held",
         "restart_ready_s",
         "first_delivery_after_restart_s",
+        "first_batch_after_restart_ms",
         "ingest_finished_before_due_ms",
     ):
         if key in f:
             rows.append((key.replace("_", " "), f[key], None, ""))
+    for key, label in (("accept_lag_ms", "write to accepted"), ("small_batch_ms", "batch of 100")):
+        if key in f:
+            rows.append((f"{label} p50/p99/max (ms)", _p50_p99_max(f[key]), None, ""))
     lines.append(f"{'figure':<36} {'measured':>14} {'limit':>10}  {'ratio':>7}  limit is")
     for name, value, limit, what in rows:
         ratio = (
@@ -134,6 +139,18 @@ def table(result: dict[str, Any]) -> str:
         met = {True: "yes", False: "NO", None: "n/a"}[row["met"]]
         lines.append(f"{row['target']:<46} {_fmt(row['measured']):>12} {row['bound']:>10}  {met}")
     return "\n".join(lines)
+
+
+def _roles(rss: dict[str, int] | None) -> str | None:
+    if not rss:
+        return None
+    return "/".join(_fmt(rss.get(role)) for role in ("jvm", "driver", "python workers"))
+
+
+def _p50_p99_max(values: dict[str, Any] | None) -> str | None:
+    if not values:
+        return None
+    return "/".join(_fmt(values.get(k)) for k in ("p50", "p99", "max"))
 
 
 def write_json(result: dict[str, Any], path: Path) -> None:

@@ -6,6 +6,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from delayline.infra.procs import proc_stats, tree
 
@@ -13,13 +14,20 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
+ROLES = ("jvm", "driver", "python workers", "other")
+"""What each process of a pipeline's tree is: Spark's JVM, the Python driver (the
+tree's root), PySpark's Python worker daemon and workers, anything else."""
+
+
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """One reading: wall time, summed RSS, summed CPU seconds of the live members."""
+    """One reading: wall time, summed RSS, summed CPU seconds of the live members, and
+    RSS per role (:data:`ROLES`, in that order)."""
 
     at_s: float
     rss_bytes: int
     cpu_s: float
+    rss_by_role: tuple[int, ...] = ()
 
 
 class GroupSampler:
@@ -57,6 +65,13 @@ class GroupSampler:
         """Highest summed RSS seen."""
         return max((s.rss_bytes for s in self.samples), default=0)
 
+    def rss_at_peak_mb(self) -> dict[str, int]:
+        """RSS (MiB) per role when the summed RSS peaked: where the peak came from."""
+        peak = max(self.samples, key=lambda s: s.rss_bytes, default=None)
+        if peak is None or not peak.rss_by_role:
+            return {}
+        return {role: round(b / 2**20) for role, b in zip(ROLES, peak.rss_by_role, strict=True)}
+
     def cpu_percent(self, start_s: float, end_s: float) -> float | None:
         """CPU used between two wall times, as % of one core (None without samples)."""
         window = [s for s in self.samples if start_s <= s.at_s <= end_s]
@@ -73,7 +88,7 @@ class GroupSampler:
                 self._cpu_base_s += self._last_raw_s - sample.cpu_s
             self._last_raw_s = sample.cpu_s
             total = sample.cpu_s + self._cpu_base_s
-            self.samples.append(Sample(sample.at_s, sample.rss_bytes, total))
+            self.samples.append(Sample(sample.at_s, sample.rss_bytes, total, sample.rss_by_role))
             self._stop.wait(self.interval_s)
 
 
@@ -82,8 +97,23 @@ def read_group(root: int) -> Sample:
     stats = proc_stats()
     rss = 0
     cpu_ticks = 0
+    by_role = [0] * len(ROLES)
     for pid in tree(root, stats):
         fields = stats[pid]
         cpu_ticks += int(fields[11]) + int(fields[12])
-        rss += int(fields[21]) * _PAGE
-    return Sample(time.time(), rss, cpu_ticks / _TICKS)
+        pages = int(fields[21]) * _PAGE
+        rss += pages
+        by_role[ROLES.index(_role(pid, root))] += pages
+    return Sample(time.time(), rss, cpu_ticks / _TICKS, tuple(by_role))
+
+
+def _role(pid: int, root: int) -> str:
+    if pid == root:
+        return "driver"
+    try:
+        name = Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "other"
+    if name == "java":
+        return "jvm"
+    return "python workers" if name.startswith("python") else "other"

@@ -183,6 +183,7 @@ def idle(env: BenchEnv, size: Size) -> dict[str, Any]:
         "pending_held": size.pending,
         "cpu_idle_pct": window,
         "peak_rss_mb": round(env.sampler.peak_rss_bytes() / 2**20),
+        "rss_at_peak_mb": env.sampler.rss_at_peak_mb(),
     }
     if env.broker_sampler is not None:
         figures["broker_peak_rss_mb"] = round(env.broker_sampler.peak_rss_bytes() / 2**20)
@@ -222,6 +223,7 @@ def _figures(
     figures["cpu_idle_pct"] = idle_pct
     figures["cpu_load_pct"] = _round(env.sampler.cpu_percent(load_from, load_to))
     figures["peak_rss_mb"] = round(env.sampler.peak_rss_bytes() / 2**20)
+    figures["rss_at_peak_mb"] = env.sampler.rss_at_peak_mb()
     if env.broker_sampler is not None:
         figures["broker_peak_rss_mb"] = round(env.broker_sampler.peak_rss_bytes() / 2**20)
     figures["_accepted"] = accepted_timeline(env)

@@ -31,7 +31,8 @@ def test_local_files_are_written_by_the_no_fork_file_system(spark: Any, tmp_path
     assert stat.S_IMODE(os.stat(directory).st_mode) == 0o750
     assert stat.S_IMODE(os.stat(directory / "f").st_mode) == 0o604
     assert (directory / "f").read_bytes() == b"abc"
-    assert (directory / ".f.crc").exists()  # still Hadoop's checksummed file system
+    # No checksum side file: overwriting one would be two renames, not one.
+    assert not (directory / ".f.crc").exists()
 
 
 def test_a_jvm_that_dies_at_start_says_why(tmp_path: Path) -> None:

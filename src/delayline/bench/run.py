@@ -20,6 +20,7 @@ from delayline.core.topology import Topology
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
 from delayline.kafka.topics import TopicsConfig, create_topic, ensure_topics
+from delayline.pipeline.job import spark_progress_file
 
 # Input events: schedules and cancels the pipeline accepted from the schedules topic.
 INPUT_KINDS = ("planned", "updated", "cancelled", "unknown_cancel", "missed", "invalid", "stale")
@@ -189,7 +190,7 @@ def accept_lags_ms(timeline: list[tuple[int, int]], sent_ms: list[int], before: 
 
 def spark_batches(env: BenchEnv) -> list[dict[str, Any]]:
     """Spark's own progress of each batch so far (``<progress file>.spark``)."""
-    path = env.progress_file.with_name(env.progress_file.name + ".spark")
+    path = spark_progress_file(env.progress_file)
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

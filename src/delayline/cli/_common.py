@@ -188,6 +188,17 @@ def duration_arg(parse: Callable[[str], int]) -> Callable[[str], int]:
     return convert
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of 1 or more (``1_000`` reads as 1000)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more, got {text!r}")
+    return value
+
+
 def check_kafka(args: argparse.Namespace) -> None:
     """Fail fast, with what to do, when nothing listens at ``--bootstrap-servers``
     (see :mod:`delayline.kafka.probe`); bounded by ``--timeout`` when the command has it.

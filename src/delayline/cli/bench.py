@@ -9,9 +9,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from delayline.cli._common import env_bool, env_flag, say
+from delayline.cli._common import env_bool, env_flag, positive_int, say
 from delayline.cli.extras import require_extras
 from delayline.errors import ConfigError
+
+PENDING_SCENARIOS = ("backlog", "restart", "idle")
+"""The scenarios that hold far-future schedules (``--pending`` sets how many)."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,9 +47,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--pending",
         env="DELAYLINE_BENCH_PENDING",
         default=None,
-        type=_count,
+        type=positive_int,
         help="far-future schedules held during the scenario, instead of its own number "
-        "(backlog, restart, idle)",
+        f"({', '.join(PENDING_SCENARIOS)})",
     )
     env_flag(
         p,
@@ -91,17 +94,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_bench)  # fmt: skip
 
 
-def _count(text: str) -> int:
-    """A positive count; ``1_000`` and ``1,000`` read as 1000."""
-    try:
-        value = int(text.replace("_", "").replace(",", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
 def _bench(args: argparse.Namespace) -> int:
     require_extras("bench", "bench")  # the catalog scenario too: report.machine() needs pyspark
     from delayline.bench import report  # noqa: PLC0415 - loads pyspark, matplotlib
@@ -109,12 +101,12 @@ def _bench(args: argparse.Namespace) -> int:
     from delayline.bench.run import close_env, open_env, progress, start_pipeline  # noqa: PLC0415
     from delayline.bench.scenarios import SCENARIOS, SIZES  # noqa: PLC0415
 
+    if args.pending is not None and args.scenario not in PENDING_SCENARIOS:
+        raise ConfigError(f"--pending: the {args.scenario} scenario holds no backlog")
     if args.scenario == "catalog":
         return _catalog(args)
     size = SIZES[args.scenario][1 if args.quick else 0]
     if args.pending is not None:
-        if not size.pending:
-            raise ConfigError(f"--pending: the {args.scenario} scenario holds no backlog")
         size = dataclasses.replace(size, pending=args.pending)
     env = open_env(args.bootstrap_servers, args.work_dir)
     started = time.time()

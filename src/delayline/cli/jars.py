@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from delayline.cli._common import env_flag, say
+from delayline.cli._common import env_flag, say, warn
+from delayline.errors import InfraError
 from delayline.infra.cds import archive_path, build_archive
 from delayline.infra.jars import CACHE_ENV, PROFILES, default_cache_dir, resolve_jars
 from delayline.infra.jvm_hold import hold_jar
@@ -47,6 +48,13 @@ def _jars(args: argparse.Namespace) -> int:
         hold = hold_jar(args.cache_dir)
         if not archive_path(hold, args.cache_dir).is_file():
             say("classes: recording Spark's class archive (once, about a minute)")
-        archive = build_archive(hold, args.cache_dir)
+        try:
+            archive = build_archive(hold, args.cache_dir)
+        except InfraError as exc:
+            if args.profile == "classes":
+                raise
+            # Only start-up speed depends on it: set-up goes on without.
+            warn(f"Spark's JVMs will start without a class archive: {exc}")
+            return 0
         say(f"classes: {archive} ({archive.stat().st_size / 1e6:.0f} MB)")
     return 0

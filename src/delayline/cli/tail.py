@@ -31,7 +31,15 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from delayline.cli._common import add_bootstrap, check_kafka, duration_arg, env_flag, say, warn
+from delayline.cli._common import (
+    add_bootstrap,
+    check_kafka,
+    duration_arg,
+    env_flag,
+    positive_int,
+    say,
+    warn,
+)
 from delayline.contract import ConsumedRecord
 from delayline.contract.headers import EPOCH, parse_epoch_ms
 from delayline.core.clock import SystemClock, ms_to_datetime
@@ -71,7 +79,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="one JSON object per line: topic, partition, offset, timestamp_ms, "
         "received_ms, key, headers, value, encodings, due_ms, lateness_ms",
     )
-    p.add_argument("--max-messages", type=_positive_int, metavar="N", help="stop after N records")
+    p.add_argument("--max-messages", type=positive_int, metavar="N", help="stop after N records")
     env_flag(
         p,
         "--timeout",
@@ -82,16 +90,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="stop after this long without a record (default: never)",
     )
     p.set_defaults(func=_tail)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more, got {text!r}")
-    return value
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,13 +8,13 @@ Kafka; its JVM writes ``ARCHIVE`` when it exits.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from delayline.infra.cds import QUIET
 from delayline.pipeline.config import PipelineConfig
 
 
@@ -27,9 +27,9 @@ def main(archive: Path) -> None:
 
     with tempfile.TemporaryDirectory(prefix="delayline-cds-") as tmp:
         base = PipelineConfig(checkpoint_dir=Path(tmp) / "checkpoint")
-        config = PipelineConfig(
-            checkpoint_dir=base.checkpoint_dir,
-            java_options=f"{base.java_options} -XX:ArchiveClassesAtExit={archive} {QUIET}",
+        # Not quiet: when no archive is written, the JVM's words say why.
+        config = dataclasses.replace(
+            base, java_options=f'{base.java_options} -XX:ArchiveClassesAtExit="{archive}"'
         )
         spark = build_session(config)
         rate = spark.readStream.format("rate").option("rowsPerSecond", 100).load()

@@ -198,6 +198,9 @@ def _launch_jvm(
         os.close(write_fd)
         forwarder.join(timeout=5)  # the JVM is gone: its last words end in EOF
         raise
+    except BaseException:  # Ctrl-C during the start: nothing to wait for
+        os.close(write_fd)
+        raise
     os.close(write_fd)  # the JVM holds its own copy
     SparkContext._ensure_initialized(gateway=gateway)
 

@@ -20,7 +20,7 @@ from delayline.core.topology import Topology
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
 from delayline.kafka.topics import TopicsConfig, create_topic, ensure_topics
-from delayline.pipeline.job import spark_progress_file
+from delayline.pipeline.config import spark_progress_file
 
 # Input events: schedules and cancels the pipeline accepted from the schedules topic.
 INPUT_KINDS = ("planned", "updated", "cancelled", "unknown_cancel", "missed", "invalid", "stale")

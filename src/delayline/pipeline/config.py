@@ -95,3 +95,10 @@ class PipelineConfig:
     def transactional_id(self) -> str:
         """Stable across restarts of this pipeline, distinct between pipelines."""
         return f"delayline-{self.query_name}"
+
+
+def spark_progress_file(progress_file: Path) -> Path:
+    """Where Spark's own progress of each batch goes beside ``--progress-file``: one JSON
+    line per batch, with ``durationMs`` (Spark's breakdown of the batch time) and the
+    state operators' figures (rows, commit and update times)."""
+    return progress_file.with_name(progress_file.name + ".spark")

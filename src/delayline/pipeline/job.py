@@ -22,7 +22,7 @@ from delayline.fire.report import REFUSED, BatchReport
 from delayline.fire.sink import FireSink, checkpoint_query_id
 from delayline.kafka.topics import cluster_brokers, ensure_wake_topic
 from delayline.pipeline import rows as r
-from delayline.pipeline.config import PipelineConfig
+from delayline.pipeline.config import PipelineConfig, spark_progress_file
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness
 from delayline.pipeline.session import build_session
 from delayline.pipeline.wake import Waker
@@ -79,13 +79,6 @@ def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
 def _last_batch_id(query: StreamingQuery) -> int:
     progress = query.lastProgress
     return -1 if progress is None else int(progress["batchId"])
-
-
-def spark_progress_file(progress_file: Path) -> Path:
-    """Where Spark's own progress of each batch goes beside ``--progress-file``: one JSON
-    line per batch, with ``durationMs`` (Spark's breakdown of the batch time) and the
-    state operators' figures (rows, commit and update times)."""
-    return progress_file.with_name(progress_file.name + ".spark")
 
 
 class _ProgressListener(StreamingQueryListener):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from delayline.core.clock import SystemClock
+from delayline.core.timing import warn_if_slow
 from delayline.fire.partition import PartitionReport, fire_rows
 from delayline.fire.transactional import FireConfig, TransactionalFirer
 from delayline.pipeline import rows as r
@@ -147,11 +148,14 @@ def _fire(
     firer = _FIRERS.get(tx_id)
     fresh = firer is None
     if firer is None:
-        firer = _FIRERS[tx_id] = _new_firer(config, tx_id)
+        with warn_if_slow(log, f"partition {partition}: a new producer"):
+            firer = _FIRERS[tx_id] = _new_firer(config, tx_id)
     try:
-        return fire_rows(
-            rows, partition, job.batch_id, job.run, config, firer, SystemClock(), refresh=refresh
-        )
+        with warn_if_slow(log, f"partition {partition}: firing {len(rows)} rows"):
+            return fire_rows(
+                rows, partition, job.batch_id, job.run, config, firer, SystemClock(),
+                refresh=refresh,
+            )  # fmt: skip
     except Exception as exc:  # any failure: one more attempt with a new producer
         # A kept producer can have been fenced by another worker that fired this
         # partition since, or be left unusable: confluent-kafka's flush returned NULL

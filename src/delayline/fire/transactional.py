@@ -32,6 +32,7 @@ from delayline.contract import (
     render_tombstone,
 )
 from delayline.core.model import Schedule
+from delayline.core.timing import warn_if_slow
 from delayline.errors import DelaylineError, KafkaUnavailableError
 from delayline.fire.refusals import (
     COLLATERAL,
@@ -237,7 +238,8 @@ class TransactionalFirer:
             return Committed(replay=True)
         firings = {i: item for i, item in enumerate(records) if isinstance(item, Firing)}
         deliveries = {i: f.delivery for i, f in firings.items()}
-        refused = self._topics.check(deliveries) if firings else {}
+        with warn_if_slow(log, f"batch {batch_id} of {run}: checking target topics"):
+            refused = self._topics.check(deliveries) if firings else {}
         serial: set[str] = set()
         while True:
             failed = self._attempt(run, batch_id, _plan(records, refused), serial)
@@ -307,11 +309,13 @@ class TransactionalFirer:
                 if sent.record.topic in serial:
                     alone.add(k)
                     self._producer.flush(timeout_s)
-            self._producer.flush(timeout_s)
+            with warn_if_slow(log, f"batch {batch_id} of {run}: flushing {len(plan)} records"):
+                self._producer.flush(timeout_s)
             # With records purged only, the transaction failed and the commit says why
             # (librdkafka fails the commit of a transaction with any failed delivery).
             if all(e.code in COLLATERAL for e in errors.values()):
-                self._producer.commit_transaction(timeout_s)
+                with warn_if_slow(log, f"batch {batch_id} of {run}: committing"):
+                    self._producer.commit_transaction(timeout_s)
                 if not errors:
                     return None
         except KafkaException as exc:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from typing import Any
 
 import pytest
@@ -156,3 +159,16 @@ def test_read_group_counts_every_process_in_one_role() -> None:
 def test_rss_spread_is_relative_to_the_lowest_run() -> None:
     assert rss_spread_pct([2000, 2100, 2200]) == 10.0
     assert rss_spread_pct([1800, 3100, 2500]) == 72.2
+
+
+def test_a_child_python_counts_as_a_worker_every_time() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        time.sleep(0.5)  # past exec: its name is python's, not ours forked
+        for _ in range(2):  # the second reading uses the role remembered
+            sample = s.read_group(os.getpid())
+            assert sample.rss_by_role[s.ROLES.index("python workers")] > 0
+            assert sum(sample.rss_by_role) == sample.rss_bytes
+    finally:
+        child.kill()
+        child.wait()

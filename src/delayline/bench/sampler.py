@@ -103,17 +103,29 @@ def read_group(root: int) -> Sample:
         cpu_ticks += int(fields[11]) + int(fields[12])
         pages = int(fields[21]) * _PAGE
         rss += pages
-        by_role[ROLES.index(_role(pid, root))] += pages
+        by_role[ROLES.index(_role(pid, root, fields[19]))] += pages
     return Sample(time.time(), rss, cpu_ticks / _TICKS, tuple(by_role))
 
 
-def _role(pid: int, root: int) -> str:
+_ROLE_OF: dict[tuple[int, str], str] = {}
+"""Roles seen, by (pid, start time): a JVM or Python process keeps its role (a reused pid
+does not); "other" is never kept, as a launcher script may still exec into Java."""
+
+
+def _role(pid: int, root: int, started: str) -> str:
     if pid == root:
         return "driver"
-    try:
-        name = Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return "other"
-    if name == "java":
-        return "jvm"
-    return "python workers" if name.startswith("python") else "other"
+    role = _ROLE_OF.get((pid, started))
+    if role is None:
+        try:
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            return "other"  # gone: asked again if it is still there next time
+        if name == "java":
+            role = "jvm"
+        elif name.startswith("python"):
+            role = "python workers"
+        else:
+            return "other"
+        _ROLE_OF[(pid, started)] = role
+    return role

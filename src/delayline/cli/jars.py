@@ -42,10 +42,12 @@ def _jars(args: argparse.Namespace) -> int:
         found = resolve_jars(profile, args.cache_dir)
         size_mb = sum(j.stat().st_size for j in found) / 1e6
         say(f"{profile}: {len(found)} jars, {size_mb:.1f} MB in {found[0].parent}")
+    if args.profile not in ("hold", "classes", "all"):
+        return 0
+    hold = hold_jar(args.cache_dir)
     if args.profile in ("hold", "all"):
-        say(f"hold: {hold_jar(args.cache_dir)}")
+        say(f"hold: {hold}")
     if args.profile in ("classes", "all"):
-        hold = hold_jar(args.cache_dir)
         if not archive_path(hold, args.cache_dir).is_file():
             say("classes: recording Spark's class archive (once, about a minute)")
         try:

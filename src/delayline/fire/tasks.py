@@ -153,9 +153,15 @@ def _fire(
     try:
         with warn_if_slow(log, f"partition {partition}: firing {len(rows)} rows"):
             return fire_rows(
-                rows, partition, job.batch_id, job.run, config, firer, SystemClock(),
+                rows,
+                partition,
+                job.batch_id,
+                job.run,
+                config,
+                firer,
+                SystemClock(),
                 refresh=refresh,
-            )  # fmt: skip
+            )
     except Exception as exc:  # any failure: one more attempt with a new producer
         # A kept producer can have been fenced by another worker that fired this
         # partition since, or be left unusable: confluent-kafka's flush returned NULL

@@ -33,10 +33,11 @@ def main(archive: Path) -> None:
         )
         spark = build_session(config)
         rate = spark.readStream.format("rate").option("rowsPerSecond", 100).load()
+        key = F.col("value").cast("string").cast("binary")
         records = rate.select(
             F.lit("cds").alias("topic"),
-            F.col("value").cast("string").cast("binary").alias("gkey"),
-            F.col("value").cast("string").cast("binary").alias("key"),
+            key.alias("gkey"),
+            key.alias("key"),
             F.lit(b"x").alias("value"),
             F.lit(0).alias("partition"),
             F.col("value").alias("offset"),

@@ -12,7 +12,8 @@ from pathlib import Path
 def proc_stats() -> dict[int, list[str]]:
     """The fields of /proc/<pid>/stat after the command name, for every process.
 
-    Index 0 is the state, 1 the ppid, 11/12 utime/stime (ticks), 21 RSS (pages).
+    Index 0 is the state, 1 the ppid, 11/12 utime/stime (ticks), 19 the start time
+    (ticks after boot), 21 RSS (pages).
     """
     stats: dict[int, list[str]] = {}
     for entry in Path("/proc").iterdir():

@@ -193,15 +193,13 @@ def _launch_jvm(
     # -PGID``) is the driver's to handle; the JVM still ends when the driver does.
     piped = {"stderr": write_fd, "start_new_session": True}
     try:
-        gateway = launch_gateway(conf, popen_kwargs=piped)  # type: ignore[no-untyped-call]
+        try:
+            gateway = launch_gateway(conf, popen_kwargs=piped)  # type: ignore[no-untyped-call]
+        finally:
+            os.close(write_fd)  # the JVM holds its own copy
     except Exception:
-        os.close(write_fd)
         forwarder.join(timeout=5)  # the JVM is gone: its last words end in EOF
         raise
-    except BaseException:  # Ctrl-C during the start: nothing to wait for
-        os.close(write_fd)
-        raise
-    os.close(write_fd)  # the JVM holds its own copy
     SparkContext._ensure_initialized(gateway=gateway)
 
 

@@ -29,7 +29,7 @@ import org.apache.hadoop.fs.permission.FsPermission;
  */
 public class NoForkLocalFileSystem extends org.apache.hadoop.fs.LocalFileSystem {
 
-  /** A checksummed file system over {@link Raw}. */
+  /** Hadoop's local file system over {@link Raw}, writing no checksum files. */
   public NoForkLocalFileSystem() {
     super(new Raw());
     setWriteChecksum(false);

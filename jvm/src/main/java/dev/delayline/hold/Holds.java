@@ -34,5 +34,4 @@ public final class Holds {
   public static String eventSchemaJson() {
     return Schemas.EVENT.json();
   }
-
 }

@@ -240,6 +240,11 @@ class Pipeline:
                 and time.monotonic() < deadline
             ):
                 time.sleep(0.05)
+            if self._spark is not None and self.log_level != "debug":
+                # Stopping interrupts whatever Spark began meanwhile (the next batch, a
+                # broadcast of it: "Store broadcast ... fail" seen here): errors about the
+                # interruption, not the data; that batch runs again on the next start.
+                self._spark.sparkContext.setLogLevel("OFF")
             query.stop()
             log.info("pipeline %s stopped", self.config.query_name)
         self._query = None

@@ -22,10 +22,11 @@ from delayline.stores.jvm import holds_class
 
 
 class JvmDriver:
-    def __init__(self, spark: Any) -> None:
+    def __init__(self, spark: Any, lead_ms: int = 0) -> None:
         self.spark = spark
         holds_class(spark)  # a clear error when the jar is missing
-        self.tester = spark.sparkContext._jvm.dev.delayline.hold.HoldTester(MAX_LATENESS_MS)
+        tester = spark.sparkContext._jvm.dev.delayline.hold.HoldTester
+        self.tester = tester(MAX_LATENESS_MS, lead_ms)
 
     def batch(self, records: list[ConsumedRecord], now_ms: int) -> list[Seen]:
         frame = parsed(
@@ -42,8 +43,8 @@ class JvmDriver:
 
 
 @pytest.fixture
-def make_hold(spark: Any) -> Callable[[], Driver]:
-    return lambda: JvmDriver(spark)
+def make_hold(spark: Any) -> Callable[..., Driver]:
+    return lambda lead_ms=0: JvmDriver(spark, lead_ms)
 
 
 @pytest.fixture

@@ -19,7 +19,12 @@ from delayline.cli._common import (
 from delayline.cli.extras import require_extras
 from delayline.core.units import parse_duration_ms
 from delayline.kafka.topics import TopicsConfig, ensure_topics
-from delayline.pipeline.config import DEFAULT_JAVA_OPTIONS, PipelineConfig
+from delayline.pipeline.config import (
+    DEFAULT_JAVA_OPTIONS,
+    DEFAULT_LEAD_MS,
+    MAX_LEAD_MS,
+    PipelineConfig,
+)
 from delayline.stores.hold import HOLDS
 
 LOG_LEVELS = {
@@ -82,6 +87,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         dest="max_lateness_ms",
         metavar="DURATION",
         help="dead-letter schedules later than this as 'expired' (default: fire all)",
+    )
+    env_flag(
+        p,
+        "--lead",
+        env="DELAYLINE_LEAD",
+        default=f"{DEFAULT_LEAD_MS}ms",
+        type=duration_arg(parse_duration_ms),
+        dest="lead_ms",
+        metavar="DURATION",
+        help="raise schedules this long before their due time and commit each delivery "
+        "at the due time itself; must cover a micro-batch (0: fire when due, in the "
+        f"batch that finds it due; at most {MAX_LEAD_MS // 1000}s)",
     )
     env_flag(
         p,
@@ -226,6 +243,7 @@ def _run(args: argparse.Namespace) -> int:
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         hold=args.hold,
         java_options=args.java_options,
+        lead_ms=args.lead_ms,
     )
     level = LOG_LEVELS[args.log_level]
     # -v (on every command) still adds to the level asked for here.

@@ -22,7 +22,8 @@ from delayline.contract import (
     render_tombstone,
 )
 from delayline.core.clock import Clock
-from delayline.fire.report import REFUSED, BatchReport
+from delayline.fire.inflight import render_inflight
+from delayline.fire.report import HANDED, REFUSED, BatchReport
 from delayline.fire.transactional import Firing, TransactionalFirer
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
@@ -122,7 +123,7 @@ def fire_rows(
         FireError: the transaction failed; nothing of it is visible.
     """
     report = PartitionReport(partition)
-    batch = _plan(rows, report, config)
+    batch = _plan(rows, report, config, clock.now_ms())
     if batch.records:
         outcome = firer.commit_batch(
             f"{run}/p{partition}", batch_id, batch.records, refresh=refresh, also=run
@@ -156,8 +157,12 @@ class _Batch:
     fires: dict[int, tuple[int, bool]] = field(default_factory=dict)
 
 
-def _plan(rows: Sequence[Any], report: PartitionReport, config: PipelineConfig) -> _Batch:
-    """Count ``rows`` into ``report`` and turn them into what the batch writes."""
+def _plan(
+    rows: Sequence[Any], report: PartitionReport, config: PipelineConfig, now_ms: int
+) -> _Batch:
+    """Count ``rows`` into ``report`` and turn them into what the batch writes: a
+    schedule not yet due at ``now_ms`` (raised ahead by the lead) is handed to the
+    committer, one already due is delivered in the batch."""
     topology = config.topology
     batch = _Batch()
     missed: set[str] = set()  # ids that arrived past due, until their FIRE or DEAD row
@@ -166,6 +171,12 @@ def _plan(rows: Sequence[Any], report: PartitionReport, config: PipelineConfig) 
         report.counts[_count_kind(row)] += 1
         if kind == r.MISSED:
             missed.add(row["id"])
+        elif kind == r.FIRE and config.lead_ms > 0 and int(row["due_ms"]) > now_ms:
+            report.counts[r.FIRE] -= 1
+            report.counts[HANDED] += 1
+            schedule = r.event_schedule(row)
+            batch.records.append(render_inflight(schedule, config.inflight_topic_name))
+            batch.records.append(render_tombstone(schedule))
         elif kind == r.FIRE:  # a refused delivery becomes a dead letter
             batch.fires[len(batch.records)] = (int(row["due_ms"]), row["id"] in missed)
             missed.discard(row["id"])

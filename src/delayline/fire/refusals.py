@@ -80,12 +80,15 @@ class TopicFacts:
         max_message_bytes: The largest record batch the topic accepts.
         compacted: Whether ``cleanup.policy`` includes ``compact`` (keys required).
         writable: Whether this client may write to it (asked only to confirm a refusal).
+        log_append_time: Whether the broker stamps records with the time it appends
+            them (``message.timestamp.type=LogAppendTime``), whatever the producer says.
     """
 
     error: Failure | None = None
     max_message_bytes: int | None = None
     compacted: bool | None = None
     writable: bool | None = None
+    log_append_time: bool | None = None
 
     def refusal(self) -> Failure | None:
         """Why every record to this topic is refused, or ``None`` if nothing says so."""
@@ -198,6 +201,20 @@ class TopicCatalog:
             facts.update(self._read(stale, authorization=True))
             refused = precheck(deliveries, facts)
         return refused
+
+    def stale(self, topics: Collection[str], within_ms: int) -> set[str]:
+        """Those of ``topics`` whose facts are unknown or expire within ``within_ms``."""
+        now = self._clock()
+        return {
+            topic
+            for topic in topics
+            if (entry := self._cache.get(topic)) is None
+            or now - entry[0] >= self._ttl_ms - within_ms
+        }
+
+    def warm(self, topics: Collection[str]) -> None:
+        """Read the facts of ``topics`` now, so a later :meth:`check` finds them cached."""
+        self._read(topics, authorization=True)
 
     def confirm(self, topics: Collection[str]) -> dict[str, TopicFacts | None]:
         """Fresh facts, write authorisation included, to confirm a broker's refusal."""
@@ -413,9 +430,12 @@ class AdminDescriber:
                 entries = future.result(timeout=self._timeout_s)
                 limit = int(entries["max.message.bytes"].value)
                 compacted = "compact" in entries["cleanup.policy"].value.split(",")
+                stamp = entries["message.timestamp.type"].value
             except (KafkaException, KeyError, ValueError) as exc:
                 log.debug("no config of topic %s: %s", resource.name, exc)
                 continue
             fact = found[resource.name]
-            facts[resource.name] = TopicFacts(fact.error, limit, compacted, fact.writable)
+            facts[resource.name] = TopicFacts(
+                fact.error, limit, compacted, fact.writable, stamp == "LogAppendTime"
+            )
         return facts

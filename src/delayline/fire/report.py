@@ -7,6 +7,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+HANDED = "handed"
+"""How the fire stage counts a schedule raised before its due time and handed to the
+committer (:mod:`delayline.fire.inflight`): not ``fire``; the committer reports its
+delivery."""
 REFUSED = "refused"
 """How the fire stage counts a due schedule whose delivery the cluster refused (it went
 to the dead-letter topic instead): not ``fire``."""
@@ -65,3 +69,20 @@ class BatchReport:
                 "missed_lateness_ms": self.missed_lateness_ms,
             }
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """What one committed group did.
+
+    Attributes:
+        delivered: Deliveries made.
+        refused: Deliveries the cluster refused (dead-lettered instead).
+        lateness_ms: Commit time minus due time of each delivery made.
+        committed_ms: When the commit returned.
+    """
+
+    delivered: int
+    refused: int
+    lateness_ms: list[int] = field(default_factory=list)
+    committed_ms: int = 0

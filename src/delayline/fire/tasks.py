@@ -24,6 +24,7 @@ from delayline.fire.transactional import FireConfig, TransactionalFirer
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
 from delayline.pipeline.wake import wake_slot
+from delayline.stores.fold import raise_ms
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -97,7 +98,7 @@ def _fire_task(job: FireJob, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatc
     received = list(batches)
     events = pa.Table.from_batches(received) if received else None
     if events is not None and events.num_rows:
-        rows, counts, timers = _split(events)
+        rows, counts, timers = _split(events, job.config.lead_ms)
         if rows:
             report = _fire(job, rows, partition, refresh=job.refresh or retried)
         report.counts.update(counts)
@@ -118,9 +119,10 @@ def _fire_task(job: FireJob, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatc
     )
 
 
-def _split(events: pa.Table) -> tuple[list[dict[str, Any]], Counter[str], list[int]]:
+def _split(events: pa.Table, lead_ms: int) -> tuple[list[dict[str, Any]], Counter[str], list[int]]:
     """(the rows that write or decide lateness, as dicts; counts of the other kinds;
-    the distinct wake slots of new timers), by Arrow compute: most events of a busy
+    the distinct wake slots of new timers, set ``lead_ms`` before the due times), by
+    Arrow compute: most events of a busy
     batch are bookkeeping (planned, updated...) and never become Python objects."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
@@ -133,7 +135,7 @@ def _split(events: pa.Table) -> tuple[list[dict[str, Any]], Counter[str], list[i
         counts[str(item["values"])] += int(item["counts"])
     set_timers = events.filter(pc.is_in(kinds, value_set=pa.array(r.TIMER_KINDS)))
     due = pc.unique(pc.drop_null(set_timers.column("due_ms"))).to_pylist()
-    return rows, counts, sorted({wake_slot(int(d)) for d in due})
+    return rows, counts, sorted({wake_slot(raise_ms(int(d), lead_ms)) for d in due})
 
 
 _ROW_KINDS = [r.FIRE, r.DEAD, r.REWRITE, r.RETIRE, r.MISSED]

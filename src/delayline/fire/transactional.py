@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from delayline.contract import (
     ConsumedRecord,
@@ -49,6 +49,9 @@ from delayline.kafka.reader import read_topic
 
 log = logging.getLogger(__name__)
 
+Offsets = tuple[list[TopicPartition], Any]
+"""Consumer positions and the consumer's group metadata, committed with a transaction."""
+
 
 class FireError(DelaylineError):
     """A batch could not be committed; the pipeline stops and its replay retries it."""
@@ -64,16 +67,20 @@ class Firing:
         schedule: The schedule that fell due (read from Kafka: it has a source).
         dead_letter_topic: Where it goes if its delivery is refused.
         history_topic: Audit topic of deliveries, if any.
+        timestamp_ms: The delivery's record timestamp; ``None``: the time of writing.
+            The committer writes ahead of the due time and sets the due time here, so
+            no delivery carries a timestamp before its due time.
     """
 
     schedule: Schedule
     dead_letter_topic: str
     history_topic: str | None = None
+    timestamp_ms: int | None = None
 
     @property
     def delivery(self) -> OutgoingRecord:
         """The record for the target topic."""
-        return render_delivery(self.schedule)
+        return replace(render_delivery(self.schedule), timestamp_ms=self.timestamp_ms)
 
     def records(self) -> list[OutgoingRecord]:
         """Delivery, tombstone and history record: the schedule delivered and forgotten."""
@@ -117,6 +124,7 @@ class FireConfig:
         transactional_id: Stable per pipeline; a restarted pipeline must reuse it.
         transaction_timeout_ms: Broker aborts a transaction left open this long.
         timeout_ms: Bound on init, commit and marker reads.
+        linger_ms: How long the producer gathers records before sending them.
     """
 
     bootstrap_servers: str
@@ -124,6 +132,7 @@ class FireConfig:
     transactional_id: str
     transaction_timeout_ms: int = 60_000
     timeout_ms: int = 30_000
+    linger_ms: int = 5
 
 
 class TransactionalFirer:
@@ -132,11 +141,18 @@ class TransactionalFirer:
     Args:
         config: The writer's settings.
         describe: How target topics are looked up; an admin client by default.
+        topics: What is known of target topics, when shared with other writers (then
+            ``describe`` is not used).
     """
 
-    def __init__(self, config: FireConfig, describe: Describe | None = None) -> None:
+    def __init__(
+        self,
+        config: FireConfig,
+        describe: Describe | None = None,
+        topics: TopicCatalog | None = None,
+    ) -> None:
         self.config = config
-        self._topics = TopicCatalog(
+        self._topics = topics or TopicCatalog(
             describe or AdminDescriber(config.bootstrap_servers, config.timeout_ms)
         )
         self._fatal = False
@@ -154,7 +170,7 @@ class TransactionalFirer:
                     "transactional.id": config.transactional_id,
                     "enable.idempotence": True,
                     "acks": "all",
-                    "linger.ms": 5,
+                    "linger.ms": config.linger_ms,
                     # Java-compatible placement of keyed deliveries.
                     "partitioner": "murmur2_random",
                     "transaction.timeout.ms": config.transaction_timeout_ms,
@@ -206,14 +222,9 @@ class TransactionalFirer:
         checked, and none are read. A marker of ``also`` (the run-wide key written
         before markers were per partition) counts as one of ``run``.
 
-        A :class:`Firing` whose delivery the cluster refuses
-        (internal, missing or unauthorised topic, record too large...) is written as
-        its dead letter and tombstone instead. Such refusals are found before producing
-        where topic facts tell, or else from the errors of an attempt, which is then
-        aborted and tried again without them. Every new attempt dead-letters at least
-        one more firing or writes one more topic a record per batch, so attempts end.
-        Only the attempt that commits is visible, together with its marker, so the
-        batch is written exactly once; a replay judges the refusals afresh.
+        Refused deliveries become dead letters (see :meth:`deliver`). Only the attempt
+        that commits is visible, together with its marker, so the batch is written
+        exactly once; a replay judges the refusals afresh.
 
         Returns:
             Whether the batch was a replay, and which firings were refused (by their
@@ -236,15 +247,66 @@ class TransactionalFirer:
         if batch_id <= done:
             log.info("batch %d of run %s already committed; skipping its replay", batch_id, run)
             return Committed(replay=True)
+        marker = OutgoingRecord(
+            self.config.commits_topic,
+            run.encode(),
+            json.dumps(
+                {
+                    "batch_id": batch_id,
+                    "records": len(records),
+                    "committed_at_ms": time.time_ns() // 10**6,
+                }
+            ).encode(),
+        )
+        refused = self.deliver(records, extra=[marker], label=f"batch {batch_id} of run {run}")
+        self._committed[run] = batch_id
+        return Committed(replay=False, refused=refused)
+
+    def deliver(
+        self,
+        records: Sequence[OutgoingRecord | Firing],
+        *,
+        extra: Sequence[OutgoingRecord] = (),
+        label: str,
+        before_commit: Callable[[], None] | None = None,
+        offsets: Offsets | None = None,
+    ) -> dict[int, str]:
+        """Write ``records`` and ``extra`` in one transaction, refusals dead-lettered.
+
+        A :class:`Firing` whose delivery the cluster refuses (internal, missing or
+        unauthorised topic, record too large...) is written as its dead letter and
+        tombstone instead. Such refusals are found before producing where topic facts
+        tell, or else from the errors of an attempt, which is then aborted and tried
+        again without them. Every new attempt dead-letters at least one more firing or
+        writes one more topic a record per batch, so attempts end. Only the attempt that
+        commits is visible.
+
+        Args:
+            records: What to write, in order.
+            extra: delayline's own records written last (markers, tombstones).
+            label: Names the transaction in logs and errors.
+            before_commit: Called once everything is written and acknowledged, right
+                before the commit (the committer waits for the due time there).
+            offsets: Consumer offsets committed with the transaction.
+
+        Returns:
+            Each refused firing's position in ``records``, to the reason.
+
+        Raises:
+            FireError: the transaction failed for another reason (or delayline's own
+                topics refused a record) and was aborted; nothing is visible.
+        """
         firings = {i: item for i, item in enumerate(records) if isinstance(item, Firing)}
         deliveries = {i: f.delivery for i, f in firings.items()}
-        with warn_if_slow(log, f"batch {batch_id} of {run}: checking target topics"):
+        with warn_if_slow(log, f"{label}: checking target topics"):
             refused = self._topics.check(deliveries) if firings else {}
         serial: set[str] = set()
+        extras = [Sent(record) for record in extra]
         while True:
-            failed = self._attempt(run, batch_id, _plan(records, refused), serial)
+            plan = [*_plan(records, refused), *extras]
+            failed = self._attempt(label, plan, serial, before_commit, offsets)
             if failed is None:
-                break
+                return dict(refused)
             sent, txn_error = failed
             self._abort()
             verdict = classify(sent, txn_error, self._topics)
@@ -252,12 +314,10 @@ class TransactionalFirer:
             if verdict.problems or not (verdict.refused or new_serial):
                 problems = verdict.problems or ["no record reported an error"]
                 more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-                raise FireError(
-                    f"batch {batch_id} of run {run} not committed: {'; '.join(problems[:3])}{more}"
-                )
+                raise FireError(f"{label} not committed: {'; '.join(problems[:3])}{more}")
             log.info(
-                "batch %d: transaction aborted, %d delivery(ies) refused%s; trying again",
-                batch_id,
+                "%s: transaction aborted, %d delivery(ies) refused%s; trying again",
+                label,
                 len(verdict.refused),
                 f", writing {', '.join(sorted(new_serial))} one record per batch"
                 if new_serial
@@ -265,26 +325,31 @@ class TransactionalFirer:
             )
             refused.update(verdict.refused)
             serial |= new_serial
-        self._committed[run] = batch_id
-        return Committed(replay=False, refused=dict(refused))
+
+    def load_metadata(self, topics: Collection[str]) -> None:
+        """Have the producer look ``topics`` up now, so a delivery to them waits for no
+        lookup. Safe to call from another thread than the one delivering."""
+        for topic in topics:
+            try:
+                self._producer.list_topics(topic, timeout=self.config.timeout_ms / 1000)
+            except KafkaException as exc:  # the delivery looks again and judges
+                log.debug("no metadata of topic %s: %s", topic, exc)
+
+    @property
+    def topics(self) -> TopicCatalog:
+        """What this writer knows about target topics."""
+        return self._topics
 
     def _attempt(
-        self, run: str, batch_id: int, plan: list[Sent], serial: set[str]
+        self,
+        label: str,
+        plan: list[Sent],
+        serial: set[str],
+        before_commit: Callable[[], None] | None,
+        offsets: Offsets | None,
     ) -> tuple[list[Sent], Failure | None] | None:
         """One transaction: ``None`` once committed, else each record's fate and the
         transaction's own error. Records to ``serial`` topics go one per batch."""
-        marker = OutgoingRecord(
-            self.config.commits_topic,
-            run.encode(),
-            json.dumps(
-                {
-                    "batch_id": batch_id,
-                    "records": len(plan),
-                    "committed_at_ms": time.time_ns() // 10**6,
-                }
-            ).encode(),
-        )
-        plan = [*plan, Sent(marker)]
         errors: dict[int, Failure] = {}
         alone: set[int] = set()
         timeout_s = self.config.timeout_ms / 1000
@@ -309,13 +374,12 @@ class TransactionalFirer:
                 if sent.record.topic in serial:
                     alone.add(k)
                     self._producer.flush(timeout_s)
-            with warn_if_slow(log, f"batch {batch_id} of {run}: flushing {len(plan)} records"):
+            with warn_if_slow(log, f"{label}: flushing {len(plan)} records"):
                 self._producer.flush(timeout_s)
             # With records purged only, the transaction failed and the commit says why
             # (librdkafka fails the commit of a transaction with any failed delivery).
             if all(e.code in COLLATERAL for e in errors.values()):
-                with warn_if_slow(log, f"batch {batch_id} of {run}: committing"):
-                    self._producer.commit_transaction(timeout_s)
+                self._commit(label, before_commit if not errors else None, offsets)
                 if not errors:
                     return None
         except KafkaException as exc:
@@ -324,6 +388,18 @@ class TransactionalFirer:
             replace(sent, alone=k in alone, error=errors.get(k)) for k, sent in enumerate(plan)
         ]
         return fates, txn_error
+
+    def _commit(
+        self, label: str, before_commit: Callable[[], None] | None, offsets: Offsets | None
+    ) -> None:
+        timeout_s = self.config.timeout_ms / 1000
+        if offsets is not None:
+            positions, group = offsets
+            self._producer.send_offsets_to_transaction(positions, group, timeout_s)
+        if before_commit is not None:
+            before_commit()
+        with warn_if_slow(log, f"{label}: committing"):
+            self._producer.commit_transaction(timeout_s)
 
     def close(self) -> None:
         """Release the producer (nothing is left open between batches)."""

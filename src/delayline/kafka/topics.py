@@ -212,6 +212,8 @@ def cluster_brokers(bootstrap_servers: str, timeout_s: float) -> list[dict[str, 
 
 
 WAKE_RETENTION_MS = 3_600_000
+INFLIGHT_SEGMENT_MS = 3_600_000
+"""Segments of the in-flight topic roll hourly, so compaction can drop delivered ones."""
 """Wake records matter only until the next micro-batch; an hour is plenty."""
 
 
@@ -226,19 +228,38 @@ def ensure_wake_topic(bootstrap_servers: str, name: str, timeout_s: float = 30.0
         TopicConfigError: Kafka refused to create it.
         KafkaUnavailableError: the cluster did not answer in time.
     """
+    config = {"cleanup.policy": "delete", "retention.ms": str(WAKE_RETENTION_MS)}
+    return _ensure_internal_topic(bootstrap_servers, name, "wake", config, timeout_s)
+
+
+def ensure_inflight_topic(bootstrap_servers: str, name: str, timeout_s: float = 30.0) -> str:
+    """Create the pipeline's in-flight topic unless it exists (:mod:`delayline.fire.inflight`).
+
+    One partition, compacted (a delivered schedule's record is removed by its
+    tombstone; one not yet delivered stays, however long the pipeline is down), stamped
+    on append (the committer measures the broker's clock through it).
+
+    Returns and raises as :func:`ensure_wake_topic`.
+    """
+    config = {
+        "cleanup.policy": "compact",
+        "message.timestamp.type": "LogAppendTime",
+        "segment.ms": str(INFLIGHT_SEGMENT_MS),
+    }
+    return _ensure_internal_topic(bootstrap_servers, name, "in-flight", config, timeout_s)
+
+
+def _ensure_internal_topic(
+    bootstrap_servers: str, name: str, what: str, config: dict[str, str], timeout_s: float
+) -> str:
     problem = topic_name_problem(name)
     if problem is not None:
-        raise ConfigError(f"wake topic name {name!r} is invalid: {problem}")
+        raise ConfigError(f"{what} topic name {name!r} is invalid: {problem}")
     try:
-        create_topic(
-            bootstrap_servers,
-            name,
-            config={"cleanup.policy": "delete", "retention.ms": str(WAKE_RETENTION_MS)},
-            timeout_s=timeout_s,
-        )
+        create_topic(bootstrap_servers, name, config=config, timeout_s=timeout_s)
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise TopicConfigError(f"could not create topic {name}: {exc.args[0].str()}") from exc
         return "exists"
-    log.info("created wake topic %s", name)
+    log.info("created %s topic %s", what, name)
     return "created"

@@ -9,6 +9,9 @@ from delayline.core.topology import Topology
 from delayline.errors import ConfigError
 
 DEFAULT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+DEFAULT_LEAD_MS = 3_000
+"""See :attr:`PipelineConfig.lead_ms`; chosen from the batch times measured by the bench."""
+MAX_LEAD_MS = 60_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,11 @@ class PipelineConfig:
             or ``memory`` (not durable).
         max_offsets_per_trigger: Cap on records read per micro-batch. Timers fire only
             between batches, so a cap bounds lateness while a backlog is read.
+        lead_ms: The hold hands a schedule to the fire stage this long before its due
+            time; the committer (:mod:`delayline.fire.committer`) delivers it at the due
+            time itself. It must cover a micro-batch (the p99 batch time plus margin): a
+            schedule raised later than that is late by the difference. 0 fires when due,
+            in the batch that finds it due. A cancel must arrive before the lead starts.
         java_options: Extra options of Spark's JVM. The default stops the JIT at its
             first tier: on two cores the optimising compiler took more CPU than the
             work during the first minutes (ingest 3,707/s with it off, 2,573/s on,
@@ -65,8 +73,16 @@ class PipelineConfig:
     heartbeat_interval_ms: int = 30_000
     hold: str = "jvm"
     java_options: str = DEFAULT_JAVA_OPTIONS
+    lead_ms: int = DEFAULT_LEAD_MS
 
     def __post_init__(self) -> None:
+        if not 0 <= self.lead_ms <= MAX_LEAD_MS:
+            raise ConfigError(
+                f"lead {self.lead_ms} ms is outside 0..{MAX_LEAD_MS} ms: a schedule is handed "
+                "to the committer that long before it is due, after which a cancel no longer "
+                "stops it and it waits in the committer's memory; a batch rarely takes more "
+                "than a few seconds, so a longer lead buys nothing"
+            )
         if self.trigger_interval_ms < 0 or self.shuffle_partitions < 1:
             raise ConfigError("trigger interval must be >= 0 and shuffle partitions >= 1")
         if self.max_lateness_ms is not None and self.max_lateness_ms < 0:
@@ -83,6 +99,11 @@ class PipelineConfig:
     def wake_topic_name(self) -> str:
         """The topic wake records go to."""
         return self.wake_topic or f"{self.query_name}-wake"
+
+    @property
+    def inflight_topic_name(self) -> str:
+        """The topic schedules handed to the committer go to (:mod:`delayline.fire.inflight`)."""
+        return f"{self.query_name}-inflight"
 
     @property
     def source_topics(self) -> tuple[str, ...]:

@@ -18,9 +18,10 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from delayline.core.units import format_duration_ms
 from delayline.errors import DelaylineError
-from delayline.fire.report import REFUSED, BatchReport
+from delayline.fire.committer import Committer, CommitterConfig
+from delayline.fire.report import HANDED, REFUSED, BatchReport
 from delayline.fire.sink import FireSink, checkpoint_query_id
-from delayline.kafka.topics import cluster_brokers, ensure_wake_topic
+from delayline.kafka.topics import cluster_brokers, ensure_inflight_topic, ensure_wake_topic
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig, spark_progress_file
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness
@@ -147,6 +148,7 @@ class Pipeline:
         self._query: StreamingQuery | None = None
         self._waker: Waker | None = None
         self._run: str | None = None
+        self._committer: Committer | None = None
         self.hold: Hold = hold_for(config)
 
     def start(self, *, rebuild: bool = False) -> None:
@@ -176,6 +178,7 @@ class Pipeline:
             metrics = None if self._metrics_server is None else self.metrics
             self._spark.streams.addListener(_ProgressListener(metrics, spark_file))
         on_batch = self._on_batch if self._metrics_server is None else self._on_batch_observed
+        self._committer = self._start_committer()
         if config.wake:
             self._waker = self._start_waker()
         on_timers = None if self._waker is None else self._waker.add
@@ -248,6 +251,10 @@ class Pipeline:
             query.stop()
             log.info("pipeline %s stopped", self.config.query_name)
         self._query = None
+        if self._committer is not None:
+            # What was handed over is due within the lead: deliver it before leaving.
+            self._committer.stop(drain_timeout_s=self.config.lead_ms / 1000 + 2)
+            self._committer = None
         if self._spark is not None:
             self._spark.stop()
             self._spark = None
@@ -257,6 +264,25 @@ class Pipeline:
         if self._metrics_server is not None:
             self._metrics_server.stop()
             self._metrics_server = None
+
+    def _start_committer(self) -> Committer:
+        """Started whatever the lead: an earlier run may have handed schedules over."""
+        config = self.config
+        topology = config.topology
+        ensure_inflight_topic(topology.bootstrap_servers, config.inflight_topic_name)
+        committer = Committer(
+            CommitterConfig(
+                bootstrap_servers=topology.bootstrap_servers,
+                inflight_topic=config.inflight_topic_name,
+                commits_topic=topology.commits_topic,
+                transactional_id=config.transactional_id,
+                dead_letter_topic=topology.dead_letter_topic,
+                history_topic=topology.history_topic,
+            ),
+            on_delivered=self.metrics.observe_committed,
+        )
+        committer.start()
+        return committer
 
     def _start_waker(self) -> Waker:
         config = self.config
@@ -332,11 +358,12 @@ class Pipeline:
             past_due = f" (up to {format_duration_ms(max(report.missed_lateness_ms))} past due)"
         replay = "" if report.committed else " (replay, skipped)"
         log.info(
-            "batch %d: fired %d%s, planned %d, updated %d, cancelled %d, unknown cancels %d, "
+            "batch %d: fired %d%s, handed to the committer %d, planned %d, updated %d, cancelled %d, unknown cancels %d, "
             "missed %d%s, invalid %d, expired %d, refused %d, stale %d%s",
             report.batch_id,
             c[r.FIRE],
             lateness,
+            c[HANDED],
             c[r.PLANNED],
             c[r.UPDATED],
             c[r.CANCELLED],

@@ -19,12 +19,31 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.units import format_duration_ms
-from delayline.fire.report import REFUSED, BatchReport
+from delayline.fire.report import HANDED, REFUSED, BatchReport, Delivered
 from delayline.pipeline import rows as r
 
 log = logging.getLogger(__name__)
 
-LATENESS_BUCKETS_S = (0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30, 60, 300)
+LATENESS_BUCKETS_S = (
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    1.5,
+    2,
+    3,
+    5,
+    10,
+    30,
+    60,
+    300,
+)
 MISSED_LATENESS_BUCKETS_S = (1, 10, 60, 600, 3600, 6 * 3600, 86_400, 7 * 86_400, 30 * 86_400)
 """A schedule written past due may be seconds or years late: minutes to a month."""
 
@@ -40,6 +59,7 @@ _COUNTED = {
     "stale": (r.STALE,),
     "retired": (r.RETIRE,),
     "refused": (REFUSED,),
+    "handed": (HANDED,),
 }
 
 
@@ -119,6 +139,14 @@ class PipelineMetrics:
             self.lateness.observe(max(0, late_ms) / 1000)
         for late_ms in report.missed_lateness_ms:
             self.missed_lateness.observe(max(0, late_ms) / 1000)
+
+    def observe_committed(self, delivered: Delivered) -> None:
+        """Count one group the committer delivered (it calls this)."""
+        self.fired.inc(delivered.delivered)
+        if delivered.refused:
+            self.events["refused"].inc(delivered.refused)
+        for late_ms in delivered.lateness_ms:
+            self.lateness.observe(max(0, late_ms) / 1000)
 
     def observe_progress(self, progresses: list[dict[str, Any]]) -> None:
         """Take Spark's progress reports not seen yet (oldest first)."""

@@ -24,9 +24,12 @@ that id in each micro-batch and :func:`fire` when its timer is due. The rules:
   a rebuild could read it without what replaced it. It is ``retired``: delayline writes
   its own tombstone for exactly that version into its partition (unless a later record
   of the key in that partition is in the same batch).
-* **Due on arrival fires.** A version already due when its batch runs fires in that
-  batch (counted as ``missed`` too); the same holds for timers that fell due while the
-  pipeline was down.
+* **Raised a lead ahead.** A version is handed to the fire stage ``lead_ms`` before its
+  due time (its timer is set then); the fire stage delivers it at the due time itself
+  (:mod:`delayline.fire.committer`). With a lead of 0 it is handed over when due.
+* **Due on arrival fires.** A version already within its lead when its batch runs fires
+  in that batch (counted as ``missed`` too when already past due); the same holds for
+  timers that fell due while the pipeline was down.
 * **Max lateness expires.** A version more than ``max_lateness_ms`` late when it would
   fire goes to the dead-letter topic with reason ``expired`` instead.
 * **Deterministic.** The result depends only on the held version, the records and
@@ -115,8 +118,8 @@ class Folded:
     Attributes:
         held: The version held afterwards (``None``: nothing pending).
         events: What happened, in order.
-        timer_from: The due time whose timer must go (the replaced version's), if any.
-        timer_to: The due time a timer must be set at (the new held version's), if any.
+        timer_from: The timer that must go (the replaced version's raise time), if any.
+        timer_to: The timer to set (the new held version's raise time), if any.
     """
 
     held: Schedule | None
@@ -130,6 +133,7 @@ def fold(
     records: Iterable[ConsumedRecord],
     now_ms: int,
     max_lateness_ms: int | None = None,
+    lead_ms: int = 0,
 ) -> Folded:
     """Apply one batch's records of one id (one schedules topic) to the held version.
 
@@ -138,6 +142,8 @@ def fold(
         records: Every record of this id in the batch, in any order.
         now_ms: The batch time.
         max_lateness_ms: Later than this, a due version expires; ``None``: never.
+        lead_ms: How long before its due time a version is handed over; timers (in
+            :class:`Folded`) are set at :func:`raise_ms`.
     """
     events: list[HoldEvent] = []
     current = held
@@ -183,7 +189,12 @@ def fold(
         else:
             retire(current, source)
             current, newest, hidden = parsed, source, False
-    return _settle(held, current, hidden, events, now_ms, max_lateness_ms)
+    return _settle(held, current, hidden, events, now_ms, max_lateness_ms, lead_ms)
+
+
+def raise_ms(due_ms: int, lead_ms: int) -> int:
+    """When a version due at ``due_ms`` is handed to the fire stage: its timer."""
+    return due_ms - lead_ms
 
 
 def fire(schedule: Schedule, now_ms: int, max_lateness_ms: int | None = None) -> HoldEvent:
@@ -219,19 +230,21 @@ def _settle(
     events: list[HoldEvent],
     now_ms: int,
     max_lateness_ms: int | None,
+    lead_ms: int,
 ) -> Folded:
     """Act on the folded result: rewrite, fire at once, or (re)set the timer."""
-    if hidden and held is not None and held.due_ms > now_ms:
+    if hidden and held is not None and raise_ms(held.due_ms, lead_ms) > now_ms:
         events.append(HoldEvent(REWRITE, now_ms, held.id, schedule=held))
     if held is before:
         return Folded(held, events)
-    timer_from = None if before is None else before.due_ms
+    timer_from = None if before is None else raise_ms(before.due_ms, lead_ms)
     if held is None:
         return Folded(None, events, timer_from)
-    if held.due_ms <= now_ms:
-        events.append(HoldEvent(MISSED, now_ms, held.id))
+    if raise_ms(held.due_ms, lead_ms) <= now_ms:
+        if held.due_ms <= now_ms:
+            events.append(HoldEvent(MISSED, now_ms, held.id))
         events.append(fire(held, now_ms, max_lateness_ms))
         return Folded(None, events, timer_from)
     kind = PLANNED if before is None else UPDATED
     events.append(HoldEvent(kind, now_ms, held.id, due_ms=held.due_ms))
-    return Folded(held, events, timer_from, held.due_ms)
+    return Folded(held, events, timer_from, raise_ms(held.due_ms, lead_ms))

@@ -56,7 +56,7 @@ class JvmHold(Hold):
         spark = records.sparkSession
         helper = holds_class(spark)
         lateness = -1 if self.config.max_lateness_ms is None else self.config.max_lateness_ms
-        events = DataFrame(helper.apply(parsed(records)._jdf, lateness), spark)
+        events = DataFrame(helper.apply(parsed(records)._jdf, lateness, self.config.lead_ms), spark)
         if events.schema != r.EVENT_SCHEMA:  # the two definitions must never drift
             raise ConfigError(f"the JVM hold emits {events.schema}, expected {r.EVENT_SCHEMA}")
         return events

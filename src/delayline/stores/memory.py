@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 from delayline.contract import ConsumedRecord
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.model import Schedule
-from delayline.stores.fold import HoldEvent, fire, fold
+from delayline.stores.fold import HoldEvent, fire, fold, raise_ms
 from delayline.stores.hold import Hold
 
 if TYPE_CHECKING:
@@ -51,6 +51,7 @@ class MemoryHold(Hold):
         self._timers: list[tuple[int, Key]] = []
         # Batches run on the query's thread, due_times() on the pipeline's timers thread.
         self._lock = threading.Lock()
+        self._lead_ms = self.config.lead_ms
 
     def offer(self, records: Iterable[ConsumedRecord], now_ms: int) -> list[HoldEvent]:
         """Apply one micro-batch's records at batch time ``now_ms``, then fire what is
@@ -64,7 +65,9 @@ class MemoryHold(Hold):
     def _offer(self, by_key: dict[Key, list[ConsumedRecord]], now_ms: int) -> list[HoldEvent]:
         events: list[HoldEvent] = []
         for key in sorted(by_key):
-            folded = fold(self._held.get(key), by_key[key], now_ms, self.config.max_lateness_ms)
+            folded = fold(
+                self._held.get(key), by_key[key], now_ms, self.config.max_lateness_ms, self._lead_ms
+            )
             events.extend(folded.events)
             if folded.held is None:
                 self._held.pop(key, None)
@@ -82,9 +85,9 @@ class MemoryHold(Hold):
     def _advance(self, now_ms: int) -> list[HoldEvent]:
         events: list[HoldEvent] = []
         while self._timers and self._timers[0][0] <= now_ms:
-            due_ms, key = heapq.heappop(self._timers)
+            timer_ms, key = heapq.heappop(self._timers)
             held = self._held.get(key)
-            if held is None or held.due_ms != due_ms:
+            if held is None or raise_ms(held.due_ms, self._lead_ms) != timer_ms:
                 continue  # the timer of a replaced or cancelled version
             del self._held[key]
             events.append(fire(held, now_ms, self.config.max_lateness_ms))
@@ -95,9 +98,9 @@ class MemoryHold(Hold):
         return self._held.get((topic, schedule_id.encode()))
 
     def due_times(self) -> list[int]:
-        """Due times of every pending version, earliest first."""
+        """When each pending version is handed over (its timer), earliest first."""
         with self._lock:
-            return sorted(s.due_ms for s in self._held.values())
+            return sorted(raise_ms(s.due_ms, self._lead_ms) for s in self._held.values())
 
     def stage(self, records: DataFrame) -> DataFrame:
         return records

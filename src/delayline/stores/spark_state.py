@@ -24,7 +24,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from delayline.core.model import Schedule
 from delayline.pipeline import rows as r
 from delayline.pipeline.wake import GRANULARITY_MS
-from delayline.stores.fold import EXPIRED, fire, fold
+from delayline.stores.fold import EXPIRED, fire, fold, raise_ms
 from delayline.stores.hold import Hold
 
 __all__ = ["EXPIRED", "HoldProcessor", "SparkStateHold", "checkpoint_timers"]
@@ -36,10 +36,12 @@ class HoldProcessor(StatefulProcessor):
     Args:
         max_lateness_ms: A schedule more than this late when it would fire is
             dead-lettered as ``expired``; ``None`` fires everything.
+        lead_ms: How long before its due time a schedule is handed over.
     """
 
-    def __init__(self, max_lateness_ms: int | None = None) -> None:
+    def __init__(self, max_lateness_ms: int | None = None, lead_ms: int = 0) -> None:
         self.max_lateness_ms = max_lateness_ms
+        self.lead_ms = lead_ms
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -51,9 +53,9 @@ class HoldProcessor(StatefulProcessor):
         now_ms = timerValues.getCurrentProcessingTimeInMs()
         before = self._held(key[0])
         records = [r.input_to_record(row) for row in rows]
-        folded = fold(before, records, now_ms, self.max_lateness_ms)
+        folded = fold(before, records, now_ms, self.max_lateness_ms, self.lead_ms)
         if folded.timer_from is not None:
-            # The held version's timer is always at its due time: delete it directly
+            # The held version's timer is always at its raise time: delete it directly
             # (listing timers would cost one more round trip to the JVM per record).
             self.handle.deleteTimer(folded.timer_from)
         if folded.held is not before:
@@ -72,7 +74,7 @@ class HoldProcessor(StatefulProcessor):
     ) -> Iterator[Row]:
         now_ms = timerValues.getCurrentProcessingTimeInMs()
         held = self._held(key[0])
-        if held is None or held.due_ms > now_ms:
+        if held is None or raise_ms(held.due_ms, self.lead_ms) > now_ms:
             return  # a stale timer: the schedule was replaced or cancelled
         self.held.clear()
         yield r.event_row(fire(held, now_ms, self.max_lateness_ms))
@@ -95,7 +97,7 @@ class SparkStateHold(Hold):
 
     def stage(self, records: DataFrame) -> DataFrame:
         return records.groupBy("topic", "gkey").transformWithState(
-            HoldProcessor(self.config.max_lateness_ms),
+            HoldProcessor(self.config.max_lateness_ms, self.config.lead_ms),
             r.EVENT_SCHEMA,
             "Append",
             "ProcessingTime",

@@ -46,8 +46,9 @@ class Driver(Protocol):
 
 
 class MemoryDriver:
-    def __init__(self) -> None:
-        self.hold = MemoryHold(PipelineConfig(Topology(), max_lateness_ms=MAX_LATENESS_MS))
+    def __init__(self, lead_ms: int = 0) -> None:
+        config = PipelineConfig(Topology(), max_lateness_ms=MAX_LATENESS_MS, lead_ms=lead_ms)
+        self.hold = MemoryHold(config)
 
     def batch(self, records: list[ConsumedRecord], now_ms: int) -> list[Seen]:
         return [_from_event(e) for e in self.hold.offer(records, now_ms)]
@@ -71,8 +72,9 @@ class _BatchTester(TwsTester):
 class SparkDriver:
     """The Spark-state hold's own processor, through Spark's TwsTester (no JVM)."""
 
-    def __init__(self) -> None:
-        self.tester = _BatchTester(HoldProcessor(MAX_LATENESS_MS), timeMode="ProcessingTime")
+    def __init__(self, lead_ms: int = 0) -> None:
+        processor = HoldProcessor(MAX_LATENESS_MS, lead_ms)
+        self.tester = _BatchTester(processor, timeMode="ProcessingTime")
 
     def batch(self, records: list[ConsumedRecord], now_ms: int) -> list[Seen]:
         groups: dict[tuple[str, bytes], list[Row]] = defaultdict(list)
@@ -90,11 +92,12 @@ class SparkDriver:
         return None if state is None else int(state[2])
 
 
-DRIVERS: dict[str, Callable[[], Driver]] = {"memory": MemoryDriver, "spark": SparkDriver}
+DRIVERS: dict[str, Callable[..., Driver]] = {"memory": MemoryDriver, "spark": SparkDriver}
+"""Hold name to its driver; a driver takes ``lead_ms`` (0 unless given)."""
 
 
 @pytest.fixture(params=sorted(DRIVERS))
-def make_hold(request: pytest.FixtureRequest) -> Callable[[], Driver]:
+def make_hold(request: pytest.FixtureRequest) -> Callable[..., Driver]:
     """Makes a fresh driver of one hold (the JVM hold's suite overrides this)."""
     return DRIVERS[request.param]
 

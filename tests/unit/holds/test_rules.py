@@ -261,3 +261,35 @@ def test_replayed_batch_emits_the_same_events(make_hold: Callable[[], Driver]) -
 def test_without_max_lateness_anything_fires() -> None:
     events = MemoryHold().offer([rec(0, due_s=1)], 10**12)
     assert [e.kind for e in events] == [k.MISSED, k.FIRE]
+
+
+def test_with_a_lead_a_schedule_is_raised_that_long_before_its_due_time(
+    make_hold: Callable[..., Driver],
+) -> None:
+    hold = make_hold(lead_ms=2_000)
+    planned = hold.batch([rec(0, due_s=1010)], NOW)
+    assert [(e.kind, e.due_ms) for e in planned] == [(k.PLANNED, 1_010_000)]
+    assert hold.batch([], 1_007_999) == []
+    (fired,) = hold.batch([], 1_008_000)
+    assert (fired.kind, fired.due_ms, fired.value) == (k.FIRE, 1_010_000, b"p")
+    assert hold.held_offset(TOPIC, "a") is None
+    assert hold.batch([], 1_010_000) == [], "raised once, not again at the due time"
+
+
+def test_with_a_lead_an_update_moves_the_raise_time(make_hold: Callable[..., Driver]) -> None:
+    hold = make_hold(lead_ms=2_000)
+    hold.batch([rec(0, due_s=1010)], NOW)
+    hold.batch([rec(1, due_s=1020, value=b"v2")], NOW + 1)
+    assert hold.batch([], 1_008_000) == [], "the old version's timer must be gone"
+    (fired,) = hold.batch([], 1_018_000)
+    assert (fired.kind, fired.value) == (k.FIRE, b"v2")
+
+
+def test_with_a_lead_a_schedule_inside_it_fires_at_once_and_only_past_due_is_missed(
+    make_hold: Callable[..., Driver],
+) -> None:
+    hold = make_hold(lead_ms=2_000)
+    (fired,) = hold.batch([rec(0, due_s=1001.5)], NOW)  # 1.5 s to go: inside the lead
+    assert (fired.kind, fired.due_ms) == (k.FIRE, 1_001_500)
+    missed, fired = hold.batch([rec(1, due_s=999)], NOW)
+    assert (missed.kind, fired.kind) == (k.MISSED, k.FIRE)

@@ -45,17 +45,25 @@ final class Fold {
 
   private final long nowMs;
   private final long maxLatenessMs;
+  private final long leadMs;
   private final List<Row> events;
 
   /**
    * @param nowMs the batch time
    * @param maxLatenessMs later than this a due version expires; negative: never
+   * @param leadMs how long before its due time a version is handed over
    * @param events where the events go, in order
    */
-  Fold(long nowMs, long maxLatenessMs, List<Row> events) {
+  Fold(long nowMs, long maxLatenessMs, long leadMs, List<Row> events) {
     this.nowMs = nowMs;
     this.maxLatenessMs = maxLatenessMs;
+    this.leadMs = leadMs;
     this.events = events;
+  }
+
+  /** When a version due at {@code dueMs} is handed over: its timer ({@code fold.raise_ms}). */
+  static long raiseMs(long dueMs, long leadMs) {
+    return dueMs - leadMs;
   }
 
   /** Apply one batch's records of one id to the held version ({@code fold.fold}). */
@@ -141,23 +149,25 @@ final class Fold {
   }
 
   private Result settle(Version before, Version held, boolean hidden) {
-    if (hidden && held != null && held.dueMs > nowMs) {
+    if (hidden && held != null && raiseMs(held.dueMs, leadMs) > nowMs) {
       events.add(scheduleEvent(REWRITE, held, null));
     }
     if (held == before) {
       return new Result(held, null, null);
     }
-    Long timerFrom = before == null ? null : before.dueMs;
+    Long timerFrom = before == null ? null : raiseMs(before.dueMs, leadMs);
     if (held == null) {
       return new Result(null, timerFrom, null);
     }
-    if (held.dueMs <= nowMs) {
-      events.add(countEvent(MISSED, held.id, null));
+    if (raiseMs(held.dueMs, leadMs) <= nowMs) {
+      if (held.dueMs <= nowMs) {
+        events.add(countEvent(MISSED, held.id, null));
+      }
       events.add(fire(held));
       return new Result(null, timerFrom, null);
     }
     events.add(countEvent(before == null ? PLANNED : UPDATED, held.id, held.dueMs));
-    return new Result(held, timerFrom, held.dueMs);
+    return new Result(held, timerFrom, raiseMs(held.dueMs, leadMs));
   }
 
   private Row scheduleEvent(String kind, Version s, String reason) {

@@ -15,8 +15,8 @@ import scala.collection.Iterator;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * Keeps the held version of each schedule and one processing-time timer at its due
- * time, in Spark state (RocksDB in the checkpoint): the JVM twin of the Python
+ * Keeps the held version of each schedule and one processing-time timer at its raise
+ * time (the due time less the lead), in Spark state (RocksDB in the checkpoint): the JVM twin of the Python
  * {@code HoldProcessor}. Every state call stays in the JVM.
  *
  * <p>Grouping key: (source topic, record key). Input: parsed records. Output: event rows.
@@ -25,11 +25,16 @@ public final class HoldProcessor extends StatefulProcessor<Row, Row, Row> {
   private static final long serialVersionUID = 1L;
 
   private final long maxLatenessMs;
+  private final long leadMs;
   private transient ValueState<Row> held;
 
-  /** @param maxLatenessMs later than this a due schedule is dead-lettered; negative: never */
-  public HoldProcessor(long maxLatenessMs) {
+  /**
+   * @param maxLatenessMs later than this a due schedule is dead-lettered; negative: never
+   * @param leadMs how long before its due time a schedule is handed over
+   */
+  public HoldProcessor(long maxLatenessMs, long leadMs) {
     this.maxLatenessMs = maxLatenessMs;
+    this.leadMs = leadMs;
   }
 
   @Override
@@ -47,10 +52,10 @@ public final class HoldProcessor extends StatefulProcessor<Row, Row, Row> {
     }
     List<Row> events = new ArrayList<>();
     Fold.Result folded =
-        new Fold(timerValues.getCurrentProcessingTimeInMs(), maxLatenessMs, events)
+        new Fold(timerValues.getCurrentProcessingTimeInMs(), maxLatenessMs, leadMs, events)
             .fold(before, records);
     if (folded.timerFrom != null) {
-      // The held version's timer is always at its due time: no need to list timers.
+      // The held version's timer is always at its raise time: no need to list timers.
       getHandle().deleteTimer(folded.timerFrom);
     }
     if (folded.held != before) {
@@ -72,9 +77,9 @@ public final class HoldProcessor extends StatefulProcessor<Row, Row, Row> {
     long nowMs = timerValues.getCurrentProcessingTimeInMs();
     Version version = heldVersion(key.getString(0));
     List<Row> events = new ArrayList<>(1);
-    if (version != null && version.dueMs <= nowMs) { // else a stale timer
+    if (version != null && Fold.raiseMs(version.dueMs, leadMs) <= nowMs) { // else stale
       held.clear();
-      events.add(new Fold(nowMs, maxLatenessMs, events).fire(version));
+      events.add(new Fold(nowMs, maxLatenessMs, leadMs, events).fire(version));
     }
     return CollectionConverters.asScala(events.iterator());
   }

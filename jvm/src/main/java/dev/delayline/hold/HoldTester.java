@@ -33,11 +33,14 @@ public final class HoldTester {
   private final Method expire;
   private final Map<String, Row> keys = new TreeMap<>();
 
-  /** @param maxLatenessMs as for {@link HoldProcessor} */
-  public HoldTester(long maxLatenessMs) throws ReflectiveOperationException {
+  /**
+   * @param maxLatenessMs as for {@link HoldProcessor}
+   * @param leadMs as for {@link HoldProcessor}
+   */
+  public HoldTester(long maxLatenessMs, long leadMs) throws ReflectiveOperationException {
     tester =
         new TwsTester<>(
-            new HoldProcessor(maxLatenessMs),
+            new HoldProcessor(maxLatenessMs, leadMs),
             CollectionConverters.asScala(new ArrayList<scala.Tuple2<Row, Object>>()).toList(),
             TimeMode.ProcessingTime(),
             OutputMode.Append(),

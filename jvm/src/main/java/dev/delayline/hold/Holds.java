@@ -16,15 +16,16 @@ public final class Holds {
    *
    * @param parsed the parsed schedules stream ({@code delayline.contract.columns.parsed})
    * @param maxLatenessMs later than this a due schedule is dead-lettered; negative: never
+   * @param leadMs how long before its due time a schedule is handed over
    */
-  public static Dataset<Row> apply(Dataset<Row> parsed, long maxLatenessMs) {
+  public static Dataset<Row> apply(Dataset<Row> parsed, long maxLatenessMs, long leadMs) {
     // Grouped by columns, not by a key function: a function would first turn every
     // input row into a Java object just to read two of its fields.
     return parsed
         .groupBy(functions.col("topic"), functions.col("gkey"))
         .as(Encoders.row(Schemas.KEY), Encoders.row(parsed.schema()))
         .transformWithState(
-            new HoldProcessor(maxLatenessMs),
+            new HoldProcessor(maxLatenessMs, leadMs),
             TimeMode.ProcessingTime(),
             OutputMode.Append(),
             Encoders.row(Schemas.EVENT));

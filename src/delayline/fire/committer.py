@@ -1,0 +1,406 @@
+"""The committer: delivers handed-off schedules at their due time, exactly once.
+
+A Spark micro-batch costs hundreds of milliseconds here, so a batch that starts when
+a schedule falls due delivers it that late. With a lead, the hold raises a schedule
+early and the fire stage hands it over through the in-flight topic
+(:mod:`delayline.fire.inflight`); this thread, in the pipeline's process, reads that
+topic and delivers each schedule in a transaction committed at its due time:
+
+* Schedules due within :attr:`CommitterConfig.group_width_ms` of each other share a
+  transaction. It is written :attr:`CommitterConfig.write_ahead_ms` before its latest
+  due time and committed at that due time by the broker's clock
+  (:mod:`delayline.fire.clock`), never before: a ``read_committed`` reader sees each
+  delivery a few milliseconds after it is due, and its record timestamp is the due
+  time. An open transaction holds back ``read_committed`` readers of the partitions it
+  wrote to, which is why it opens only just before its due time, not a lead ahead.
+* A group with a target topic stamped on append (``LogAppendTime``) is written only
+  once due, so the broker's stamp is never before the due time.
+* Exactly once: the transaction also writes each in-flight record's tombstone and
+  commits the committer's consumer offset (never past a schedule not yet delivered).
+  After a crash, a new committer fences the old one (same transactional id), reads
+  the topic from that offset to its end before delivering anything, and skips what a
+  tombstone shows delivered. What was pending is delivered at once if already due.
+* A failure (Kafka away, a fatal producer error) starts the committer afresh after
+  :data:`RETRY_MS`: nothing is lost, deliveries are only late.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from delayline.core.clock import Clock, SystemClock
+from delayline.fire import clock as broker_clock
+from delayline.fire.due_plan import DuePlan, Group
+from delayline.fire.inflight import InflightRecordError, read_inflight, render_inflight_tombstone
+from delayline.fire.lanes import Job, Lanes
+from delayline.fire.refusals import AdminDescriber, TopicCatalog
+from delayline.fire.report import Delivered
+from delayline.fire.transactional import FireConfig, Firing, Offsets, TransactionalFirer
+from delayline.kafka.config import kafka_client_config
+from delayline.kafka.reader import to_consumed_record
+
+log = logging.getLogger(__name__)
+
+RETRY_MS = 1_000
+"""How long the committer waits before starting afresh after a failure."""
+SUMMARY_MS = 10_000
+"""How often the committer logs what it delivered."""
+WARM_AHEAD_MS = 20_000
+"""Target topic facts are read again when they would expire within this (they live a
+minute): a schedule read waits for its due time a lead at most, usually a few seconds."""
+WRITE_SAMPLES = 50
+"""How many recent groups' write times decide how far ahead the next one is written."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommitterConfig:
+    """Settings of the committer.
+
+    Attributes:
+        bootstrap_servers: Kafka bootstrap list.
+        inflight_topic: Where the fire stage hands schedules over.
+        commits_topic: The pipeline's commits topic (for its transactional writer).
+        transactional_id: Stable per pipeline; also the consumer group of its offsets.
+        dead_letter_topic: Where refused deliveries go.
+        history_topic: Audit topic of deliveries, if any.
+        group_width_ms: Schedules due within this of the first of a group share its
+            transaction (and wait for its latest due time).
+        write_ahead_ms: The least time a group is written before it commits; more when
+            writing took longer lately (the p90 of the last groups plus this).
+        max_write_ahead_ms: The most: an open transaction holds back ``read_committed``
+            readers of its partitions.
+        offsets_interval_ms: How often the consumer offset goes with a transaction (each
+            costs a round trip; a restart re-reads at most this much, skipping what its
+            tombstone shows delivered).
+        poll_ms: Longest wait for new in-flight records while nothing is due.
+        lanes: Transactional writers whose groups overlap (:mod:`delayline.fire.lanes`).
+    """
+
+    bootstrap_servers: str
+    inflight_topic: str
+    commits_topic: str
+    transactional_id: str
+    dead_letter_topic: str
+    history_topic: str | None = None
+    group_width_ms: int = 5
+    write_ahead_ms: int = 5
+    max_write_ahead_ms: int = 100
+    offsets_interval_ms: int = 1_000
+    poll_ms: int = 100
+    lanes: int = 2
+
+
+class Committer:
+    """Delivers what the in-flight topic holds at its due time (a thread).
+
+    Args:
+        config: The committer's settings.
+        on_delivered: Called (on the committer's thread) after each committed group.
+        clock: The host's time.
+    """
+
+    def __init__(
+        self,
+        config: CommitterConfig,
+        on_delivered: Callable[[Delivered], None] = lambda _d: None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self.on_delivered = on_delivered
+        self.clock = clock or SystemClock()
+        self._stop = threading.Event()
+        self._drain_until: float | None = None
+        self._thread = threading.Thread(target=self._run, name="delayline-committer", daemon=True)
+        self._offset = broker_clock.UNKNOWN
+        self._plan = DuePlan()
+        self._summary: list[int] = []
+        self._summary_at = time.monotonic()
+        self._writes: deque[int] = deque(maxlen=WRITE_SAMPLES)
+        self._targets: set[str] = set()
+        self._lookups = ThreadPoolExecutor(1, thread_name_prefix="delayline-lookups")
+        self._warming: Future[None] | None = None
+        self._offsets_at = 0.0
+        self.failures = 0
+        self.pending = 0
+
+    def start(self) -> None:
+        """Measure the broker's clock, then start delivering.
+
+        Raises:
+            ClockSkewError: the host's and the broker's clocks disagree too much.
+        """
+        self._offset = broker_clock.measure(
+            self.config.bootstrap_servers, self.config.inflight_topic
+        )
+        self._thread.start()
+
+    def stop(self, drain_timeout_s: float = 0.0) -> None:
+        """Deliver what is pending for up to ``drain_timeout_s``, then stop. What is left
+        is delivered by the next start."""
+        self._drain_until = time.monotonic() + drain_timeout_s
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(drain_timeout_s + 30)
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self._session()
+                return
+            except Exception as exc:  # any failure: start afresh, nothing is lost
+                self.failures += 1
+                log.warning(
+                    "committer failed (%s: %s); starting afresh in %d ms",
+                    type(exc).__name__,
+                    exc,
+                    RETRY_MS,
+                )
+            if self._stop.wait(RETRY_MS / 1000):
+                return
+
+    def _session(self) -> None:
+        """One life of the committer: fence, catch up, deliver until stopped."""
+        config = self.config
+        topics = TopicCatalog(AdminDescriber(config.bootstrap_servers, 30_000))
+        firers = [
+            TransactionalFirer(
+                FireConfig(
+                    config.bootstrap_servers,
+                    config.commits_topic,
+                    f"{config.transactional_id}-committer-{lane}",
+                    linger_ms=0,
+                ),
+                topics=topics,
+            )
+            for lane in range(config.lanes)
+        ]
+        lanes = Lanes(firers, topics)
+        consumer = self._consumer()
+        try:
+            self._plan = DuePlan()
+            self._catch_up(consumer)
+            log.info("committer ready: %d schedule(s) pending", len(self._plan))
+            while not self._finished(lanes):
+                self._step(consumer, lanes)
+        finally:
+            lanes.close()
+            consumer.close()
+
+    def _consumer(self) -> Consumer:
+        config = self.config
+        consumer = Consumer(
+            kafka_client_config(
+                config.bootstrap_servers,
+                **{
+                    "group.id": f"{config.transactional_id}-committer",
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                    "enable.partition.eof": True,
+                    "fetch.wait.max.ms": 10,
+                },
+            )
+        )
+        metadata = consumer.list_topics(config.inflight_topic, timeout=30)
+        topic = metadata.topics.get(config.inflight_topic)
+        if topic is None or topic.error is not None:
+            raise InflightRecordError(f"in-flight topic {config.inflight_topic!r} is missing")
+        parts = [TopicPartition(config.inflight_topic, p) for p in sorted(topic.partitions)]
+        committed = consumer.committed(parts, timeout=30)
+        consumer.assign(
+            [
+                TopicPartition(
+                    tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                )
+                for tp in committed
+            ]
+        )
+        return consumer
+
+    def _catch_up(self, consumer: Consumer) -> None:
+        """Read to the end offsets as of now (after the fencing): every delivery an
+        earlier committer made is then known before anything is delivered again."""
+        ends: dict[int, int] = {}
+        for tp in consumer.assignment():
+            low, high = consumer.get_watermark_offsets(tp, timeout=30)
+            if high > low:
+                ends[tp.partition] = high
+        positions = {tp.partition: tp.offset for tp in consumer.position(consumer.assignment())}
+        ends = {p: end for p, end in ends.items() if positions.get(p, -1) < end}
+        dropped = 0
+        while ends and not self._stop.is_set():
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            error = msg.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    ends.pop(msg.partition() or 0, None)
+                    continue
+                raise InflightRecordError(f"reading {self.config.inflight_topic}: {error}")
+            dropped += self._read(msg)
+            if (msg.offset() or 0) + 1 >= ends.get(msg.partition() or 0, 0):
+                ends.pop(msg.partition() or 0, None)
+        if dropped:
+            log.info("committer: %d schedule(s) were delivered before the restart", dropped)
+
+    def _read(self, msg: object) -> int:
+        record = to_consumed_record(msg)  # type: ignore[arg-type]
+        schedule = None
+        if record.value is not None:
+            try:
+                schedule = read_inflight(record)
+            except InflightRecordError as exc:
+                log.warning("committer skips a record: %s", exc)
+        if schedule is not None:
+            self._targets.add(schedule.target_topic)
+        return int(self._plan.read(record, schedule))
+
+    def _warm(self, lanes: Lanes) -> None:
+        """Look up new target topics beside the deliveries (facts expire; a lookup at
+        delivery time would make that delivery late)."""
+        if self._warming is not None and not self._warming.done():
+            return
+        targets, self._targets = self._targets, set()
+        if targets:
+            self._warming = self._lookups.submit(lanes.warm, targets, WARM_AHEAD_MS)
+
+    def _finished(self, lanes: Lanes) -> bool:
+        if not self._stop.is_set():
+            return False
+        drained = not len(self._plan) and not lanes.busy()
+        return drained or time.monotonic() >= (self._drain_until or 0)
+
+    def _step(self, consumer: Consumer, lanes: Lanes) -> None:
+        """Read what arrived, then deliver the next group if its write time came."""
+        now = self.clock.now_ms()
+        due = self._plan.next_due_ms()
+        write_at = None if due is None else self._host_time(due) - self._write_ahead_ms()
+        wait_ms = self.config.poll_ms if write_at is None else write_at - now
+        timeout_s = min(max(wait_ms, 0), self.config.poll_ms) / 1000
+        msg = consumer.poll(timeout_s)
+        while msg is not None:
+            if msg.error() is None:
+                self._read(msg)
+            msg = consumer.poll(0)
+        self._warm(lanes)
+        for delivered in lanes.finished():
+            self.on_delivered(delivered)
+            self._log_summary(delivered.lateness_ms)
+        self.pending = len(self._plan)
+        due = self._plan.next_due_ms()
+        if due is None:
+            return
+        now = self.clock.now_ms()
+        if self._host_time(due) - self._write_ahead_ms() > now:
+            return
+        if not lanes.ready():
+            # Taken later, the group only grows: nothing would be written sooner.
+            lanes.wait_ready(self.config.poll_ms / 1000)
+            return
+        group = self._plan.take(self._broker_time(now), self.config.group_width_ms)
+        if group is not None:
+            lanes.submit(self._job(group, self._offsets(consumer)))
+
+    def _offsets(self, consumer: Consumer) -> Offsets | None:
+        """The consumer offsets to commit with the next group, now and then. Groups
+        taken before commit before it, or fail it: these offsets pass no schedule that
+        is not delivered by the time they are committed."""
+        config = self.config
+        if time.monotonic() - self._offsets_at < config.offsets_interval_ms / 1000:
+            return None
+        self._offsets_at = time.monotonic()
+        positions = [
+            TopicPartition(config.inflight_topic, partition, offset)
+            for partition, offset in sorted(self._plan.offsets().items())
+        ]
+        return positions, consumer.consumer_group_metadata()
+
+    def _job(self, group: Group, offsets: Offsets | None) -> Job:
+        return lambda firer, after_before: self._deliver(group, offsets, firer, after_before)
+
+    def _deliver(
+        self,
+        group: Group,
+        offsets: Offsets | None,
+        firer: TransactionalFirer,
+        after_before: Callable[[], None],
+    ) -> Delivered:
+        """Deliver one group (on a lane's thread)."""
+        config = self.config
+        now = self.clock.now_ms()
+        firings = [
+            Firing(p.schedule, config.dead_letter_topic, config.history_topic, max(p.due_ms, now))
+            for p in group.items
+        ]
+        stamped = any(
+            (facts := firer.topics.cached(f.schedule.target_topic)) is not None
+            and facts.log_append_time
+            for f in firings
+        )
+        if stamped:
+            self._wait_until(group.commit_ms)  # the broker stamps the write itself
+
+        def written() -> None:
+            self._writes.append(self.clock.now_ms() - now)
+            after_before()
+            self._wait_until(group.commit_ms)
+
+        refused = firer.deliver(
+            firings,
+            extra=[render_inflight_tombstone(p.record) for p in group.items],
+            label=f"committer group of {len(firings)} due at {group.commit_ms}",
+            before_commit=written,
+            offsets=offsets,
+        )
+        done = self.clock.now_ms()
+        lateness = [done - p.due_ms for i, p in enumerate(group.items) if i not in refused]
+        return Delivered(len(lateness), len(refused), lateness, done)
+
+    def _write_ahead_ms(self) -> int:
+        """How long before its commit the next group is written."""
+        least = self.config.write_ahead_ms
+        if not self._writes:
+            return least
+        recent = sorted(self._writes)
+        p90 = recent[len(recent) * 9 // 10]
+        return min(p90 + least, self.config.max_write_ahead_ms)
+
+    def _wait_until(self, due_ms: int) -> None:
+        """Sleep until ``due_ms`` has passed by the broker's clock."""
+        remaining = self._host_time(due_ms) - self.clock.now_ms()
+        if remaining > 0:
+            time.sleep(remaining / 1000)
+
+    def _host_time(self, broker_ms: int) -> int:
+        """The host time by which ``broker_ms`` has surely passed on the broker."""
+        return broker_ms - self._offset.low_ms
+
+    def _broker_time(self, host_ms: int) -> int:
+        return host_ms + self._offset.low_ms
+
+    def _log_summary(self, lateness: list[int]) -> None:
+        self._summary.extend(lateness)
+        if time.monotonic() - self._summary_at < SUMMARY_MS / 1000:
+            return
+        late = sorted(self._summary)
+        if late:
+            log.info(
+                "committer: delivered %d in %d s, lateness p50 %d ms, p99 %d ms, max %d ms; "
+                "%d pending",
+                len(late),
+                SUMMARY_MS // 1000,
+                late[len(late) // 2],
+                late[min(len(late) - 1, len(late) * 99 // 100)],
+                late[-1],
+                len(self._plan),
+            )
+        self._summary = []
+        self._summary_at = time.monotonic()

@@ -1,0 +1,116 @@
+"""What the committer has yet to deliver, in due order: pure logic, no Kafka.
+
+Times are integer epoch milliseconds; the caller passes ``now_ms``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from delayline.contract import ConsumedRecord
+from delayline.core.model import Schedule
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A handed-off schedule read from the in-flight topic.
+
+    Attributes:
+        record: The in-flight record (its key, partition and offset).
+        schedule: The schedule it carries.
+    """
+
+    record: ConsumedRecord
+    schedule: Schedule
+
+    @property
+    def due_ms(self) -> int:
+        """When it must be delivered."""
+        return self.schedule.due_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Schedules delivered in one transaction.
+
+    Attributes:
+        items: In due order.
+        commit_ms: The latest due time among them: the transaction commits then, never
+            before, so no record of it is visible early.
+    """
+
+    items: tuple[Pending, ...]
+    commit_ms: int
+
+
+class DuePlan:
+    """Pending schedules by due time, and the consumer offsets that are safe to commit.
+
+    A committed offset must never pass a schedule not yet delivered, so per in-flight
+    partition it is the lowest pending offset (or, with none pending, the next offset
+    to read). Schedules delivered above it are recognised after a restart by their
+    tombstones, which follow them in the topic. Not thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, int]] = []  # (due, partition, offset)
+        self._pending: dict[tuple[int, int], Pending] = {}
+        self._by_key: dict[bytes, tuple[int, int]] = {}
+        self._read_to: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def read(self, record: ConsumedRecord, schedule: Schedule | None) -> bool:
+        """Account for one record read: a schedule to deliver, or (``schedule`` None) a
+        tombstone or foreign record. A tombstone of a pending schedule means it was
+        delivered before a restart: it is dropped. Returns whether one was dropped."""
+        self._read_to[record.partition] = max(
+            self._read_to.get(record.partition, 0), record.offset + 1
+        )
+        key = record.key or b""
+        if schedule is not None:
+            at = (record.partition, record.offset)
+            self._pending[at] = Pending(record, schedule)
+            self._by_key[key] = at
+            heapq.heappush(self._heap, (schedule.due_ms, *at))
+            return False
+        if record.value is None and key in self._by_key:
+            self._pending.pop(self._by_key.pop(key), None)
+            return True
+        return False
+
+    def next_due_ms(self) -> int | None:
+        """The earliest due time pending, if any."""
+        self._drop_stale()
+        return self._heap[0][0] if self._heap else None
+
+    def take(self, now_ms: int, width_ms: int) -> Group | None:
+        """The next group: everything due within ``width_ms`` of the earliest pending
+        schedule (or of ``now_ms``, when behind). ``None`` when nothing is pending."""
+        first = self.next_due_ms()
+        if first is None:
+            return None
+        until = max(first, now_ms) + max(width_ms, 1) - 1
+        items: list[Pending] = []
+        while self._heap and self._heap[0][0] <= until:
+            _, partition, offset = heapq.heappop(self._heap)
+            item = self._pending.pop((partition, offset), None)
+            if item is not None:
+                self._by_key.pop(item.record.key or b"", None)
+                items.append(item)
+        if not items:
+            return None
+        return Group(tuple(items), max(i.due_ms for i in items))
+
+    def offsets(self) -> dict[int, int]:
+        """Per in-flight partition read, the offset a restart may resume from."""
+        safe = dict(self._read_to)
+        for partition, offset in self._pending:
+            safe[partition] = min(safe.get(partition, offset), offset)
+        return safe
+
+    def _drop_stale(self) -> None:
+        while self._heap and (self._heap[0][1], self._heap[0][2]) not in self._pending:
+            heapq.heappop(self._heap)

@@ -1,0 +1,94 @@
+"""The in-flight topic: schedules handed from the fire stage to the committer.
+
+With a lead (:attr:`delayline.pipeline.config.PipelineConfig.lead_ms`) the fire stage
+does not deliver a schedule raised before its due time. It writes the schedule here
+and its tombstone to the schedules topic, in the batch's transaction with the batch's
+marker, so the hand-off is exactly once like any other write of a batch. The
+committer (:mod:`delayline.fire.committer`) reads this topic and delivers each
+schedule at its due time, in a transaction that also writes the in-flight record's
+tombstone and the committer's consumer offset: so a delivery happens exactly once
+across crashes, and compaction forgets what was delivered.
+
+A record here: key ``<source topic>/<partition>/<offset>`` (one per schedule version),
+value the payload, headers the schedule's own headers then :data:`HEADER` (JSON: id,
+due time, target, source), so no contract is parsed again on the way out.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from delayline.contract import ConsumedRecord, OutgoingRecord
+from delayline.core.model import Schedule, SourceRef
+from delayline.errors import DelaylineError
+
+HEADER = "delayline-inflight"
+"""The last header of an in-flight record: what is needed to deliver it."""
+CLOCK_PROBE_KEY = b"delayline-clock-probe"
+"""Key of the tombstones :func:`delayline.fire.clock.broker_offset` times (ignored)."""
+
+
+class InflightRecordError(DelaylineError):
+    """A record of the in-flight topic is not one delayline wrote: it is skipped."""
+
+
+def inflight_key(source: SourceRef) -> bytes:
+    """The key of a version's in-flight record (unique per version)."""
+    return f"{source.topic}/{source.partition}/{source.offset}".encode()
+
+
+def render_inflight(schedule: Schedule, topic: str) -> OutgoingRecord:
+    """The in-flight record of ``schedule`` (which must have been read from Kafka)."""
+    source = schedule.require_source()
+    facts: dict[str, Any] = {
+        "id": schedule.id,
+        "due_ms": schedule.due_ms,
+        "target_topic": schedule.target_topic,
+        "target_key": _b64(schedule.target_key),
+        "source": [source.topic, source.partition, source.offset, source.timestamp_ms],
+    }
+    headers = (*schedule.headers, (HEADER, json.dumps(facts, separators=(",", ":")).encode()))
+    return OutgoingRecord(topic, inflight_key(source), schedule.payload, headers)
+
+
+def read_inflight(record: ConsumedRecord) -> Schedule:
+    """The schedule an in-flight record carries.
+
+    Raises:
+        InflightRecordError: the record is a tombstone or lacks a readable
+            :data:`HEADER`.
+    """
+    if record.value is None or not record.headers or record.headers[-1][0] != HEADER:
+        raise InflightRecordError(f"record at offset {record.offset} is no in-flight schedule")
+    raw = record.headers[-1][1]
+    try:
+        facts = json.loads(raw or b"")
+        topic, partition, offset, timestamp_ms = facts["source"]
+        return Schedule(
+            id=str(facts["id"]),
+            due_ms=int(facts["due_ms"]),
+            target_topic=str(facts["target_topic"]),
+            target_key=_unb64(facts["target_key"]),
+            payload=record.value,
+            headers=record.headers[:-1],
+            source=SourceRef(str(topic), int(partition), int(offset), int(timestamp_ms)),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InflightRecordError(
+            f"record at offset {record.offset} has an unreadable {HEADER} header: {exc}"
+        ) from exc
+
+
+def render_inflight_tombstone(record: ConsumedRecord) -> OutgoingRecord:
+    """The tombstone that marks ``record`` delivered (to its own partition)."""
+    return OutgoingRecord(record.topic, record.key, None, (), record.partition)
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def _unb64(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text, validate=True)

@@ -3,13 +3,18 @@
 # Takes about 60 minutes on 2 cores; nothing else should run meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for scenario in burst steady idle restart backlog backlog-2 backlog-3; do
+for scenario in trickle burst steady idle restart backlog backlog-2 backlog-3; do
   echo "== $scenario" >&2
   # The backlog three times: its RSS must be the same within 10% from run to run.
   .venv/bin/delayline bench --scenario "${scenario%-[0-9]}" \
     --json "benchmarks/results/$scenario.json" --plot "benchmarks/results/$scenario.png" \
     | tee "benchmarks/results/$scenario.txt"
 done
+# The precision target at 1,000/s (the steady scenario's own rate is 5,000/s).
+echo "== steady-1000" >&2
+.venv/bin/delayline bench --scenario steady --rate 1000 \
+  --json benchmarks/results/steady-1000.json --plot benchmarks/results/steady-1000.png \
+  | tee benchmarks/results/steady-1000.txt
 # The restart target with 1,000 pending (the scenario's own size holds 1M).
 echo "== restart-1k" >&2
 .venv/bin/delayline bench --scenario restart --pending 1000 \

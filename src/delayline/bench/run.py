@@ -23,7 +23,8 @@ from delayline.kafka.topics import TopicsConfig, create_topic, ensure_topics
 from delayline.pipeline.config import spark_progress_file
 
 # Input events: schedules and cancels the pipeline accepted from the schedules topic.
-INPUT_KINDS = ("planned", "updated", "cancelled", "unknown_cancel", "missed", "invalid", "stale")
+INPUT_KINDS = ("planned", "updated", "cancelled", "unknown_cancel", "missed", "short", "invalid",
+               "stale")  # fmt: skip
 
 
 @dataclass
@@ -253,6 +254,7 @@ def delivery_figures(deliveries: list[Delivery], due: dict[str, int]) -> dict[st
         "lost": len(set(due) - set(counts)),
         "duplicates": sum(n - 1 for n in counts.values()),
         "early": sum(1 for d in mine if d.timestamp_ms < due[d.schedule_id or ""]),
+        "early_seen": sum(1 for d in mine if d.arrival_ms < due[d.schedule_id or ""]),
         "lateness_ms": summary(lateness),
         "fire_per_s": round(len(mine) / fire_span_s) if fire_span_s > 0 else None,
         "visible_per_s": round(len(mine) / visible_span_s) if visible_span_s > 0 else None,

@@ -38,6 +38,7 @@ class Size:
 
 SIZES: dict[str, tuple[Size, Size]] = {  # (full, quick)
     "steady": (Size(rate_per_s=5000, duration_s=60), Size(rate_per_s=300, duration_s=15)),
+    "trickle": (Size(rate_per_s=10, duration_s=60), Size(rate_per_s=10, duration_s=20)),
     "burst": (Size(count=100_000), Size(count=5_000)),
     "backlog": (
         Size(pending=1_000_000, rate_per_s=200, duration_s=30),
@@ -65,6 +66,21 @@ def steady(env: BenchEnv, size: Size) -> dict[str, Any]:
     figures = _figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
     figures["accept_lag_ms"] = summary(accept_lags_ms(accepted_timeline(env), sent, 0))
     return figures
+
+
+def trickle(env: BenchEnv, size: Size) -> dict[str, Any]:
+    """A few schedules a second (as ``make demo`` writes), each due 5-15 s after it is
+    written: how punctual each delivery is when nothing queues."""
+    rng = random.Random(3)
+    total = size.rate_per_s * size.duration_s
+    with DeliveryCollector(env.bootstrap, [env.target_topic]) as seen:
+        load_from = time.time()
+        due = write_schedules(env, total, lambda i, now: now + rng.randint(5_000, 15_000),
+                              rate_per_s=size.rate_per_s, on_progress=_sent(total))  # fmt: skip
+        accepted_ms = wait_accepted(env, total, 600, "trickle")
+        deliveries = wait_delivered(seen, set(due), 120, "trickle")
+        load_to = time.time()
+    return _figures(env, deliveries, due, load_from, load_to, accepted_ms, None)
 
 
 def burst(env: BenchEnv, size: Size) -> dict[str, Any]:
@@ -191,7 +207,8 @@ def idle(env: BenchEnv, size: Size) -> dict[str, Any]:
 
 
 SCENARIOS: dict[str, Callable[[BenchEnv, Size], dict[str, Any]]] = {
-    "steady": steady, "burst": burst, "backlog": backlog, "restart": restart, "idle": idle,
+    "steady": steady, "trickle": trickle, "burst": burst, "backlog": backlog,
+    "restart": restart, "idle": idle,
 }  # fmt: skip
 
 

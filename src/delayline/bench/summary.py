@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ORDER = ("steady", "burst", "backlog", "backlog-2", "backlog-3", "restart", "restart-1k", "idle",
-         "catalog")  # fmt: skip
+ORDER = ("trickle", "steady-1000", "steady", "burst", "backlog", "backlog-2", "backlog-3",
+         "restart", "restart-1k", "idle", "catalog")  # fmt: skip
 """Result files (``<name>.json``) in table order; ``backlog-2``/``-3`` repeat the backlog,
-``restart-1k`` is the restart scenario with ``--pending 1000`` (``benchmarks/run_all.sh``)."""
+``restart-1k`` is the restart scenario with ``--pending 1000``, ``steady-1000`` the steady
+one with ``--rate 1000`` (``benchmarks/run_all.sh``)."""
 BACKLOG_RUNS = ("backlog", "backlog-2", "backlog-3")
 RSS_SPREAD_PCT = 10
 """The engine issue's bound: the backlog's peak RSS the same within 10% over three runs."""

@@ -15,6 +15,8 @@ from delayline.errors import ConfigError
 
 PENDING_SCENARIOS = ("backlog", "restart", "idle")
 """The scenarios that hold far-future schedules (``--pending`` sets how many)."""
+RATE_SCENARIOS = ("steady", "trickle")
+"""The scenarios that write at a rate (``--rate`` sets it)."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,6 +52,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=positive_int,
         help="far-future schedules held during the scenario, instead of its own number "
         f"({', '.join(PENDING_SCENARIOS)})",
+    )
+    env_flag(
+        p,
+        "--rate",
+        env="DELAYLINE_BENCH_RATE",
+        default=None,
+        type=positive_int,
+        help="schedules written per second, instead of the scenario's own "
+        f"({', '.join(RATE_SCENARIOS)})",
     )
     env_flag(
         p,
@@ -103,11 +114,15 @@ def _bench(args: argparse.Namespace) -> int:
 
     if args.pending is not None and args.scenario not in PENDING_SCENARIOS:
         raise ConfigError(f"--pending: the {args.scenario} scenario holds no backlog")
+    if args.rate is not None and args.scenario not in RATE_SCENARIOS:
+        raise ConfigError(f"--rate: the {args.scenario} scenario writes at no rate")
     if args.scenario == "catalog":
         return _catalog(args)
     size = SIZES[args.scenario][1 if args.quick else 0]
     if args.pending is not None:
         size = dataclasses.replace(size, pending=args.pending)
+    if args.rate is not None:
+        size = dataclasses.replace(size, rate_per_s=args.rate)
     env = open_env(args.bootstrap_servers, args.work_dir)
     started = time.time()
     try:

@@ -358,8 +358,9 @@ class Pipeline:
             past_due = f" (up to {format_duration_ms(max(report.missed_lateness_ms))} past due)"
         replay = "" if report.committed else " (replay, skipped)"
         log.info(
-            "batch %d: fired %d%s, handed to the committer %d, planned %d, updated %d, cancelled %d, unknown cancels %d, "
-            "missed %d%s, invalid %d, expired %d, refused %d, stale %d%s",
+            "batch %d: fired %d%s, handed to the committer %d, planned %d, updated %d, "
+            "cancelled %d, unknown cancels %d, missed %d%s, invalid %d, expired %d, refused %d, "
+            "stale %d%s",
             report.batch_id,
             c[r.FIRE],
             lateness,

@@ -55,6 +55,7 @@ _COUNTED = {
     "unknown_cancels": (r.UNKNOWN_CANCEL,),
     "invalid": (r.INVALID,),
     "missed": (r.MISSED,),
+    "short_notice": (r.SHORT,),
     "expired": (r.EXPIRED,),
     "stale": (r.STALE,),
     "retired": (r.RETIRE,),

@@ -63,6 +63,9 @@ OWN_TOMBSTONE = "own_tombstone"
 STALE = "stale"
 MISSED = "missed"
 """A schedule already due when it arrived (it fires, or expires, in the same batch)."""
+SHORT = "short"
+"""A schedule that arrived with less than the lead to go, not yet due: raised (FIRE) in
+the same batch, so no timer is set for it."""
 REWRITE = "rewrite"
 """Append the held version to the schedules topic again: a record compaction would keep
 instead of it now sits after it in its partition."""
@@ -81,6 +84,7 @@ KINDS = (
     OWN_TOMBSTONE,
     STALE,
     MISSED,
+    SHORT,
     REWRITE,
     RETIRE,
 )
@@ -241,8 +245,8 @@ def _settle(
     if held is None:
         return Folded(None, events, timer_from)
     if raise_ms(held.due_ms, lead_ms) <= now_ms:
-        if held.due_ms <= now_ms:
-            events.append(HoldEvent(MISSED, now_ms, held.id))
+        kind = MISSED if held.due_ms <= now_ms else SHORT
+        events.append(HoldEvent(kind, now_ms, held.id))
         events.append(fire(held, now_ms, max_lateness_ms))
         return Folded(None, events, timer_from)
     kind = PLANNED if before is None else UPDATED

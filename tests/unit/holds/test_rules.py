@@ -289,7 +289,8 @@ def test_with_a_lead_a_schedule_inside_it_fires_at_once_and_only_past_due_is_mis
     make_hold: Callable[..., Driver],
 ) -> None:
     hold = make_hold(lead_ms=2_000)
-    (fired,) = hold.batch([rec(0, due_s=1001.5)], NOW)  # 1.5 s to go: inside the lead
+    short, fired = hold.batch([rec(0, due_s=1001.5)], NOW)  # 1.5 s to go: inside the lead
+    assert short.kind == k.SHORT
     assert (fired.kind, fired.due_ms) == (k.FIRE, 1_001_500)
     missed, fired = hold.batch([rec(1, due_s=999)], NOW)
     assert (missed.kind, fired.kind) == (k.MISSED, k.FIRE)

@@ -26,6 +26,7 @@ final class Fold {
   static final String OWN_TOMBSTONE = "own_tombstone";
   static final String STALE = "stale";
   static final String MISSED = "missed";
+  static final String SHORT = "short";
   static final String REWRITE = "rewrite";
   static final String RETIRE = "retire";
   static final String EXPIRED = "expired";
@@ -160,9 +161,7 @@ final class Fold {
       return new Result(null, timerFrom, null);
     }
     if (raiseMs(held.dueMs, leadMs) <= nowMs) {
-      if (held.dueMs <= nowMs) {
-        events.add(countEvent(MISSED, held.id, null));
-      }
+      events.add(countEvent(held.dueMs <= nowMs ? MISSED : SHORT, held.id, null));
       events.add(fire(held));
       return new Result(null, timerFrom, null);
     }

@@ -1,0 +1,176 @@
+"""The committer's pure parts: the in-flight codec, the due plan, the broker clock
+bounds and the hand-off decision of the fire stage."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from delayline.contract import ConsumedRecord
+from delayline.core.clock import ManualClock
+from delayline.core.model import Schedule, SourceRef
+from delayline.core.topology import Topology
+from delayline.errors import ConfigError
+from delayline.fire import clock
+from delayline.fire.due_plan import DuePlan
+from delayline.fire.inflight import (
+    HEADER,
+    InflightRecordError,
+    read_inflight,
+    render_inflight,
+    render_inflight_tombstone,
+)
+from delayline.fire.partition import fire_rows
+from delayline.fire.report import HANDED
+from delayline.pipeline import rows as r
+from delayline.pipeline.config import MAX_LEAD_MS, PipelineConfig
+from delayline.stores.fold import HoldEvent
+
+INFLIGHT = "pipeline-inflight"
+
+
+def schedule(sid: str, due_ms: int, offset: int = 0, key: bytes | None = b"k") -> Schedule:
+    return Schedule(
+        sid, due_ms, "target", key, b"payload",
+        (("scheduler-epoch", b"1"), ("x-null", None), ("x", b"\x00\xff")),
+        SourceRef("schedules", 1, offset, 1_000),
+    )  # fmt: skip
+
+
+def consumed(record_offset: int, out: object) -> ConsumedRecord:
+    o = out  # an OutgoingRecord, as read back from its partition
+    return ConsumedRecord(o.topic, 0, record_offset, 5, o.key, o.value, o.headers)  # type: ignore[attr-defined]
+
+
+@given(
+    sid=st.text(min_size=1, max_size=20),
+    due=st.integers(0, 2**53),
+    key=st.one_of(st.none(), st.binary(max_size=20)),
+    payload=st.binary(max_size=40),
+)
+def test_inflight_record_round_trips_every_field(
+    sid: str, due: int, key: bytes | None, payload: bytes
+) -> None:
+    s = Schedule(sid, due, "t", key, payload, (("h", None), ("h", b"1")), SourceRef("s", 3, 9, 7))
+    back = read_inflight(consumed(0, render_inflight(s, INFLIGHT)))
+    assert back == s
+    assert back.source == s.source
+
+
+def test_inflight_keys_are_unique_per_version_and_tombstones_go_to_their_partition() -> None:
+    a = render_inflight(schedule("a", 10, offset=1), INFLIGHT)
+    b = render_inflight(schedule("a", 10, offset=2), INFLIGHT)
+    assert a.key != b.key
+    record = ConsumedRecord(INFLIGHT, 0, 12, 5, a.key, a.value, a.headers)
+    tomb = render_inflight_tombstone(record)
+    assert (tomb.topic, tomb.partition, tomb.key, tomb.value) == (INFLIGHT, 0, a.key, None)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [(), (("x", b"1"),), ((HEADER, b"not json"),), ((HEADER, b'{"id": "a"}'),)],
+)
+def test_foreign_inflight_records_are_refused_clearly(
+    headers: tuple[tuple[str, bytes], ...],
+) -> None:
+    with pytest.raises(InflightRecordError, match="offset 4"):
+        read_inflight(ConsumedRecord(INFLIGHT, 0, 4, 0, b"k", b"v", headers))
+
+
+def plan_with(*dues: int) -> tuple[DuePlan, list[ConsumedRecord]]:
+    plan, records = DuePlan(), []
+    for offset, due in enumerate(dues):
+        record = consumed(offset, render_inflight(schedule(f"s{offset}", due, offset), INFLIGHT))
+        plan.read(record, read_inflight(record))
+        records.append(record)
+    return plan, records
+
+
+def test_groups_take_what_is_due_within_the_width_and_commit_at_the_latest() -> None:
+    plan, _ = plan_with(1_000, 1_004, 1_005, 2_000)
+    group = plan.take(now_ms=900, width_ms=5)
+    assert group is not None
+    assert [p.due_ms for p in group.items] == [1_000, 1_004]
+    assert group.commit_ms == 1_004
+    assert plan.next_due_ms() == 1_005
+
+
+def test_behind_a_group_takes_everything_already_due() -> None:
+    plan, _ = plan_with(1_000, 1_500, 1_900, 2_000)
+    group = plan.take(now_ms=1_950, width_ms=5)
+    assert group is not None
+    assert [p.due_ms for p in group.items] == [1_000, 1_500, 1_900]
+    assert group.commit_ms == 1_900
+
+
+def test_offsets_never_pass_a_pending_schedule() -> None:
+    plan, _ = plan_with(3_000, 1_000, 2_000)  # offsets 0, 1, 2
+    assert plan.offsets() == {0: 0}
+    plan.take(now_ms=0, width_ms=1)  # the one due at 1,000 (offset 1)
+    assert plan.offsets() == {0: 0}, "offset 0 is still pending"
+    plan.take(now_ms=0, width_ms=1)  # 2,000
+    plan.take(now_ms=0, width_ms=1)  # 3,000
+    assert plan.offsets() == {0: 3}
+    assert plan.take(now_ms=0, width_ms=1) is None
+
+
+def test_a_tombstone_read_after_a_restart_drops_what_was_delivered() -> None:
+    plan, records = plan_with(1_000, 2_000)
+    dropped = plan.read(ConsumedRecord(INFLIGHT, 0, 7, 0, records[0].key, None, ()), None)
+    assert dropped
+    assert plan.next_due_ms() == 2_000
+    assert len(plan) == 1
+    assert not plan.read(ConsumedRecord(INFLIGHT, 0, 8, 0, b"unknown", None, ()), None)
+    assert plan.offsets() == {0: 1}
+
+
+def test_a_probe_bounds_the_broker_clock_offset() -> None:
+    # The broker stamped 10,005 while the host went from 10,000 to 10,004.
+    offset = clock.bound(stamp_ms=10_005, sent_ms=10_000, acked_ms=10_004)
+    assert (offset.low_ms, offset.high_ms) == (0, 6)
+
+
+def test_a_large_skew_refuses_and_a_small_one_passes() -> None:
+    assert clock.judge(clock.BrokerOffset(-3, 3)).mid_ms == 0
+    with pytest.raises(clock.ClockSkewError, match="NTP"):
+        clock.judge(clock.BrokerOffset(5_000, 5_010))
+
+
+def test_a_lead_outside_its_range_is_refused() -> None:
+    with pytest.raises(ConfigError, match="cancel"):
+        PipelineConfig(lead_ms=MAX_LEAD_MS + 1)
+    with pytest.raises(ConfigError):
+        PipelineConfig(lead_ms=-1)
+
+
+class _Recorder:
+    """Stands in for the transactional writer: keeps what a batch would commit."""
+
+    def __init__(self) -> None:
+        self.records: list[object] = []
+
+    def commit_batch(self, run: str, batch_id: int, records: list[object], **_: object) -> object:
+        self.records = list(records)
+        from delayline.fire.transactional import Committed  # noqa: PLC0415
+
+        return Committed(replay=False)
+
+
+@pytest.mark.parametrize(("lead_ms", "due_ms", "handed"), [(3_000, 10_500, True),
+                                                            (3_000, 10_000, False),
+                                                            (0, 10_500, False)])  # fmt: skip
+def test_the_fire_stage_hands_over_only_what_is_not_yet_due(
+    lead_ms: int, due_ms: int, handed: bool
+) -> None:
+    config = PipelineConfig(Topology(), lead_ms=lead_ms)
+    row = r.event_row(HoldEvent(r.FIRE, 9_000, "a", schedule=schedule("a", due_ms)))
+    firer = _Recorder()
+    report = fire_rows([row], 0, 1, "run", config, firer, ManualClock(10_000))  # type: ignore[arg-type]
+    topics = [getattr(x, "topic", "firing") for x in firer.records]
+    if handed:
+        assert topics == [config.inflight_topic_name, "schedules"]  # in-flight, tombstone
+        assert (report.counts[HANDED], report.counts[r.FIRE], report.lateness_ms) == (1, 0, [])
+    else:
+        assert topics == ["firing"]
+        assert (report.counts[HANDED], report.counts[r.FIRE]) == (0, 1)

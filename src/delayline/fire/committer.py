@@ -122,6 +122,7 @@ class Committer:
         self._offset = broker_clock.UNKNOWN
         self._plan = DuePlan()
         self._summary: list[int] = []
+        self._arrived_due = 0
         self._summary_at = time.monotonic()
         self._writes: deque[int] = deque(maxlen=WRITE_SAMPLES)
         self._targets: set[str] = set()
@@ -261,7 +262,7 @@ class Committer:
                 log.warning("committer skips a record: %s", exc)
         if schedule is not None:
             self._targets.add(schedule.target_topic)
-        return int(self._plan.read(record, schedule))
+        return int(self._plan.read(record, schedule, self.clock.now_ms()))
 
     def _warm(self, lanes: Lanes) -> None:
         """Look up new target topics beside the deliveries (facts expire; a lookup at
@@ -293,7 +294,7 @@ class Committer:
         self._warm(lanes)
         for delivered in lanes.finished():
             self.on_delivered(delivered)
-            self._log_summary(delivered.lateness_ms)
+            self._log_summary(delivered)
         self.pending = len(self._plan)
         due = self._plan.next_due_ms()
         if due is None:
@@ -348,10 +349,15 @@ class Committer:
         if stamped:
             self._wait_until(group.commit_ms)  # the broker stamps the write itself
 
+        marks: list[int] = [now]
+
         def written() -> None:
             self._writes.append(self.clock.now_ms() - now)
+            marks.append(self.clock.now_ms())
             after_before()
+            marks.append(self.clock.now_ms())
             self._wait_until(group.commit_ms)
+            marks.append(self.clock.now_ms())
 
         refused = firer.deliver(
             firings,
@@ -362,7 +368,16 @@ class Committer:
         )
         done = self.clock.now_ms()
         lateness = [done - p.due_ms for i, p in enumerate(group.items) if i not in refused]
-        return Delivered(len(lateness), len(refused), lateness, done)
+        arrived_due = sum(1 for p in group.items if p.read_ms >= p.due_ms)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "group of %d due %d: write began %+d, written %+d, previous done %+d, "
+                "wait done %+d, committed %+d ms (relative to its commit time)",
+                len(group.items),
+                group.commit_ms,
+                *(m - self._host_time(group.commit_ms) for m in (*marks, done)),
+            )
+        return Delivered(len(lateness), len(refused), lateness, done, arrived_due)
 
     def _write_ahead_ms(self) -> int:
         """How long before its commit the next group is written."""
@@ -386,21 +401,24 @@ class Committer:
     def _broker_time(self, host_ms: int) -> int:
         return host_ms + self._offset.low_ms
 
-    def _log_summary(self, lateness: list[int]) -> None:
-        self._summary.extend(lateness)
+    def _log_summary(self, delivered: Delivered) -> None:
+        self._summary.extend(delivered.lateness_ms)
+        self._arrived_due += delivered.arrived_due
         if time.monotonic() - self._summary_at < SUMMARY_MS / 1000:
             return
         late = sorted(self._summary)
         if late:
             log.info(
                 "committer: delivered %d in %d s, lateness p50 %d ms, p99 %d ms, max %d ms; "
-                "%d pending",
+                "%d handed over already due; %d pending",
                 len(late),
                 SUMMARY_MS // 1000,
                 late[len(late) // 2],
                 late[min(len(late) - 1, len(late) * 99 // 100)],
                 late[-1],
+                self._arrived_due,
                 len(self._plan),
             )
         self._summary = []
+        self._arrived_due = 0
         self._summary_at = time.monotonic()

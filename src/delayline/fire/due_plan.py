@@ -19,10 +19,12 @@ class Pending:
     Attributes:
         record: The in-flight record (its key, partition and offset).
         schedule: The schedule it carries.
+        read_ms: When the committer read it (host clock).
     """
 
     record: ConsumedRecord
     schedule: Schedule
+    read_ms: int = 0
 
     @property
     def due_ms(self) -> int:
@@ -62,17 +64,18 @@ class DuePlan:
     def __len__(self) -> int:
         return len(self._pending)
 
-    def read(self, record: ConsumedRecord, schedule: Schedule | None) -> bool:
-        """Account for one record read: a schedule to deliver, or (``schedule`` None) a
-        tombstone or foreign record. A tombstone of a pending schedule means it was
-        delivered before a restart: it is dropped. Returns whether one was dropped."""
+    def read(self, record: ConsumedRecord, schedule: Schedule | None, now_ms: int = 0) -> bool:
+        """Account for one record read at ``now_ms``: a schedule to deliver, or
+        (``schedule`` None) a tombstone or foreign record. A tombstone of a pending
+        schedule means it was delivered before a restart: it is dropped. Returns whether
+        one was dropped."""
         self._read_to[record.partition] = max(
             self._read_to.get(record.partition, 0), record.offset + 1
         )
         key = record.key or b""
         if schedule is not None:
             at = (record.partition, record.offset)
-            self._pending[at] = Pending(record, schedule)
+            self._pending[at] = Pending(record, schedule, now_ms)
             self._by_key[key] = at
             heapq.heappush(self._heap, (schedule.due_ms, *at))
             return False

@@ -80,9 +80,12 @@ class Delivered:
         refused: Deliveries the cluster refused (dead-lettered instead).
         lateness_ms: Commit time minus due time of each delivery made.
         committed_ms: When the commit returned.
+        arrived_due: Schedules the committer read only once already due: handed over
+            too late for the lead (a batch took longer than it, or it arrived so).
     """
 
     delivered: int
     refused: int
     lateness_ms: list[int] = field(default_factory=list)
     committed_ms: int = 0
+    arrived_due: int = 0

@@ -139,6 +139,7 @@ def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSe
                 level,
                 keep_all=log_level == "debug",
                 java_options=f"{config.java_options} {archive_options(hold)}".strip(),
+                nice=config.engine_nice,
             )
         spark = (
             SparkSession.builder.master(config.master)
@@ -164,9 +165,11 @@ def _launch_jvm(
     *,
     keep_all: bool,
     java_options: str,
+    nice: int,
 ) -> None:
-    """Start Spark's JVM with a log configuration at ``level`` and its stderr piped
-    through :func:`_forward`."""
+    """Start Spark's JVM with a log configuration at ``level``, its stderr piped
+    through :func:`_forward`, ``nice`` added to its niceness (its Python workers
+    inherit it)."""
     log4j = tmp / "log4j2.properties"
     log4j.write_text(_LOG4J2.format(level=level.lower()))
     conf = SparkConf(loadDefaults=False).setMaster(master)
@@ -201,6 +204,26 @@ def _launch_jvm(
         forwarder.join(timeout=5)  # the JVM is gone: its last words end in EOF
         raise
     SparkContext._ensure_initialized(gateway=gateway)
+    if nice:
+        renice(gateway.proc.pid, nice)
+
+
+def renice(pid: int, nice: int) -> None:
+    """Add ``nice`` to the niceness of every thread of process ``pid`` (Linux; elsewhere
+    nothing). Threads it starts later, and processes it forks, inherit it.
+
+    (pyspark's launcher sets its own ``preexec_fn``, so the JVM cannot be started niced.)
+    """
+    tasks = Path(f"/proc/{pid}/task")
+    try:
+        tids = [int(t) for t in os.listdir(tasks)]
+    except OSError:
+        return
+    for tid in tids:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + nice)
+        except OSError:  # the thread ended meanwhile
+            continue
 
 
 def _forward(stream: IO[bytes], keep_all: bool) -> None:

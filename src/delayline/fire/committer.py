@@ -123,6 +123,8 @@ class Committer:
         self._plan = DuePlan()
         self._summary: list[int] = []
         self._arrived_due = 0
+        self._at_end: dict[int, int] = {}  # partition: offset its end was reached at
+        self._stop_ends: dict[int, int] | None = None
         self._summary_at = time.monotonic()
         self._writes: deque[int] = deque(maxlen=WRITE_SAMPLES)
         self._targets: set[str] = set()
@@ -187,9 +189,11 @@ class Committer:
         consumer = self._consumer()
         try:
             self._plan = DuePlan()
+            self._at_end = {}
             self._catch_up(consumer)
             log.info("committer ready: %d schedule(s) pending", len(self._plan))
-            while not self._finished(lanes):
+            self._stop_ends = None
+            while not self._finished(consumer, lanes):
                 self._step(consumer, lanes)
         finally:
             lanes.close()
@@ -244,6 +248,7 @@ class Committer:
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
                     ends.pop(msg.partition() or 0, None)
+                    self._at_end[msg.partition() or 0] = msg.offset() or 0
                     continue
                 raise InflightRecordError(f"reading {self.config.inflight_topic}: {error}")
             dropped += self._read(msg)
@@ -273,11 +278,20 @@ class Committer:
         if targets:
             self._warming = self._lookups.submit(lanes.warm, targets, WARM_AHEAD_MS)
 
-    def _finished(self, lanes: Lanes) -> bool:
+    def _finished(self, consumer: Consumer, lanes: Lanes) -> bool:
+        """Stopped, and (until the drain time is up) everything handed over until the
+        stop delivered: read to the end offsets as of the stop, nothing pending."""
         if not self._stop.is_set():
             return False
-        drained = not len(self._plan) and not lanes.busy()
-        return drained or time.monotonic() >= (self._drain_until or 0)
+        if time.monotonic() >= (self._drain_until or 0):
+            return True
+        if self._stop_ends is None:
+            self._stop_ends = {
+                tp.partition: consumer.get_watermark_offsets(tp, timeout=5)[1]
+                for tp in consumer.assignment()
+            }
+        read = all(self._at_end.get(p, -1) >= end for p, end in self._stop_ends.items())
+        return read and not len(self._plan) and not lanes.busy()
 
     def _step(self, consumer: Consumer, lanes: Lanes) -> None:
         """Read what arrived, then deliver the next group if its write time came."""
@@ -288,8 +302,12 @@ class Committer:
         timeout_s = min(max(wait_ms, 0), self.config.poll_ms) / 1000
         msg = consumer.poll(timeout_s)
         while msg is not None:
-            if msg.error() is None:
+            error = msg.error()
+            if error is None:
                 self._read(msg)
+                self._at_end.pop(msg.partition() or 0, None)
+            elif error.code() == KafkaError._PARTITION_EOF:
+                self._at_end[msg.partition() or 0] = msg.offset() or 0
             msg = consumer.poll(0)
         self._warm(lanes)
         for delivered in lanes.finished():
@@ -338,7 +356,13 @@ class Committer:
         config = self.config
         now = self.clock.now_ms()
         firings = [
-            Firing(p.schedule, config.dead_letter_topic, config.history_topic, max(p.due_ms, now))
+            Firing(
+                p.schedule,
+                config.dead_letter_topic,
+                config.history_topic,
+                timestamp_ms=max(p.due_ms, now),
+                forget=False,
+            )
             for p in group.items
         ]
         stamped = any(

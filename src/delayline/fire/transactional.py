@@ -70,12 +70,15 @@ class Firing:
         timestamp_ms: The delivery's record timestamp; ``None``: the time of writing.
             The committer writes ahead of the due time and sets the due time here, so
             no delivery carries a timestamp before its due time.
+        forget: Write the schedule's tombstone too. The committer's firings have none:
+            the fire stage wrote it when it handed the schedule over.
     """
 
     schedule: Schedule
     dead_letter_topic: str
     history_topic: str | None = None
     timestamp_ms: int | None = None
+    forget: bool = True
 
     @property
     def delivery(self) -> OutgoingRecord:
@@ -84,7 +87,7 @@ class Firing:
 
     def records(self) -> list[OutgoingRecord]:
         """Delivery, tombstone and history record: the schedule delivered and forgotten."""
-        out = [self.delivery, render_tombstone(self.schedule)]
+        out = [self.delivery, *self._forget()]
         if self.history_topic:
             out.append(render_history(self.schedule, self.history_topic))
         return out
@@ -96,7 +99,10 @@ class Firing:
         src, key = s.require_source(), s.id.encode()
         at = (src.topic, src.partition, src.offset, src.timestamp_ms)
         rejected = ConsumedRecord(*at, key, s.payload, s.headers)
-        return [render_dead_letter(rejected, reason, self.dead_letter_topic), render_tombstone(s)]
+        return [render_dead_letter(rejected, reason, self.dead_letter_topic), *self._forget()]
+
+    def _forget(self) -> list[OutgoingRecord]:
+        return [render_tombstone(self.schedule)] if self.forget else []
 
 
 @dataclass(frozen=True, slots=True)

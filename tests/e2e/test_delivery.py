@@ -198,7 +198,8 @@ def test_our_tombstone_never_cancels_a_newer_version(pipeline: RunningPipeline) 
             return str((now_ms() + s * 1000) / 1000).encode()
 
         write(b"v1", [("scheduler-epoch", due(60)), ("scheduler-target-topic", target.encode())])
-        write(b"v2", [("scheduler-epoch", due(4)), ("scheduler-target-topic", target.encode())])
+        # Due after the lead (5 s): held, not raised at once, when the tombstone hides it.
+        write(b"v2", [("scheduler-epoch", due(9)), ("scheduler-target-topic", target.encode())])
         write(None, [("delayline-fired-offset", str(offsets[0]).encode())])
         (d,) = seen.wait_for(lambda d: len(d) >= 1, timeout_s=30)
         assert d.value == b"v2"

@@ -30,6 +30,12 @@ from delayline.kafka.topics import TopicsConfig, create_topic, ensure_topics
 Out = Callable[[str], None]
 
 
+MIN_DELAY_S = 8
+"""The soonest a demo message is due: past the pipeline's lead (5 s) and the batch that
+reads it, so each is delivered at its due time by the committer (sooner ones are
+delivered as soon as that batch ends)."""
+
+
 @dataclass(frozen=True, slots=True)
 class DemoConfig:
     """Settings of the demo.
@@ -45,7 +51,7 @@ class DemoConfig:
 
     broker: BrokerConfig
     schedules: int = 50
-    spread_s: int = 25
+    spread_s: int = 30
     keep_broker: bool = False
     api_port: int = 8080
     hold: bool = False
@@ -146,13 +152,13 @@ def _write(bootstrap: str, schedules: str, target: str, config: DemoConfig, out:
     client_config = ClientConfig(bootstrap_servers=bootstrap, schedules_topic=schedules)
     with Scheduler(client_config) as client:
         for sid in ids:
-            delay = 3 + rng.random() * (config.spread_s - 3)
+            delay = MIN_DELAY_S + rng.random() * (config.spread_s - MIN_DELAY_S)
             s = client.schedule(sid, f'{{"order": "{sid}"}}', target, delay=delay,
                                 target_key=sid, headers={"source": "demo"})  # fmt: skip
             due[sid] = s.due_ms
         updated = set(rng.sample(ids, 5))
         for sid in sorted(updated):  # move to a new time and payload
-            moved = timedelta(seconds=3 + rng.random() * 10)
+            moved = timedelta(seconds=MIN_DELAY_S + rng.random() * 10)
             payload = f'{{"order": "{sid}", "v": 2}}'
             s = client.schedule(sid, payload, target, delay=moved, target_key=sid)
             due[sid] = s.due_ms

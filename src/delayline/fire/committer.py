@@ -391,6 +391,15 @@ class Committer:
             offsets=offsets,
         )
         done = self.clock.now_ms()
+        for i, reason in sorted(refused.items()):
+            item = group.items[i]
+            log.info(
+                "committer group due at %d: schedule %r (from %s) dead-lettered: %s",
+                group.commit_ms,
+                item.schedule.id,
+                item.schedule.require_source().describe(),
+                reason,
+            )
         lateness = [done - p.due_ms for i, p in enumerate(group.items) if i not in refused]
         arrived_due = sum(1 for p in group.items if p.read_ms >= p.due_ms)
         if log.isEnabledFor(logging.DEBUG):

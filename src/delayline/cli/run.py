@@ -102,6 +102,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     env_flag(
         p,
+        "--engine-nice",
+        env="DELAYLINE_ENGINE_NICE",
+        default=10,
+        type=int,
+        help="added to the niceness of Spark's JVM and Python workers, so the committer's "
+        "deliveries get the CPU first (0: as this process)",
+    )
+    env_flag(
+        p,
         "--query-name",
         env="DELAYLINE_QUERY_NAME",
         default="delayline",
@@ -244,6 +253,7 @@ def _run(args: argparse.Namespace) -> int:
         hold=args.hold,
         java_options=args.java_options,
         lead_ms=args.lead_ms,
+        engine_nice=args.engine_nice,
     )
     level = LOG_LEVELS[args.log_level]
     # -v (on every command) still adds to the level asked for here.

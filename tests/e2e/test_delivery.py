@@ -96,22 +96,23 @@ def test_update_moves_the_time_and_cancel_prevents_delivery(pipeline: RunningPip
     target = pipeline.target()
     with DeliveryCollector(pipeline.bootstrap, [target]) as seen:
         with pipeline.client() as client:
+            # Due past the lead (5 s): an update or cancel must arrive before it starts.
             client.schedule("earlier", b"v1", target, delay=60)
-            client.schedule("later", b"v1", target, delay=3)
-            client.schedule("cancelled", b"v1", target, delay=3)
-            client.schedule("control", b"v1", target, delay=4)
+            client.schedule("later", b"v1", target, delay=8)
+            client.schedule("cancelled", b"v1", target, delay=8)
+            client.schedule("control", b"v1", target, delay=9)
             client.flush()
-            client.schedule("earlier", b"v2", target, delay=3)  # moved from 60 s to 3 s
-            client.schedule("later", b"v2", target, delay=120)  # moved from 3 s to 120 s
+            client.schedule("earlier", b"v2", target, delay=8)  # moved from 60 s to 8 s
+            client.schedule("later", b"v2", target, delay=120)  # moved from 8 s to 120 s
             client.cancel("cancelled")
         written_ms = now_ms()
-        seen.wait_for(lambda d: {x.schedule_id for x in d} >= {"earlier", "control"}, timeout_s=30)
-        time.sleep(3)  # "later" and "cancelled" were due 3 s after writing; give them time
+        seen.wait_for(lambda d: {x.schedule_id for x in d} >= {"earlier", "control"}, timeout_s=40)
+        time.sleep(3)  # "later" and "cancelled" were due 8 s after writing; give them time
         deliveries = by_id(seen.snapshot())
     assert set(deliveries) == {"earlier", "control"}
     (earlier,) = deliveries["earlier"]
     assert earlier.value == b"v2"
-    assert earlier.arrival_ms - written_ms < 3_000 + LATENESS_TOLERANCE_MS
+    assert earlier.arrival_ms - written_ms < 8_000 + LATENESS_TOLERANCE_MS
     with pipeline.client() as client:
         client.cancel("later")
 

@@ -23,6 +23,7 @@ from delayline.fire.inflight import (
 )
 from delayline.fire.partition import fire_rows
 from delayline.fire.report import HANDED
+from delayline.fire.transactional import Firing
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import MAX_LEAD_MS, PipelineConfig
 from delayline.stores.fold import HoldEvent
@@ -174,3 +175,15 @@ def test_the_fire_stage_hands_over_only_what_is_not_yet_due(
     else:
         assert topics == ["firing"]
         assert (report.counts[HANDED], report.counts[r.FIRE]) == (0, 1)
+
+
+def test_a_committer_delivery_is_stamped_with_its_due_time_and_writes_no_tombstone() -> None:
+    s = schedule("a", 10_500)
+    firing = Firing(s, "dead", "history", timestamp_ms=10_500, forget=False)
+    delivery, history = firing.records()
+    assert (delivery.topic, delivery.timestamp_ms) == ("target", 10_500)
+    assert (history.topic, history.timestamp_ms) == ("history", 10_500)
+    dead_letter, *rest = firing.refused("too large")
+    assert (dead_letter.topic, rest) == ("dead", [])
+    tombstones = Firing(s, "dead").records()[1:]
+    assert [(t.topic, t.value) for t in tombstones] == [("schedules", None)]

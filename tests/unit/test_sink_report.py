@@ -70,7 +70,10 @@ def sink_with(
     max_lateness_ms: int | None = None,
 ) -> tuple[FireSink, ListHold, ManualClock, list[BatchReport]]:
     clock = ManualClock(NOW_MS)
-    config = PipelineConfig(Topology(history_topic=None), max_lateness_ms=max_lateness_ms)
+    # Lead 0: the batch delivers what it raises (the committer's share is tested apart).
+    config = PipelineConfig(
+        Topology(history_topic=None), max_lateness_ms=max_lateness_ms, lead_ms=0
+    )
     hold = ListHold(config, clock)
     reports: list[BatchReport] = []
     firer = FakeFirer()

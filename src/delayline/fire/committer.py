@@ -34,18 +34,15 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
 from delayline.core.clock import Clock, SystemClock
 from delayline.fire import clock as broker_clock
 from delayline.fire.due_plan import DuePlan, Group
-from delayline.fire.inflight import InflightRecordError, read_inflight, render_inflight_tombstone
+from delayline.fire.inflight import render_inflight_tombstone
+from delayline.fire.inflight_reader import InflightReader
 from delayline.fire.lanes import Job, Lanes
 from delayline.fire.refusals import AdminDescriber, TopicCatalog
 from delayline.fire.report import Delivered
 from delayline.fire.transactional import FireConfig, Firing, Offsets, TransactionalFirer
-from delayline.kafka.config import kafka_client_config
-from delayline.kafka.reader import to_consumed_record
 
 log = logging.getLogger(__name__)
 
@@ -123,16 +120,11 @@ class Committer:
         self._plan = DuePlan()
         self._summary: list[int] = []
         self._arrived_due = 0
-        self._at_end: dict[int, int] = {}  # partition: offset its end was reached at
-        self._stop_ends: dict[int, int] | None = None
         self._summary_at = time.monotonic()
         self._writes: deque[int] = deque(maxlen=WRITE_SAMPLES)
-        self._targets: set[str] = set()
         self._lookups = ThreadPoolExecutor(1, thread_name_prefix="delayline-lookups")
         self._warming: Future[None] | None = None
         self._offsets_at = 0.0
-        self.failures = 0
-        self.pending = 0
 
     def start(self) -> None:
         """Measure the broker's clock, then start delivering.
@@ -152,6 +144,7 @@ class Committer:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(drain_timeout_s + 30)
+        self._lookups.shutdown(wait=False)
 
     def _run(self) -> None:
         while True:
@@ -159,7 +152,6 @@ class Committer:
                 self._session()
                 return
             except Exception as exc:  # any failure: start afresh, nothing is lost
-                self.failures += 1
                 log.warning(
                     "committer failed (%s: %s); starting afresh in %d ms",
                     type(exc).__name__,
@@ -186,133 +178,57 @@ class Committer:
             for lane in range(config.lanes)
         ]
         lanes = Lanes(firers, topics)
-        consumer = self._consumer()
         try:
             self._plan = DuePlan()
-            self._at_end = {}
-            self._catch_up(consumer)
+            reader = InflightReader(
+                config.bootstrap_servers,
+                config.inflight_topic,
+                f"{config.transactional_id}-committer",
+                self._plan,
+                self.clock,
+            )
+        except Exception:
+            lanes.close()
+            raise
+        try:
+            reader.catch_up(self._stop)
             log.info("committer ready: %d schedule(s) pending", len(self._plan))
-            self._stop_ends = None
-            while not self._finished(consumer, lanes):
-                self._step(consumer, lanes)
+            while not self._finished(reader, lanes):
+                self._step(reader, lanes)
         finally:
             lanes.close()
-            consumer.close()
+            reader.close()
 
-    def _consumer(self) -> Consumer:
-        config = self.config
-        consumer = Consumer(
-            kafka_client_config(
-                config.bootstrap_servers,
-                **{
-                    "group.id": f"{config.transactional_id}-committer",
-                    "enable.auto.commit": False,
-                    "isolation.level": "read_committed",
-                    "enable.partition.eof": True,
-                },
-            )
-        )
-        metadata = consumer.list_topics(config.inflight_topic, timeout=30)
-        topic = metadata.topics.get(config.inflight_topic)
-        if topic is None or topic.error is not None:
-            raise InflightRecordError(f"in-flight topic {config.inflight_topic!r} is missing")
-        parts = [TopicPartition(config.inflight_topic, p) for p in sorted(topic.partitions)]
-        committed = consumer.committed(parts, timeout=30)
-        consumer.assign(
-            [
-                TopicPartition(
-                    tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
-                )
-                for tp in committed
-            ]
-        )
-        return consumer
-
-    def _catch_up(self, consumer: Consumer) -> None:
-        """Read to the end offsets as of now (after the fencing): every delivery an
-        earlier committer made is then known before anything is delivered again."""
-        ends: dict[int, int] = {}
-        for tp in consumer.assignment():
-            low, high = consumer.get_watermark_offsets(tp, timeout=30)
-            if high > low:
-                ends[tp.partition] = high
-        positions = {tp.partition: tp.offset for tp in consumer.position(consumer.assignment())}
-        ends = {p: end for p, end in ends.items() if positions.get(p, -1) < end}
-        dropped = 0
-        while ends and not self._stop.is_set():
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            error = msg.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    ends.pop(msg.partition() or 0, None)
-                    self._at_end[msg.partition() or 0] = msg.offset() or 0
-                    continue
-                raise InflightRecordError(f"reading {self.config.inflight_topic}: {error}")
-            dropped += self._read(msg)
-            if (msg.offset() or 0) + 1 >= ends.get(msg.partition() or 0, 0):
-                ends.pop(msg.partition() or 0, None)
-        if dropped:
-            log.info("committer: %d schedule(s) were delivered before the restart", dropped)
-
-    def _read(self, msg: object) -> int:
-        record = to_consumed_record(msg)  # type: ignore[arg-type]
-        schedule = None
-        if record.value is not None:
-            try:
-                schedule = read_inflight(record)
-            except InflightRecordError as exc:
-                log.warning("committer skips a record: %s", exc)
-        if schedule is not None:
-            self._targets.add(schedule.target_topic)
-        return int(self._plan.read(record, schedule, self.clock.now_ms()))
-
-    def _warm(self, lanes: Lanes) -> None:
+    def _warm(self, reader: InflightReader, lanes: Lanes) -> None:
         """Look up new target topics beside the deliveries (facts expire; a lookup at
         delivery time would make that delivery late)."""
         if self._warming is not None and not self._warming.done():
             return
-        targets, self._targets = self._targets, set()
+        targets = set(reader.targets)
+        reader.targets.clear()
         if targets:
             self._warming = self._lookups.submit(lanes.warm, targets, WARM_AHEAD_MS)
 
-    def _finished(self, consumer: Consumer, lanes: Lanes) -> bool:
+    def _finished(self, reader: InflightReader, lanes: Lanes) -> bool:
         """Stopped, and (until the drain time is up) everything handed over until the
         stop delivered: read to the end offsets as of the stop, nothing pending."""
         if not self._stop.is_set():
             return False
         if time.monotonic() >= (self._drain_until or 0):
             return True
-        if self._stop_ends is None:
-            self._stop_ends = {
-                tp.partition: consumer.get_watermark_offsets(tp, timeout=5)[1]
-                for tp in consumer.assignment()
-            }
-        read = all(self._at_end.get(p, -1) >= end for p, end in self._stop_ends.items())
-        return read and not len(self._plan) and not lanes.busy()
+        return reader.read_to_stop() and not len(self._plan) and not lanes.busy()
 
-    def _step(self, consumer: Consumer, lanes: Lanes) -> None:
+    def _step(self, reader: InflightReader, lanes: Lanes) -> None:
         """Read what arrived, then deliver the next group if its write time came."""
         now = self.clock.now_ms()
         due = self._plan.next_due_ms()
         write_at = None if due is None else self._host_time(due) - self._write_ahead_ms()
         wait_ms = self.config.poll_ms if write_at is None else write_at - now
-        timeout_s = min(max(wait_ms, 0), self.config.poll_ms) / 1000
-        msg = consumer.poll(timeout_s)
-        while msg is not None:
-            error = msg.error()
-            if error is None:
-                self._read(msg)
-                self._at_end.pop(msg.partition() or 0, None)
-            elif error.code() == KafkaError._PARTITION_EOF:
-                self._at_end[msg.partition() or 0] = msg.offset() or 0
-            msg = consumer.poll(0)
-        self._warm(lanes)
+        reader.poll(min(max(wait_ms, 0), self.config.poll_ms) / 1000)
+        self._warm(reader, lanes)
         for delivered in lanes.finished():
             self.on_delivered(delivered)
             self._log_summary(delivered)
-        self.pending = len(self._plan)
         due = self._plan.next_due_ms()
         if due is None:
             return
@@ -325,21 +241,16 @@ class Committer:
             return
         group = self._plan.take(self._broker_time(now), self.config.group_width_ms)
         if group is not None:
-            lanes.submit(self._job(group, self._offsets(consumer)))
+            lanes.submit(self._job(group, self._offsets(reader)))
 
-    def _offsets(self, consumer: Consumer) -> Offsets | None:
+    def _offsets(self, reader: InflightReader) -> Offsets | None:
         """The consumer offsets to commit with the next group, now and then. Groups
         taken before commit before it, or fail it: these offsets pass no schedule that
         is not delivered by the time they are committed."""
-        config = self.config
-        if time.monotonic() - self._offsets_at < config.offsets_interval_ms / 1000:
+        if time.monotonic() - self._offsets_at < self.config.offsets_interval_ms / 1000:
             return None
         self._offsets_at = time.monotonic()
-        positions = [
-            TopicPartition(config.inflight_topic, partition, offset)
-            for partition, offset in sorted(self._plan.offsets().items())
-        ]
-        return positions, consumer.consumer_group_metadata()
+        return reader.offsets()
 
     def _job(self, group: Group, offsets: Offsets | None) -> Job:
         return lambda firer, after_before: self._deliver(group, offsets, firer, after_before)

@@ -67,9 +67,9 @@ class Firing:
         schedule: The schedule that fell due (read from Kafka: it has a source).
         dead_letter_topic: Where it goes if its delivery is refused.
         history_topic: Audit topic of deliveries, if any.
-        timestamp_ms: The delivery's record timestamp; ``None``: the time of writing.
-            The committer writes ahead of the due time and sets the due time here, so
-            no delivery carries a timestamp before its due time.
+        timestamp_ms: The delivery's (and history record's) timestamp; ``None``: the
+            time of writing. The committer writes ahead of the due time and sets the due
+            time here, so no delivery carries a timestamp before its due time.
         forget: Write the schedule's tombstone too. The committer's firings have none:
             the fire stage wrote it when it handed the schedule over.
     """
@@ -89,7 +89,9 @@ class Firing:
         """Delivery, tombstone and history record: the schedule delivered and forgotten."""
         out = [self.delivery, *self._forget()]
         if self.history_topic:
-            out.append(render_history(self.schedule, self.history_topic))
+            # Stamped like the delivery: written ahead, it must not say "delivered early".
+            history = render_history(self.schedule, self.history_topic)
+            out.append(replace(history, timestamp_ms=self.timestamp_ms))
         return out
 
     def refused(self, reason: str) -> list[OutgoingRecord]:

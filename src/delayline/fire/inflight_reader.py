@@ -1,0 +1,158 @@
+"""The committer's reader of the in-flight topic (:mod:`delayline.fire.inflight`).
+
+A ``read_committed`` consumer in the committer's own group, assigned every partition
+from the group's committed offsets (which the committer commits inside its delivery
+transactions). Everything it reads goes into a :class:`DuePlan`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+
+from delayline.core.clock import Clock
+from delayline.fire.due_plan import DuePlan
+from delayline.fire.inflight import InflightRecordError, read_inflight
+from delayline.fire.transactional import Offsets
+from delayline.kafka.config import kafka_client_config
+from delayline.kafka.reader import to_consumed_record
+
+log = logging.getLogger(__name__)
+
+
+class InflightReader:
+    """Reads handed-over schedules into ``plan``.
+
+    Args:
+        bootstrap_servers: Kafka bootstrap list.
+        topic: The in-flight topic.
+        group_id: The committer's consumer group (its offsets say where to resume).
+        plan: Where what is read goes.
+        clock: The host's time (when each schedule was read).
+
+    Raises:
+        InflightRecordError: the topic does not exist.
+    """
+
+    def __init__(
+        self, bootstrap_servers: str, topic: str, group_id: str, plan: DuePlan, clock: Clock
+    ) -> None:
+        self.topic = topic
+        self.plan = plan
+        self.clock = clock
+        self.targets: set[str] = set()
+        """Target topics of the schedules read since the caller last emptied this."""
+        self._at_end: dict[int, int] = {}  # partition: the end offset it was read to
+        self._stop_ends: dict[int, int] | None = None
+        self._consumer = Consumer(
+            kafka_client_config(
+                bootstrap_servers,
+                **{
+                    "group.id": group_id,
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                    "enable.partition.eof": True,
+                },
+            )
+        )
+        try:
+            metadata = self._consumer.list_topics(topic, timeout=30)
+            found = metadata.topics.get(topic)
+            if found is None or found.error is not None:
+                raise InflightRecordError(f"in-flight topic {topic!r} is missing")
+            parts = [TopicPartition(topic, p) for p in sorted(found.partitions)]
+            committed = self._consumer.committed(parts, timeout=30)
+            self._consumer.assign(
+                [TopicPartition(topic, tp.partition, _start(tp.offset)) for tp in committed]
+            )
+        except Exception:
+            self._consumer.close()
+            raise
+
+    def catch_up(self, stop: threading.Event) -> None:
+        """Read to the end offsets as of now. Called after the committer's producers
+        fenced every earlier one, so every delivery an earlier committer made is known
+        (by its tombstone) before anything is delivered again."""
+        ends: dict[int, int] = {}
+        for tp in self._consumer.assignment():
+            low, high = self._consumer.get_watermark_offsets(tp, timeout=30)
+            if high > low:
+                ends[tp.partition] = high
+        dropped = 0
+        while ends and not stop.is_set():
+            msg = self._consumer.poll(0.2)
+            if msg is None:
+                continue
+            partition = msg.partition() or 0
+            if self._eof(msg):
+                ends.pop(partition, None)
+                continue
+            dropped += self._read(msg)
+            if (msg.offset() or 0) + 1 >= ends.get(partition, 0):
+                ends.pop(partition, None)
+        if dropped:
+            log.info("committer: %d schedule(s) were delivered before the restart", dropped)
+
+    def poll(self, timeout_s: float) -> None:
+        """Read what arrived, waiting up to ``timeout_s`` for the first record."""
+        msg = self._consumer.poll(timeout_s)
+        while msg is not None:
+            if not self._eof(msg):
+                self._read(msg)
+                self._at_end.pop(msg.partition() or 0, None)
+            msg = self._consumer.poll(0)
+
+    def read_to_stop(self) -> bool:
+        """Whether everything written before the first call has been read (so a stop
+        can drain what was handed over until then)."""
+        if self._stop_ends is None:
+            self._stop_ends = {
+                tp.partition: self._consumer.get_watermark_offsets(tp, timeout=5)[1]
+                for tp in self._consumer.assignment()
+            }
+        return all(self._at_end.get(p, -1) >= end for p, end in self._stop_ends.items())
+
+    def offsets(self) -> Offsets:
+        """The offsets a restart may resume from, to commit with a transaction."""
+        positions = [
+            TopicPartition(self.topic, partition, offset)
+            for partition, offset in sorted(self.plan.offsets().items())
+        ]
+        return positions, self._consumer.consumer_group_metadata()
+
+    def close(self) -> None:
+        """Release the consumer."""
+        self._consumer.close()
+
+    def _eof(self, msg: Message) -> bool:
+        """Whether ``msg`` is no record: the end of a partition (noted), or an error
+        (a fatal one raises; others, a broker away for a moment, are logged)."""
+        error = msg.error()
+        if error is None:
+            return False
+        if error.code() == KafkaError._PARTITION_EOF:
+            self._at_end[msg.partition() or 0] = msg.offset() or 0
+        elif error.fatal():
+            raise InflightRecordError(f"reading {self.topic}: {error}")
+        else:
+            log.warning("reading %s: %s", self.topic, error)
+        return True
+
+    def _read(self, msg: Message) -> int:
+        record = to_consumed_record(msg)
+        schedule = None
+        if record.value is not None:
+            try:
+                schedule = read_inflight(record)
+            except InflightRecordError as exc:
+                log.warning("committer skips a record: %s", exc)
+        if schedule is not None:
+            self.targets.add(schedule.target_topic)
+        return int(self.plan.read(record, schedule, self.clock.now_ms()))
+
+
+def _start(committed: int) -> int:
+    """Where to start reading a partition: its committed offset, or the beginning."""
+    return committed if committed >= 0 else OFFSET_BEGINNING

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from confluent_kafka import Producer
@@ -149,3 +150,26 @@ def test_stop_drains_what_is_due_within_the_drain_time(
         committer.stop(drain_timeout_s=5)
         seen = collector.wait_for(lambda s: len(s) >= len(dues), timeout_s=10)
     assert by_id(seen) == Counter(dict.fromkeys(dues, 1))
+
+
+def test_later_than_the_maximum_lateness_is_dead_lettered_as_expired(
+    kafka_bootstrap: str, topics: dict[str, str]
+) -> None:
+    """A schedule handed over, then kept from delivery longer than --max-lateness (the
+    committer was down): dead-lettered as the hold would have."""
+    now = SystemClock().now_ms()
+    dues = {"stale": (now - 10_000, topics["target"]), "fresh": (now + 1_000, topics["target"])}
+    hand_over(kafka_bootstrap, topics, dues)
+    settings = replace(config(kafka_bootstrap, topics, unique_topic("tx")), max_lateness_ms=5_000)
+    committer = Committer(settings)
+    watched = [topics["target"], topics["dead"]]
+    with DeliveryCollector(kafka_bootstrap, watched) as collector:
+        committer.start()
+        try:
+            seen = collector.wait_for(lambda s: len(s) >= 2, timeout_s=30)
+        finally:
+            committer.stop()
+    where = {(d.key or b"").decode(): d for d in seen}
+    assert where["fresh"].topic == topics["target"]
+    assert where["stale"].topic == topics["dead"]
+    assert dict(where["stale"].headers)["delayline-error"] == b"expired"

@@ -3,6 +3,8 @@ bounds and the hand-off decision of the fire stage."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -158,14 +160,21 @@ class _Recorder:
         return Committed(replay=False)
 
 
-@pytest.mark.parametrize(("lead_ms", "due_ms", "handed"), [(3_000, 10_500, True),
-                                                            (3_000, 10_000, False),
-                                                            (0, 10_500, False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("lead_ms", "due_ms", "payload_bytes", "handed"),
+    [
+        (3_000, 10_500, 10, True),
+        (3_000, 10_000, 10, False),  # due: delivered in the batch
+        (0, 10_500, 10, False),  # no lead
+        (3_000, 10_500, 1_000_000, False),
+    ],
+)  # too large for the topic
 def test_the_fire_stage_hands_over_only_what_is_not_yet_due(
-    lead_ms: int, due_ms: int, handed: bool
+    lead_ms: int, due_ms: int, payload_bytes: int, handed: bool
 ) -> None:
     config = PipelineConfig(Topology(), lead_ms=lead_ms)
-    row = r.event_row(HoldEvent(r.FIRE, 9_000, "a", schedule=schedule("a", due_ms)))
+    big = replace(schedule("a", due_ms), payload=b"p" * payload_bytes)
+    row = r.event_row(HoldEvent(r.FIRE, 9_000, "a", schedule=big))
     firer = _Recorder()
     report = fire_rows([row], 0, 1, "run", config, firer, ManualClock(10_000))  # type: ignore[arg-type]
     topics = [getattr(x, "topic", "firing") for x in firer.records]

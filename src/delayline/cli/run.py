@@ -97,7 +97,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         dest="lead_ms",
         metavar="DURATION",
         help="raise schedules this long before their due time and commit each delivery "
-        "at the due time itself; must cover a micro-batch (0: fire when due, in the "
+        "at the due time itself; must cover two micro-batches (0: fire when due, in the "
         f"batch that finds it due; at most {MAX_LEAD_MS // 1000}s)",
     )
     env_flag(

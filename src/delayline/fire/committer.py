@@ -7,16 +7,18 @@ early and the fire stage hands it over through the in-flight topic
 topic and delivers each schedule in a transaction committed at its due time:
 
 * Schedules due within :attr:`CommitterConfig.group_width_ms` of each other share a
-  transaction. It is written :attr:`CommitterConfig.write_ahead_ms` before its latest
-  due time and committed at that due time by the broker's clock
+  transaction. It is written as long before its first due time as recent writes took
+  (plus :attr:`CommitterConfig.write_ahead_ms`) and committed at its latest due time
+  by the broker's clock
   (:mod:`delayline.fire.clock`), never before: a ``read_committed`` reader sees each
   delivery a few milliseconds after it is due, and its record timestamp is the due
   time. An open transaction holds back ``read_committed`` readers of the partitions it
   wrote to, which is why it opens only just before its due time, not a lead ahead.
 * A group with a target topic stamped on append (``LogAppendTime``) is written only
   once due, so the broker's stamp is never before the due time.
-* Exactly once: the transaction also writes each in-flight record's tombstone and
-  commits the committer's consumer offset (never past a schedule not yet delivered).
+* Exactly once: the transaction also writes each in-flight record's tombstone and, once
+  a second, commits the committer's consumer offset (never past a schedule not yet
+  delivered).
   After a crash, a new committer fences the old one (same transactional id), reads
   the topic from that offset to its end before delivering anything, and skips what a
   tombstone shows delivered. What was pending is delivered at once if already due.
@@ -34,6 +36,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+from delayline.contract import OutgoingRecord
 from delayline.core.clock import Clock, SystemClock
 from delayline.fire import clock as broker_clock
 from delayline.fire.due_plan import DuePlan, Group
@@ -43,6 +46,7 @@ from delayline.fire.lanes import Job, Lanes
 from delayline.fire.refusals import AdminDescriber, TopicCatalog
 from delayline.fire.report import Delivered
 from delayline.fire.transactional import FireConfig, Firing, Offsets, TransactionalFirer
+from delayline.stores.fold import EXPIRED
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +83,8 @@ class CommitterConfig:
             tombstone shows delivered).
         poll_ms: Longest wait for new in-flight records while nothing is due.
         lanes: Transactional writers whose groups overlap (:mod:`delayline.fire.lanes`).
+        max_lateness_ms: Later than this, a schedule is dead-lettered as ``expired``
+            instead of delivered (as the hold does); ``None``: never.
     """
 
     bootstrap_servers: str
@@ -93,6 +99,7 @@ class CommitterConfig:
     offsets_interval_ms: int = 1_000
     poll_ms: int = 100
     lanes: int = 2
+    max_lateness_ms: int | None = None
 
 
 class Committer:
@@ -125,6 +132,7 @@ class Committer:
         self._lookups = ThreadPoolExecutor(1, thread_name_prefix="delayline-lookups")
         self._warming: Future[None] | None = None
         self._offsets_at = 0.0
+        self._sessions = 0
 
     def start(self) -> None:
         """Measure the broker's clock, then start delivering.
@@ -164,6 +172,9 @@ class Committer:
     def _session(self) -> None:
         """One life of the committer: fence, catch up, deliver until stopped."""
         config = self.config
+        if self._sessions:  # measured again: the host's clock may have been stepped
+            self._offset = broker_clock.measure(config.bootstrap_servers, config.inflight_topic)
+        self._sessions += 1
         topics = TopicCatalog(AdminDescriber(config.bootstrap_servers, 30_000))
         firers = [
             TransactionalFirer(
@@ -191,13 +202,15 @@ class Committer:
             lanes.close()
             raise
         try:
-            reader.catch_up(self._stop)
+            if not reader.catch_up(self._stop):
+                return  # stopped before it knew what was delivered: the next start will
             log.info("committer ready: %d schedule(s) pending", len(self._plan))
             while not self._finished(reader, lanes):
                 self._step(reader, lanes)
         finally:
             lanes.close()
             reader.close()
+        self._report(lanes)  # the last groups, done while closing
 
     def _warm(self, reader: InflightReader, lanes: Lanes) -> None:
         """Look up new target topics beside the deliveries (facts expire; a lookup at
@@ -226,9 +239,7 @@ class Committer:
         wait_ms = self.config.poll_ms if write_at is None else write_at - now
         reader.poll(min(max(wait_ms, 0), self.config.poll_ms) / 1000)
         self._warm(reader, lanes)
-        for delivered in lanes.finished():
-            self.on_delivered(delivered)
-            self._log_summary(delivered)
+        self._report(lanes)
         due = self._plan.next_due_ms()
         if due is None:
             return
@@ -242,6 +253,14 @@ class Committer:
         group = self._plan.take(self._broker_time(now), self.config.group_width_ms)
         if group is not None:
             lanes.submit(self._job(group, self._offsets(reader)))
+
+    def _report(self, lanes: Lanes) -> None:
+        """Take the reports of the groups done (raises what failed one)."""
+        for delivered in lanes.finished():
+            if delivered.write_ms:
+                self._writes.append(delivered.write_ms)
+            self.on_delivered(delivered)
+            self._log_summary(delivered)
 
     def _offsets(self, reader: InflightReader) -> Offsets | None:
         """The consumer offsets to commit with the next group, now and then. Groups
@@ -265,6 +284,9 @@ class Committer:
         """Deliver one group (on a lane's thread)."""
         config = self.config
         now = self.clock.now_ms()
+        limit = config.max_lateness_ms
+        live = [p for p in group.items if limit is None or now - p.due_ms <= limit]
+        expired = [p for p in group.items if limit is not None and now - p.due_ms > limit]
         firings = [
             Firing(
                 p.schedule,
@@ -275,42 +297,47 @@ class Committer:
             )
             for p in group.items
         ]
-        stamped = any(
-            (facts := firer.topics.cached(f.schedule.target_topic)) is not None
-            and facts.log_append_time
-            for f in firings
-        )
-        if stamped:
+        # Unknown facts count as stamped on append: better late than stamped early.
+        if any(
+            (facts := firer.topics.cached(p.schedule.target_topic)) is None or facts.log_append_time
+            for p in live
+        ):
             self._wait_until(group.commit_ms)  # the broker stamps the write itself
-
-        marks: list[int] = [now]
+        began = self.clock.now_ms()
+        marks: list[int] = [began]
 
         def written() -> None:
-            self._writes.append(self.clock.now_ms() - now)
             marks.append(self.clock.now_ms())
             after_before()
             marks.append(self.clock.now_ms())
             self._wait_until(group.commit_ms)
             marks.append(self.clock.now_ms())
 
+        # Live firings first: a refusal's position is then its item's in ``live``.
+        pairs = list(zip(firings, group.items, strict=True))
+        records: list[Firing | OutgoingRecord] = [f for f, p in pairs if p in live]
+        for f, p in pairs:
+            if p in expired:
+                records.extend(f.refused(EXPIRED))
         refused = firer.deliver(
-            firings,
+            records,
             extra=[render_inflight_tombstone(p.record) for p in group.items],
-            label=f"committer group of {len(firings)} due at {group.commit_ms}",
+            label=f"committer group of {len(group.items)} due at {group.commit_ms}",
             before_commit=written,
             offsets=offsets,
         )
         done = self.clock.now_ms()
-        for i, reason in sorted(refused.items()):
-            item = group.items[i]
+        dead = [*((live[i], why) for i, why in sorted(refused.items()))]
+        dead += [(p, EXPIRED) for p in expired]
+        for p, reason in dead:
             log.info(
                 "committer group due at %d: schedule %r (from %s) dead-lettered: %s",
                 group.commit_ms,
-                item.schedule.id,
-                item.schedule.require_source().describe(),
+                p.schedule.id,
+                p.schedule.require_source().describe(),
                 reason,
             )
-        lateness = [done - p.due_ms for i, p in enumerate(group.items) if i not in refused]
+        lateness = [done - p.due_ms for i, p in enumerate(live) if i not in refused]
         arrived_due = sum(1 for p in group.items if p.read_ms >= p.due_ms)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
@@ -320,7 +347,13 @@ class Committer:
                 group.commit_ms,
                 *(m - self._host_time(group.commit_ms) for m in (*marks, done)),
             )
-        return Delivered(len(lateness), len(refused), lateness, done, arrived_due)
+        return Delivered(
+            delivered=len(lateness),
+            refused=len(refused) + len(expired),
+            lateness_ms=lateness,
+            arrived_due=arrived_due,
+            write_ms=marks[1] - began if len(marks) > 1 else 0,
+        )
 
     def _write_ahead_ms(self) -> int:
         """How long before its commit the next group is written."""

@@ -27,16 +27,19 @@ from delayline.errors import DelaylineError
 HEADER = "delayline-inflight"
 """The last header of an in-flight record: what is needed to deliver it."""
 CLOCK_PROBE_KEY = b"delayline-clock-probe"
-"""Key of the tombstones :func:`delayline.fire.clock.broker_offset` times (ignored)."""
+"""Key of the tombstones :func:`delayline.fire.clock.measure` times (the committer
+finds no schedule of that key and ignores them)."""
 
 
 class InflightRecordError(DelaylineError):
-    """A record of the in-flight topic is not one delayline wrote: it is skipped."""
+    """The in-flight topic cannot be read: a record delayline did not write (skipped
+    with a warning), the topic missing, or a fatal consumer error (the committer starts
+    afresh)."""
 
 
 def inflight_key(source: SourceRef) -> bytes:
     """The key of a version's in-flight record (unique per version)."""
-    return f"{source.topic}/{source.partition}/{source.offset}".encode()
+    return source.describe().encode()
 
 
 def render_inflight(schedule: Schedule, topic: str) -> OutgoingRecord:

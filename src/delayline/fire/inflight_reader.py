@@ -54,6 +54,8 @@ class InflightReader:
                     "enable.auto.commit": False,
                     "isolation.level": "read_committed",
                     "enable.partition.eof": True,
+                    # A committed offset gone (the topic recreated): tombstones dedupe.
+                    "auto.offset.reset": "earliest",
                 },
             )
         )
@@ -71,10 +73,13 @@ class InflightReader:
             self._consumer.close()
             raise
 
-    def catch_up(self, stop: threading.Event) -> None:
-        """Read to the end offsets as of now. Called after the committer's producers
-        fenced every earlier one, so every delivery an earlier committer made is known
-        (by its tombstone) before anything is delivered again."""
+    def catch_up(self, stop: threading.Event) -> bool:
+        """Read to the end offsets as of now; False when ``stop`` cut it short (then
+        nothing may be delivered: a delivery's tombstone may not have been read yet).
+
+        Called after the committer's producers fenced every earlier one, so every
+        delivery an earlier committer made is known (by its tombstone) before anything
+        is delivered again."""
         ends: dict[int, int] = {}
         for tp in self._consumer.assignment():
             low, high = self._consumer.get_watermark_offsets(tp, timeout=30)
@@ -94,6 +99,7 @@ class InflightReader:
                 ends.pop(partition, None)
         if dropped:
             log.info("committer: %d schedule(s) were delivered before the restart", dropped)
+        return not ends
 
     def poll(self, timeout_s: float) -> None:
         """Read what arrived, waiting up to ``timeout_s`` for the first record."""

@@ -88,7 +88,7 @@ class Lanes:
         lane's producer look them up. Safe beside running jobs."""
         stale = self._topics.stale(topics, within_ms)
         if stale:
-            self._topics.warm(stale)
+            self._topics.confirm(stale)
             for firer in self._firers:
                 firer.load_metadata(stale)
 

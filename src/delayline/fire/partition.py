@@ -23,11 +23,16 @@ from delayline.contract import (
 )
 from delayline.core.clock import Clock
 from delayline.fire.inflight import render_inflight
+from delayline.fire.refusals import batch_size
 from delayline.fire.report import HANDED, REFUSED, BatchReport
 from delayline.fire.transactional import Firing, TransactionalFirer
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
 
+INFLIGHT_MAX_BYTES = 1_000_000
+"""The largest in-flight record handed over: the producer's default ``message.max.bytes``
+(the topic's default limit is a little more). A larger one would fail its batch for
+good, so such a schedule is delivered in the batch instead (late by the batch)."""
 MAX_NOTES = 1_000
 """Log lines (dead letters, refusals) one partition reports per batch; the rest are
 counted in one more line."""
@@ -115,7 +120,8 @@ def fire_rows(
         run: The run (query name and checkpoint id); markers of other runs do not apply.
         config: The pipeline settings.
         firer: The transactional writer of this partition.
-        clock: The time of the commit, for lateness.
+        clock: The time of the commit, for lateness; a schedule not yet due by it is
+            handed to the committer (with a lead).
         refresh: Read the markers afresh: this batch may have been committed by another
             process (a replay after a restart, a retried task).
 
@@ -171,12 +177,10 @@ def _plan(
         report.counts[_count_kind(row)] += 1
         if kind == r.MISSED:
             missed.add(row["id"])
-        elif kind == r.FIRE and config.lead_ms > 0 and int(row["due_ms"]) > now_ms:
+        elif kind == r.FIRE and (handed := _hand_off(row, config, now_ms)) is not None:
             report.counts[r.FIRE] -= 1
             report.counts[HANDED] += 1
-            schedule = r.event_schedule(row)
-            batch.records.append(render_inflight(schedule, config.inflight_topic_name))
-            batch.records.append(render_tombstone(schedule))
+            batch.records.extend((handed, render_tombstone(r.event_schedule(row))))
         elif kind == r.FIRE:  # a refused delivery becomes a dead letter
             batch.fires[len(batch.records)] = (int(row["due_ms"]), row["id"] in missed)
             missed.discard(row["id"])
@@ -189,6 +193,16 @@ def _plan(
                 missed.discard(row["id"])
             batch.records.extend(to_records(row, config))
     return batch
+
+
+def _hand_off(row: Any, config: PipelineConfig, now_ms: int) -> OutgoingRecord | None:
+    """The in-flight record of a FIRE row not yet due at ``now_ms`` (with a lead), or
+    ``None`` to deliver it in this batch: when due, without a lead, or too large for the
+    in-flight topic (it then goes the way of any delivery, dead-lettered if refused)."""
+    if config.lead_ms <= 0 or int(row["due_ms"]) <= now_ms:
+        return None
+    record = render_inflight(r.event_schedule(row), config.inflight_topic_name)
+    return record if batch_size(record) <= INFLIGHT_MAX_BYTES else None
 
 
 def _account(

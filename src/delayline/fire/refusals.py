@@ -212,10 +212,6 @@ class TopicCatalog:
             or now - entry[0] >= self._ttl_ms - within_ms
         }
 
-    def warm(self, topics: Collection[str]) -> None:
-        """Read the facts of ``topics`` now, so a later :meth:`check` finds them cached."""
-        self._read(topics, authorization=True)
-
     def confirm(self, topics: Collection[str]) -> dict[str, TopicFacts | None]:
         """Fresh facts, write authorisation included, to confirm a broker's refusal."""
         return self._read(topics, authorization=True)

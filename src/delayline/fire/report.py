@@ -77,15 +77,16 @@ class Delivered:
 
     Attributes:
         delivered: Deliveries made.
-        refused: Deliveries the cluster refused (dead-lettered instead).
+        refused: Deliveries the cluster refused, or later than the maximum lateness
+            (dead-lettered instead).
         lateness_ms: Commit time minus due time of each delivery made.
-        committed_ms: When the commit returned.
         arrived_due: Schedules the committer read only once already due: handed over
             too late for the lead (a batch took longer than it, or it arrived so).
+        write_ms: How long writing the group took, up to its commit.
     """
 
     delivered: int
     refused: int
     lateness_ms: list[int] = field(default_factory=list)
-    committed_ms: int = 0
     arrived_due: int = 0
+    write_ms: int = 0

@@ -387,7 +387,7 @@ class TransactionalFirer:
             # With records purged only, the transaction failed and the commit says why
             # (librdkafka fails the commit of a transaction with any failed delivery).
             if all(e.code in COLLATERAL for e in errors.values()):
-                self._commit(label, before_commit if not errors else None, offsets)
+                self._commit(label, before_commit, offsets)
                 if not errors:
                     return None
         except KafkaException as exc:
@@ -405,7 +405,13 @@ class TransactionalFirer:
             positions, group = offsets
             self._producer.send_offsets_to_transaction(positions, group, timeout_s)
         if before_commit is not None:
-            before_commit()
+            try:
+                before_commit()
+            except Exception:
+                # Not Kafka's failure (the group before failed): left open, this
+                # transaction would hold back read_committed readers until it timed out.
+                self._abort()
+                raise
         with warn_if_slow(log, f"{label}: committing"):
             self._producer.commit_transaction(timeout_s)
 

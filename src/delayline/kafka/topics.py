@@ -212,9 +212,9 @@ def cluster_brokers(bootstrap_servers: str, timeout_s: float) -> list[dict[str, 
 
 
 WAKE_RETENTION_MS = 3_600_000
+"""Wake records matter only until the next micro-batch; an hour is plenty."""
 INFLIGHT_SEGMENT_MS = 3_600_000
 """Segments of the in-flight topic roll hourly, so compaction can drop delivered ones."""
-"""Wake records matter only until the next micro-batch; an hour is plenty."""
 
 
 def ensure_wake_topic(bootstrap_servers: str, name: str, timeout_s: float = 30.0) -> str:

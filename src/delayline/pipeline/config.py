@@ -50,13 +50,14 @@ class PipelineConfig:
             between batches, so a cap bounds lateness while a backlog is read.
         lead_ms: The hold hands a schedule to the fire stage this long before its due
             time; the committer (:mod:`delayline.fire.committer`) delivers it at the due
-            time itself. It must cover a micro-batch (the p99 batch time plus margin): a
-            schedule raised later than that is late by the difference. 0 fires when due,
+            time itself. It must cover two micro-batches (the one running at the raise
+            time, then the one that raises it): a schedule handed over later than its due
+            time is late by the difference. 0 fires when due,
             in the batch that finds it due. A cancel must arrive before the lead starts.
         engine_nice: Added to the niceness of Spark's JVM and its Python workers: when
             the engine keeps the cores busy, the committer's deliveries (this process)
-            and a broker on the same host still get the CPU on time. Measured here: <<TBD>>.
-            0 leaves it as this process's.
+            and a broker on the same host still get the CPU on time (trickle p99 96 and
+            122 ms without, 68 ms with, measured here). 0 leaves it as this process's.
         java_options: Extra options of Spark's JVM. The default stops the JIT at its
             first tier: on two cores the optimising compiler took more CPU than the
             work during the first minutes (ingest 3,707/s with it off, 2,573/s on,

@@ -278,6 +278,7 @@ class Pipeline:
                 transactional_id=config.transactional_id,
                 dead_letter_topic=topology.dead_letter_topic,
                 history_topic=topology.history_topic,
+                max_lateness_ms=config.max_lateness_ms,
             ),
             on_delivered=self.metrics.observe_committed,
         )

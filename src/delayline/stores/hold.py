@@ -72,7 +72,8 @@ class Hold(abc.ABC):
         """
 
     def pending_due_times(self, spark: SparkSession) -> list[int]:
-        """Due times of every schedule pending after a (re)start, for the waker.
+        """Raise times (due time less the lead) of every schedule pending after a
+        (re)start, for the waker.
 
         The default knows none: the waker then wakes every trigger interval until
         schedules arrive.

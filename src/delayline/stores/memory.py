@@ -51,7 +51,6 @@ class MemoryHold(Hold):
         self._timers: list[tuple[int, Key]] = []
         # Batches run on the query's thread, due_times() on the pipeline's timers thread.
         self._lock = threading.Lock()
-        self._lead_ms = self.config.lead_ms
 
     def offer(self, records: Iterable[ConsumedRecord], now_ms: int) -> list[HoldEvent]:
         """Apply one micro-batch's records at batch time ``now_ms``, then fire what is
@@ -66,7 +65,11 @@ class MemoryHold(Hold):
         events: list[HoldEvent] = []
         for key in sorted(by_key):
             folded = fold(
-                self._held.get(key), by_key[key], now_ms, self.config.max_lateness_ms, self._lead_ms
+                self._held.get(key),
+                by_key[key],
+                now_ms,
+                self.config.max_lateness_ms,
+                self.config.lead_ms,
             )
             events.extend(folded.events)
             if folded.held is None:
@@ -87,7 +90,7 @@ class MemoryHold(Hold):
         while self._timers and self._timers[0][0] <= now_ms:
             timer_ms, key = heapq.heappop(self._timers)
             held = self._held.get(key)
-            if held is None or raise_ms(held.due_ms, self._lead_ms) != timer_ms:
+            if held is None or raise_ms(held.due_ms, self.config.lead_ms) != timer_ms:
                 continue  # the timer of a replaced or cancelled version
             del self._held[key]
             events.append(fire(held, now_ms, self.config.max_lateness_ms))
@@ -100,7 +103,7 @@ class MemoryHold(Hold):
     def due_times(self) -> list[int]:
         """When each pending version is handed over (its timer), earliest first."""
         with self._lock:
-            return sorted(raise_ms(s.due_ms, self._lead_ms) for s in self._held.values())
+            return sorted(raise_ms(s.due_ms, self.config.lead_ms) for s in self._held.values())
 
     def stage(self, records: DataFrame) -> DataFrame:
         return records

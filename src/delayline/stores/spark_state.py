@@ -74,8 +74,13 @@ class HoldProcessor(StatefulProcessor):
     ) -> Iterator[Row]:
         now_ms = timerValues.getCurrentProcessingTimeInMs()
         held = self._held(key[0])
-        if held is None or raise_ms(held.due_ms, self.lead_ms) > now_ms:
-            return  # a stale timer: the schedule was replaced or cancelled
+        if held is None:
+            return  # a stale timer: the schedule was cancelled
+        if raise_ms(held.due_ms, self.lead_ms) > now_ms:
+            # A timer of a replaced version, or one set under a longer lead than now: the
+            # held version's own timer must exist (registering it again changes nothing).
+            self.handle.registerTimer(raise_ms(held.due_ms, self.lead_ms))
+            return
         self.held.clear()
         yield r.event_row(fire(held, now_ms, self.max_lateness_ms))
 

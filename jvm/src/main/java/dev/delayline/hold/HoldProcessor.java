@@ -77,9 +77,13 @@ public final class HoldProcessor extends StatefulProcessor<Row, Row, Row> {
     long nowMs = timerValues.getCurrentProcessingTimeInMs();
     Version version = heldVersion(key.getString(0));
     List<Row> events = new ArrayList<>(1);
-    if (version != null && Fold.raiseMs(version.dueMs, leadMs) <= nowMs) { // else stale
+    if (version != null && Fold.raiseMs(version.dueMs, leadMs) <= nowMs) {
       held.clear();
       events.add(new Fold(nowMs, maxLatenessMs, leadMs, events).fire(version));
+    } else if (version != null) {
+      // A timer of a replaced version, or one set under a longer lead than now: the held
+      // version's own timer must exist (registering an existing one changes nothing).
+      getHandle().registerTimer(Fold.raiseMs(version.dueMs, leadMs));
     }
     return CollectionConverters.asScala(events.iterator());
   }

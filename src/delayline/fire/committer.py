@@ -202,7 +202,7 @@ class Committer:
             lanes.close()
             raise
         try:
-            if not reader.catch_up(self._stop):
+            if not reader.catch_up(self._drained_out):
                 return  # stopped before it knew what was delivered: the next start will
             log.info("committer ready: %d schedule(s) pending", len(self._plan))
             while not self._finished(reader, lanes):
@@ -221,6 +221,10 @@ class Committer:
         reader.targets.clear()
         if targets:
             self._warming = self._lookups.submit(lanes.warm, targets, WARM_AHEAD_MS)
+
+    def _drained_out(self) -> bool:
+        """Stopped, and the time to drain what was handed over is up."""
+        return self._stop.is_set() and time.monotonic() >= (self._drain_until or 0)
 
     def _finished(self, reader: InflightReader, lanes: Lanes) -> bool:
         """Stopped, and (until the drain time is up) everything handed over until the

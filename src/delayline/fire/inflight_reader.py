@@ -8,7 +8,7 @@ transactions). Everything it reads goes into a :class:`DuePlan`.
 from __future__ import annotations
 
 import logging
-import threading
+from collections.abc import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
@@ -73,8 +73,8 @@ class InflightReader:
             self._consumer.close()
             raise
 
-    def catch_up(self, stop: threading.Event) -> bool:
-        """Read to the end offsets as of now; False when ``stop`` cut it short (then
+    def catch_up(self, give_up: Callable[[], bool]) -> bool:
+        """Read to the end offsets as of now; False when ``give_up()`` cut it short (then
         nothing may be delivered: a delivery's tombstone may not have been read yet).
 
         Called after the committer's producers fenced every earlier one, so every
@@ -86,7 +86,7 @@ class InflightReader:
             if high > low:
                 ends[tp.partition] = high
         dropped = 0
-        while ends and not stop.is_set():
+        while ends and not give_up():
             msg = self._consumer.poll(0.2)
             if msg is None:
                 continue

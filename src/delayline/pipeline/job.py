@@ -248,6 +248,8 @@ class Pipeline:
                 # broadcast of it: "Store broadcast ... fail" seen here): errors about the
                 # interruption, not the data; that batch runs again on the next start.
                 self._spark.sparkContext.setLogLevel("OFF")
+                # py4j logs the same interruption of a foreachBatch call on our side.
+                logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
             query.stop()
             log.info("pipeline %s stopped", self.config.query_name)
         self._query = None

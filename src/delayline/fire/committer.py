@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from delayline.contract import OutgoingRecord
 from delayline.core.clock import Clock, SystemClock
 from delayline.fire import clock as broker_clock
-from delayline.fire.due_plan import DuePlan, Group
+from delayline.fire.due_plan import DuePlan, Group, Pending
 from delayline.fire.inflight import render_inflight_tombstone
 from delayline.fire.inflight_reader import InflightReader
 from delayline.fire.lanes import Job, Lanes
@@ -289,18 +289,20 @@ class Committer:
         config = self.config
         now = self.clock.now_ms()
         limit = config.max_lateness_ms
-        live = [p for p in group.items if limit is None or now - p.due_ms <= limit]
-        expired = [p for p in group.items if limit is not None and now - p.due_ms > limit]
-        firings = [
-            Firing(
+        live: list[Pending] = []
+        expired: list[Pending] = []
+        for p in group.items:
+            (expired if limit is not None and now - p.due_ms > limit else live).append(p)
+
+        def firing(p: Pending) -> Firing:
+            return Firing(
                 p.schedule,
                 config.dead_letter_topic,
                 config.history_topic,
                 timestamp_ms=max(p.due_ms, now),
                 forget=False,
             )
-            for p in group.items
-        ]
+
         # Unknown facts count as stamped on append: better late than stamped early.
         if any(
             (facts := firer.topics.cached(p.schedule.target_topic)) is None or facts.log_append_time
@@ -318,11 +320,9 @@ class Committer:
             marks.append(self.clock.now_ms())
 
         # Live firings first: a refusal's position is then its item's in ``live``.
-        pairs = list(zip(firings, group.items, strict=True))
-        records: list[Firing | OutgoingRecord] = [f for f, p in pairs if p in live]
-        for f, p in pairs:
-            if p in expired:
-                records.extend(f.refused(EXPIRED))
+        records: list[Firing | OutgoingRecord] = [firing(p) for p in live]
+        for p in expired:
+            records.extend(firing(p).refused(EXPIRED))
         refused = firer.deliver(
             records,
             extra=[render_inflight_tombstone(p.record) for p in group.items],

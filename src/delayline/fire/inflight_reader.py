@@ -8,6 +8,7 @@ transactions). Everything it reads goes into a :class:`DuePlan`.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
@@ -17,7 +18,7 @@ from delayline.fire.due_plan import DuePlan
 from delayline.fire.inflight import InflightRecordError, read_inflight
 from delayline.fire.transactional import Offsets
 from delayline.kafka.config import kafka_client_config
-from delayline.kafka.reader import to_consumed_record
+from delayline.kafka.reader import to_consumed_record, watermarks
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +82,10 @@ class InflightReader:
         delivery an earlier committer made is known (by its tombstone) before anything
         is delivered again."""
         ends: dict[int, int] = {}
+        deadline = time.monotonic() + 30
         for tp in self._consumer.assignment():
-            low, high = self._consumer.get_watermark_offsets(tp, timeout=30)
+            # Retried while a just-created partition has no leader yet.
+            low, high = watermarks(self._consumer, tp, deadline)
             if high > low:
                 ends[tp.partition] = high
         dropped = 0

@@ -103,7 +103,7 @@ def _end_offsets(
         raise TopicConfigError(f"topic {topic!r} does not exist")
     ends: dict[int, int] = {}
     for p in info.partitions:
-        low, high = _watermarks(consumer, TopicPartition(topic, p), deadline)
+        low, high = watermarks(consumer, TopicPartition(topic, p), deadline)
         if high > low:
             ends[p] = high
     return ends
@@ -144,7 +144,7 @@ _NO_LEADER_YET = frozenset(
 )
 
 
-def _watermarks(consumer: Consumer, tp: TopicPartition, deadline: float) -> tuple[int, int]:
+def watermarks(consumer: Consumer, tp: TopicPartition, deadline: float) -> tuple[int, int]:
     """Low and high offsets, retrying while a just-created partition has no leader yet."""
     while True:
         try:

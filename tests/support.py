@@ -37,9 +37,12 @@ class Topics:
     dead_letters: str
     history: str
     commits: str
+    envelopes: str | None = None
+    timers: str | None = None
 
 
-def make_topics(bootstrap: str) -> Topics:
+def make_topics(bootstrap: str, contracts: bool = False) -> Topics:
+    """Fresh topics; with ``contracts`` an envelope and a timer-request topic too."""
     compact = {"cleanup.policy": "compact"}
     return Topics(
         schedules=create_topic(bootstrap, unique_topic("sched"), partitions=3, config=compact),
@@ -47,7 +50,15 @@ def make_topics(bootstrap: str) -> Topics:
         dead_letters=create_topic(bootstrap, unique_topic("dlq")),
         history=create_topic(bootstrap, unique_topic("hist")),
         commits=create_topic(bootstrap, unique_topic("commits"), config=compact),
+        envelopes=create_topic(bootstrap, unique_topic("env"), partitions=2) if contracts else None,
+        timers=create_topic(bootstrap, unique_topic("timers"), partitions=2) if contracts else None,
     )
+
+
+def contract_args(topics: Topics) -> list[str]:
+    """The flags of ``topics``' envelope and timer-request topics, if any."""
+    out = [] if topics.envelopes is None else ["--envelope-topic", topics.envelopes]
+    return out + ([] if topics.timers is None else ["--timer-request-topic", topics.timers])
 
 
 def pipeline_args(topics: Topics, checkpoint: Path, *extra: str) -> list[str]:
@@ -61,6 +72,7 @@ def pipeline_args(topics: Topics, checkpoint: Path, *extra: str) -> list[str]:
         "--trigger-interval", "500ms",
         "--shuffle-partitions", "2",
         "--query-name", f"q{int(time.time() * 1000)}",
+        *contract_args(topics),
         *extra,
     ]  # fmt: skip
 
@@ -83,9 +95,12 @@ class RunningPipeline:
 
 
 @contextmanager
-def running_pipeline(bootstrap: str, checkpoint: Path, *extra: str) -> Iterator[RunningPipeline]:
-    """A pipeline with a 1 h maximum lateness over two fresh schedules topics."""
-    topics = make_topics(bootstrap)
+def running_pipeline(
+    bootstrap: str, checkpoint: Path, *extra: str, contracts: bool = False
+) -> Iterator[RunningPipeline]:
+    """A pipeline with a 1 h maximum lateness over two fresh schedules topics (and an
+    envelope and a timer-request topic with ``contracts``)."""
+    topics = make_topics(bootstrap, contracts)
     log = ARTIFACTS / f"pipeline-{topics.schedules}.log"
     args = pipeline_args(topics, checkpoint, "--max-lateness", "1h", *extra)
     process = PipelineProcess(bootstrap, args, log)
@@ -126,6 +141,8 @@ def running_api(
                 dead_letter_topic=topics.dead_letters,
                 history_topic=topics.history,
                 commits_topic=topics.commits,
+                envelope_topics=() if topics.envelopes is None else (topics.envelopes,),
+                timer_request_topics=() if topics.timers is None else (topics.timers,),
             ),
             catalog_path=catalog,
             port=0,
@@ -143,13 +160,17 @@ def running_api(
 
 @contextmanager
 def running_stack(
-    bootstrap: str, tmp: pytest.TempPathFactory, token: str
+    bootstrap: str, tmp: pytest.TempPathFactory, token: str, contracts: bool = False
 ) -> Iterator[tuple[RunningPipeline, str]]:
     """A pipeline with its metrics server and the API over it: (pipeline, API URL)."""
     metrics_port = free_port()
     with (
         running_pipeline(
-            bootstrap, tmp.mktemp("checkpoint"), "--metrics-port", str(metrics_port)
+            bootstrap,
+            tmp.mktemp("checkpoint"),
+            "--metrics-port",
+            str(metrics_port),
+            contracts=contracts,
         ) as pipeline,
         running_api(
             pipeline,

@@ -29,7 +29,11 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with running_stack(kafka_bootstrap, tmp_path_factory, TOKEN) as (pipeline, url):
+    # With an envelope and a timer-request topic: the page shows every contract.
+    with running_stack(kafka_bootstrap, tmp_path_factory, TOKEN, contracts=True) as (
+        pipeline,
+        url,
+    ):
         yield Stack(url, pipeline)
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import json
 import re
 import time
 import uuid
 
 import httpx
+from confluent_kafka import Producer
 from playwright.sync_api import Page, expect
 
 from delayline.core.clock import ms_to_datetime
@@ -168,3 +170,35 @@ def test_saving_an_unchanged_form_keeps_the_due_time_to_the_millisecond(
     current = httpx.get(f"{stack.url}/schedules/{schedule_id}").json()["current"]
     assert current["offset"] > created.json()["offset"]  # the save wrote a new version
     assert current["due_ms"] == due_ms, f"due {due_at} saved as {current['due_at']}"
+
+
+def test_envelopes_and_timer_requests_are_listed_with_their_contract(
+    page: Page, stack: Stack
+) -> None:
+    """A JSON envelope written by a plain producer is listed as one (the contract filter
+    finds it), shown without an Edit button, and cancelled from the page."""
+    topics = stack.pipeline.topics
+    assert topics.envelopes is not None
+    schedule_id = f"ui-env-{uuid.uuid4().hex[:8]}"
+    producer = Producer({"bootstrap.servers": stack.pipeline.bootstrap})
+    body = {"topic": stack.pipeline.target(), "message": {"n": 1}, "countdown": 3600,
+            "id": schedule_id}  # fmt: skip
+    producer.produce(topics.envelopes, json.dumps(body).encode())
+    producer.flush(10)
+    sign_in(page)
+    row_in_list(page, schedule_id, present=True)
+    row = page.locator(f'[data-testid=schedule-row][data-id="{schedule_id}"]')
+    expect(row.get_by_test_id("contract")).to_have_text("JSON envelope")
+    page.get_by_label("Contract").select_option("timer-request")
+    page.get_by_role("button", name="Apply").click()
+    expect(row).to_have_count(0)
+    page.get_by_label("Contract").select_option("envelope")
+    page.get_by_role("button", name="Apply").click()
+    expect(row).to_be_visible()
+    row.get_by_role("link", name=schedule_id).click()
+    expect(page.get_by_test_id("detail-contract")).to_contain_text("JSON envelope")
+    expect(page.get_by_role("link", name="Edit")).to_have_count(0)
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Cancel schedule").click()
+    expect(page.get_by_test_id("flash")).to_contain_text(f"Cancel of {schedule_id} written")
+    row_in_list(page, schedule_id, present=False)

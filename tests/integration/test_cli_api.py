@@ -113,7 +113,7 @@ def test_show_prints_the_pending_version_and_the_versions(api: Api) -> None:
         "show-1: pending",
         "  due        2031-05-06 07:08:09.250 UTC",
         '  target     reminders, key "cust-7"',
-        f"  stored at  {api.schedules}/{partition_for(b'show-1', PARTITIONS)}@1",
+        f"  stored at  {api.schedules}/{partition_for(b'show-1', PARTITIONS)}@1 (header contract)",
         '  payload    "{\\"n\\": 2}" (8 bytes)',
     ]
     assert lines[5] == "versions (2, oldest first):"

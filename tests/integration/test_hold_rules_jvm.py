@@ -10,11 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.unit.holds.conftest import MAX_LATENESS_MS, Driver, Seen, from_row
-from tests.unit.holds.test_rules import *  # noqa: F403 - the suite itself
+from tests.unit.holds.conftest import MAX_LATENESS_MS, TOPOLOGY, Driver, Seen, from_row
+from tests.unit.holds.test_contract_rules import *  # noqa: F403 - the suite itself
+from tests.unit.holds.test_rules import *  # noqa: F403
 
 from delayline.contract import ConsumedRecord
 from delayline.contract import headers as h
+from delayline.contract.arrow import with_contracts
 from delayline.contract.codec import decode_headers, encode_headers
 from delayline.contract.columns import parsed
 from delayline.pipeline import rows as r
@@ -29,9 +31,8 @@ class JvmDriver:
         self.tester = tester(MAX_LATENESS_MS, lead_ms)
 
     def batch(self, records: list[ConsumedRecord], now_ms: int) -> list[Seen]:
-        frame = parsed(
-            self.spark.createDataFrame([r.source_row(x) for x in records], r.SOURCE_SCHEMA)
-        )
+        rows = self.spark.createDataFrame([r.source_row(x) for x in records], r.SOURCE_SCHEMA)
+        frame = parsed(with_contracts(rows, TOPOLOGY))
         events = self.tester.batch(frame._jdf, now_ms)
         from pyspark.sql import DataFrame  # noqa: PLC0415
 

@@ -30,7 +30,9 @@ NO_ENV = {
     "--at",
     "--in",
     "--header",
-    # delayline list: the query itself
+    "--json-message",
+    # delayline list: the query itself (schedule's --contract has DELAYLINE_CONTRACT)
+    "--contract",
     "--contains",
     "--target-topic",
     "--limit",
@@ -277,6 +279,7 @@ DETAIL: dict[str, Any] = {
     "id": "order-42",
     "pending": True,
     "current": {
+        "contract": "header",
         "topic": "delayline-schedules",
         "partition": 1,
         "offset": 17,
@@ -308,7 +311,7 @@ def test_show_for_people() -> None:
         "order-42: pending",
         "  due        2030-01-01 17:00:00.250 UTC",
         '  target     reminders, key "cust-7"',
-        "  stored at  delayline-schedules/1@17",
+        "  stored at  delayline-schedules/1@17 (header contract)",
         '  payload    "{\\"invoice\\": 42}" (15 bytes)',
         "  header     trace: abc",
         "versions (2, oldest first):",

@@ -20,7 +20,6 @@ NOT_IN_BASE = (
     "pandas",
     "pyarrow",
     "numpy",
-    "google",
     "fastapi",
     "starlette",
     "pydantic",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -92,7 +93,12 @@ def test_fire_event_becomes_delivery_tombstone_and_history() -> None:
     assert (history.topic, history.key, history.headers) == (
         "hist",
         b"vid1-online",
-        (*delivery.headers, ("delayline-source", b"schedules/2/41")),
+        (
+            *delivery.headers,
+            ("delayline-source", b"schedules/2/41"),
+            ("delayline-due", b"1893456000"),
+            ("delayline-target-topic", b"online-videos"),
+        ),
     )
     assert len(to_records(event, PipelineConfig(Topology(history_topic=None)))) == 2
 
@@ -124,3 +130,31 @@ def test_rewrite_appends_the_held_version_as_it_was() -> None:
     )
     assert again.headers == SCHEDULE.headers
     assert again.timestamp_ms == SOURCE.timestamp_ms
+
+
+def test_a_rewrite_is_written_only_to_compacted_topics_a_retire_to_any() -> None:
+    """A rewrite writes the header contract's record again, for compaction: in an
+    envelope topic (not compacted) it would be dead-lettered as a malformed envelope. A
+    retire is delayline's own tombstone, which every contract reads as such."""
+    config = PipelineConfig(Topology(envelope_topics=("env",), timer_request_topics=("timers",)))
+    assert to_records(r.schedule_event(r.REWRITE, SCHEDULE, at_ms=1), config)
+    for topic in ("env", "timers"):
+        moved = Schedule(**{**_fields(SCHEDULE), "source": SourceRef(topic, 2, 41, 0)})
+        assert to_records(r.schedule_event(r.REWRITE, moved, at_ms=1), config) == []
+        (tomb,) = to_records(r.schedule_event(r.RETIRE, moved, at_ms=1), config)
+        assert (tomb.topic, tomb.partition, tomb.value) == (topic, 2, None)
+        assert tomb.headers == (("delayline-fired-offset", b"41"),)
+
+
+def test_an_envelope_dead_letter_has_the_envelope_parsers_reason() -> None:
+    config = PipelineConfig(Topology(envelope_topics=("env",), dead_letter_topic="dlq"))
+    bad = ConsumedRecord(
+        "env", 0, 3, 0, None, b'{"topic":"t","message":"m"}', (("CALLER_SERVICE", b"s"),)
+    )
+    (dead,) = to_records(r.record_event(r.DEAD, bad, at_ms=1), config)
+    assert (dead.topic, dead.value) == ("dlq", bad.value)
+    assert dict(dead.headers)["delayline-error"] == b"envelope has neither 'countdown' nor 'at'"
+
+
+def _fields(schedule: Schedule) -> dict[str, Any]:
+    return {name: getattr(schedule, name) for name in Schedule.__slots__}

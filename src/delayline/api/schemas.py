@@ -10,6 +10,7 @@ from typing import Literal, overload
 from pydantic import BaseModel, ConfigDict, Field
 
 from delayline.catalog import DeadLetter, Pending, Stats, Version
+from delayline.contract.contracts import Contract
 from delayline.core.clock import ms_to_datetime
 from delayline.core.model import MAX_EPOCH_MS, Headers
 
@@ -100,6 +101,10 @@ class ScheduleSummary(BaseModel):
     """A pending schedule in a list."""
 
     id: str
+    contract: Contract = Field(
+        description="How it came in: header (the schedules topic), envelope (JSON) or "
+        "timer-request (protobuf); see docs/contracts.md."
+    )
     topic: str
     partition: int
     offset: int
@@ -240,10 +245,11 @@ def headers_out(headers: Headers) -> list[HeaderOut]:
     return out
 
 
-def summary(p: Pending) -> ScheduleSummary:
-    """A list item."""
+def summary(p: Pending, contract: Contract) -> ScheduleSummary:
+    """A list item; ``contract`` is that of the topic it came in by."""
     return ScheduleSummary(
         id=p.id,
+        contract=contract,
         topic=p.topic,
         partition=p.partition,
         offset=p.offset,
@@ -257,11 +263,11 @@ def summary(p: Pending) -> ScheduleSummary:
     )
 
 
-def full(p: Pending) -> ScheduleFull:
+def full(p: Pending, contract: Contract) -> ScheduleFull:
     """A pending schedule with payload and headers."""
     text = text_or_none(p.payload)
     return ScheduleFull(
-        **summary(p).model_dump(),
+        **summary(p, contract).model_dump(),
         payload_base64=b64(p.payload),
         payload_text=text,
         payload_json=_is_json(text),

@@ -9,7 +9,9 @@ from starlette.requests import Request
 from delayline.api.config import ApiConfig
 from delayline.api.writes import Writers
 from delayline.catalog import CatalogFollower, CatalogStore
+from delayline.contract.contracts import HEADER
 from delayline.core.clock import Clock
+from delayline.errors import InvalidScheduleError
 from delayline.kafka.topics import cluster_brokers
 
 
@@ -45,10 +47,22 @@ class ApiState:
         """Where a new version of ``schedule_id`` goes: the topic and partition of its
         pending version (newest by record time), so compaction removes that version
         even when another partitioner wrote it; else the first schedules topic and the
-        id's own partition (``None``)."""
+        id's own partition (``None``).
+
+        Raises:
+            InvalidScheduleError: the pending version came in by another contract than
+                the header one, the only one the API writes.
+        """
         current = self.store.locate(schedule_id)
         if current:
             newest = max(current, key=lambda p: p.updated_ms)
+            contract = self.config.topology.contract_of(newest.topic)
+            if contract != HEADER:
+                raise InvalidScheduleError(
+                    f"schedule {schedule_id!r} came in by the {contract} contract on "
+                    f"{newest.topic}; the API writes header-contract schedules only: write a "
+                    f"new {contract} to {newest.topic}, or cancel it here"
+                )
             return newest.topic, newest.partition
         return self.config.topology.schedules_topic, None
 

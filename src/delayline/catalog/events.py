@@ -2,7 +2,8 @@
 
 The catalog follows three kinds of topic:
 
-- schedules topics: a schedule version is created or updated; a producer's
+- input topics (schedules topics, and envelope and timer-request topics, each
+  parsed by its contract): a schedule version is created or updated; a producer's
   tombstone cancels; delayline's own tombstone (``delayline-fired-offset``)
   finishes the version it names and nothing newer;
 - the history topic: a version fired (``delayline-source`` names it), with its
@@ -12,6 +13,7 @@ The catalog follows three kinds of topic:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
@@ -19,7 +21,7 @@ from typing import Literal
 from delayline.catalog.model import DeadLetter, Version
 from delayline.contract import ConsumedRecord, parse_record
 from delayline.contract import headers as h
-from delayline.core.model import Cancel, Headers, Schedule
+from delayline.core.model import Cancel, Headers, Parsed, Schedule
 
 MAX_OFFSET = 2**63 - 1
 """Kafka offsets are signed 64-bit; anything beyond is not a real offset."""
@@ -87,7 +89,13 @@ class AddDeadLetter:
 Change = Upsert | Remove | AddDeadLetter
 
 
-def changes_for(record: ConsumedRecord, role: Role, *, history_followed: bool) -> list[Change]:
+def changes_for(
+    record: ConsumedRecord,
+    role: Role,
+    *,
+    history_followed: bool,
+    parse: Callable[[ConsumedRecord], Parsed] = parse_record,
+) -> list[Change]:
     """The catalog changes one record implies; never raises on malformed input.
 
     Args:
@@ -95,16 +103,20 @@ def changes_for(record: ConsumedRecord, role: Role, *, history_followed: bool) -
         role: What that topic is.
         history_followed: A history topic is followed, so delayline's own
             tombstones need not be recorded as versions (history says more).
+        parse: The parser of an input topic's contract
+            (:class:`delayline.contract.contracts.InputParser`).
     """
     if role is Role.SCHEDULES:
-        return _from_schedules(record, history_followed=history_followed)
+        return _from_schedules(record, parse, history_followed=history_followed)
     if role is Role.HISTORY:
         return _from_history(record)
     return _from_dead_letter(record)
 
 
-def _from_schedules(record: ConsumedRecord, *, history_followed: bool) -> list[Change]:
-    parsed = parse_record(record)
+def _from_schedules(
+    record: ConsumedRecord, parse: Callable[[ConsumedRecord], Parsed], *, history_followed: bool
+) -> list[Change]:
+    parsed = parse(record)
     if isinstance(parsed, Schedule):
         return [Upsert(parsed, record.timestamp_ms)]
     if not isinstance(parsed, Cancel):
@@ -138,7 +150,11 @@ def _from_history(record: ConsumedRecord) -> list[Change]:
     if schedule_id is None or source is None:
         return []
     topic, partition, offset = source
-    due_ms = _epoch(record.headers)
+    # delayline-due and -target-topic since the envelope and timer-request contracts;
+    # older history records have only a header-contract schedule's own headers.
+    due_ms = _epoch(record.headers, h.DUE)
+    due_ms = _epoch(record.headers) if due_ms is None else due_ms
+    target = _header_text(record.headers, h.TARGET) or _header_text(record.headers, h.TARGET_TOPIC)
     version = Version(
         "fired",
         record.timestamp_ms,
@@ -146,7 +162,7 @@ def _from_history(record: ConsumedRecord) -> list[Change]:
         partition,
         offset,
         due_ms=due_ms,
-        target_topic=_header_text(record.headers, h.TARGET_TOPIC),
+        target_topic=target,
         lateness_ms=None if due_ms is None else record.timestamp_ms - due_ms,
     )
     return [Remove(schedule_id, topic, partition, offset, "exact", version, False)]
@@ -205,8 +221,8 @@ def _source(headers: Headers) -> tuple[str, int, int] | None:
     return None if text is None else parse_source(text)
 
 
-def _epoch(headers: Headers) -> int | None:
-    text = _header_text(headers, h.EPOCH)
+def _epoch(headers: Headers, name: str = h.EPOCH) -> int | None:
+    text = _header_text(headers, name)
     if text is None:
         return None
     try:

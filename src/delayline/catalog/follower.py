@@ -18,6 +18,7 @@ from confluent_kafka import (
 
 from delayline.catalog.events import Change, Role, changes_for
 from delayline.catalog.store import CatalogStore, Position
+from delayline.contract.contracts import InputParser
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.topology import Topology
 from delayline.core.units import format_duration_ms
@@ -31,7 +32,7 @@ class FollowConfig:
     """What the follower reads.
 
     Attributes:
-        topology: The cluster and the topics followed: every schedules topic, the
+        topology: The cluster and the topics followed: every input topic, the
             history topic (when the pipeline writes one) and the dead-letter topic.
         batch_size: Records applied per store transaction at most.
         poll_timeout_ms: Longest wait for records before looking around again.
@@ -49,7 +50,7 @@ class FollowConfig:
     def roles(self) -> dict[str, Role]:
         """Topic name to its role."""
         t = self.topology
-        roles = dict.fromkeys(t.schedules_topics, Role.SCHEDULES)
+        roles = dict.fromkeys(t.input_topics, Role.SCHEDULES)
         if t.history_topic:
             roles[t.history_topic] = Role.HISTORY
         roles[t.dead_letter_topic] = Role.DEAD_LETTER
@@ -227,6 +228,7 @@ class CatalogFollower:
         batch: list[tuple[Position, int, list[Change]]] = []
         skipped_before = self._skipped
         history_followed = self.config.topology.history_topic is not None
+        parse = InputParser(self.config.topology)
         for msg in messages:
             error = msg.error()
             where = (msg.topic() or "", msg.partition() or 0)
@@ -243,7 +245,10 @@ class CatalogFollower:
             try:
                 record = to_consumed_record(msg)
                 found = changes_for(
-                    record, self._roles[record.topic], history_followed=history_followed
+                    record,
+                    self._roles[record.topic],
+                    history_followed=history_followed,
+                    parse=parse,
                 )
             except Exception as exc:  # e.g. a header name that is not UTF-8
                 found = []

@@ -119,6 +119,8 @@ class PendingQuery:
         due_from_ms: Only due at or after this.
         due_to_ms: Only due before this.
         target_topic: Only with this target topic.
+        topics: Only read from one of these input topics (``None``: any); how the API
+            filters by contract.
         sort: Order by due time, id or creation time (ties broken by id, then topic).
         descending: Reverse the order.
         limit: Page size, 1 to :data:`MAX_PAGE`.
@@ -130,6 +132,7 @@ class PendingQuery:
     due_from_ms: int | None = None
     due_to_ms: int | None = None
     target_topic: str | None = None
+    topics: tuple[str, ...] | None = None
     sort: SortKey = "due"
     descending: bool = False
     limit: int = 100

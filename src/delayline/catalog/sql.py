@@ -42,6 +42,9 @@ def filters(query: PendingQuery) -> tuple[list[str], list[Any]]:
     if query.target_topic:
         where.append("target_topic = ?")
         args.append(query.target_topic)
+    if query.topics is not None:
+        where.append(f"topic IN ({', '.join('?' * len(query.topics))})" if query.topics else "0")
+        args.extend(query.topics)
     return where, args
 
 

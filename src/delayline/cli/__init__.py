@@ -7,7 +7,18 @@ import logging
 import sys
 
 from delayline import __version__
-from delayline.cli import api, bench, broker, jars, listing, produce, run, tail, topics
+from delayline.cli import (
+    api,
+    bench,
+    broker,
+    jars,
+    listing,
+    oscillator,
+    produce,
+    run,
+    tail,
+    topics,
+)
 from delayline.cli.extras import MissingExtraError, add_unavailable, missing_extras
 from delayline.errors import ConfigError, DelaylineError
 from delayline.kafka.config import RDKAFKA_LOGGER
@@ -29,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="more log output (-vv includes librdkafka)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (broker, topics, produce, tail, listing, run, api, bench, jars):
+    for module in (broker, topics, produce, tail, listing, run, oscillator, api, bench, jars):
         module.register(sub)
     _register_demo(sub)
     return parser

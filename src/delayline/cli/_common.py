@@ -92,25 +92,45 @@ def add_schedules_topic(parser: argparse.ArgumentParser) -> None:
 
 
 TOPICS_ENV = "DELAYLINE_SCHEDULES_TOPICS"
+ENVELOPE_TOPICS_ENV = "DELAYLINE_ENVELOPE_TOPICS"
+TIMER_REQUEST_TOPICS_ENV = "DELAYLINE_TIMER_REQUEST_TOPICS"
 
 
 def add_schedules_topics(parser: argparse.ArgumentParser, help: str) -> None:
     """``--schedules-topic``, repeatable, for commands that read every schedules topic."""
+    add_topics_flag(parser, "--schedules-topic", TOPICS_ENV, help, DEFAULT_SCHEDULES_TOPIC)
+
+
+def add_topics_flag(
+    parser: argparse.ArgumentParser, flag: str, env: str, help: str, default: str | None
+) -> None:
+    """A repeatable topic flag (``--envelope-topic``...) whose default is the
+    comma-separated variable ``env``; read it with :func:`topics_from`."""
+    shown = "" if default is None else f"; default {default}"
     parser.add_argument(
-        "--schedules-topic",
+        flag,
         action="append",
-        dest="schedules_topics",
+        dest=_dest(flag),
         metavar="TOPIC",
-        help=f"{help} [env {TOPICS_ENV}, comma-separated; default {DEFAULT_SCHEDULES_TOPIC}]",
+        help=f"{help} [env {env}, comma-separated{shown}]",
     )
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_") + "s"
+
+
+def topics_from(args: argparse.Namespace, flag: str, env: str) -> tuple[str, ...]:
+    """The topics of ``flag`` (from :func:`add_topics_flag`): flags win over ``env``."""
+    given = getattr(args, _dest(flag), None)
+    if given:
+        return tuple(given)
+    return tuple(t.strip() for t in os.environ.get(env, "").split(",") if t.strip())
 
 
 def schedules_topics(args: argparse.Namespace) -> tuple[str, ...]:
     """Flags win over the environment, which wins over the default."""
-    if args.schedules_topics:
-        return tuple(args.schedules_topics)
-    from_env = [t.strip() for t in os.environ.get(TOPICS_ENV, "").split(",") if t.strip()]
-    return tuple(from_env) or (DEFAULT_SCHEDULES_TOPIC,)
+    return topics_from(args, "--schedules-topic", TOPICS_ENV) or (DEFAULT_SCHEDULES_TOPIC,)
 
 
 def add_topology(parser: argparse.ArgumentParser, schedules_help: str) -> None:
@@ -118,6 +138,22 @@ def add_topology(parser: argparse.ArgumentParser, schedules_help: str) -> None:
     (``run``, ``api``, ``topics create``): one set of names and defaults."""
     add_bootstrap(parser)
     add_schedules_topics(parser, schedules_help)
+    add_topics_flag(
+        parser,
+        "--envelope-topic",
+        ENVELOPE_TOPICS_ENV,
+        'topic of JSON envelopes ({"topic", "message", "countdown"|"at"}), repeatable; '
+        "see docs/contracts.md",
+        None,
+    )
+    add_topics_flag(
+        parser,
+        "--timer-request-topic",
+        TIMER_REQUEST_TOPICS_ENV,
+        "topic of timer requests (key: the expiry second; value: protobuf Future), "
+        "repeatable; see docs/contracts.md",
+        None,
+    )
     env_flag(
         parser,
         "--dead-letter-topic",
@@ -152,6 +188,10 @@ def topology_from(args: argparse.Namespace) -> Topology:
         return Topology(
             bootstrap_servers=args.bootstrap_servers,
             schedules_topics=schedules_topics(args),
+            envelope_topics=topics_from(args, "--envelope-topic", ENVELOPE_TOPICS_ENV),
+            timer_request_topics=topics_from(
+                args, "--timer-request-topic", TIMER_REQUEST_TOPICS_ENV
+            ),
             dead_letter_topic=args.dead_letter_topic,
             history_topic=args.history_topic or None,
             commits_topic=args.commits_topic,

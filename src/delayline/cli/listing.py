@@ -18,6 +18,7 @@ from delayline.cli._common import (
     say,
 )
 from delayline.cli.extras import require_extras
+from delayline.contract.contracts import CONTRACTS
 from delayline.errors import ConfigError
 
 
@@ -32,6 +33,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--id", help="only ids starting with this")
     p.add_argument("--contains", help="only ids containing this")
     p.add_argument("--target-topic", help="only schedules for this target topic")
+    p.add_argument(
+        "--contract",
+        choices=CONTRACTS,
+        help="only those that came in by this contract (see docs/contracts.md)",
+    )
     p.add_argument("--limit", type=int, default=100, help="at most this many (1-1000)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=_list)
@@ -78,6 +84,8 @@ def _list(args: argparse.Namespace) -> int:
         params["id_match"] = "prefix" if args.id else "contains"
     if args.target_topic:
         params["target_topic"] = args.target_topic
+    if args.contract:
+        params["contract"] = args.contract
     headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
     try:
         response = httpx.get(
@@ -93,10 +101,12 @@ def _list(args: argparse.Namespace) -> int:
         for item in items:
             say(json.dumps(item))
         return 0
-    say(f"{'id':<36} {'due (UTC)':<20} {'target topic':<24} target key")
+    say(f"{'id':<36} {'due (UTC)':<20} {'contract':<14} {'target topic':<24} target key")
     for item in items:
         due = item["due_at"][:19].replace("T", " ")
-        say(f"{item['id']:<36} {due:<20} {item['target_topic']:<24} {item['target_key'] or ''}")
+        contract = item.get("contract", "header")  # an API older than the contracts
+        say(f"{item['id']:<36} {due:<20} {contract:<14} {item['target_topic']:<24} "
+            f"{item['target_key'] or ''}")  # fmt: skip
     say(f"{len(items)} pending" + (" (more: raise --limit)" if len(items) == args.limit else ""))
     return 0
 
@@ -159,10 +169,11 @@ def show_lines(detail: dict[str, Any]) -> list[str]:
 def _current_lines(c: dict[str, Any]) -> list[str]:
     key = _shown_text(c["target_key"], c["target_key_base64"])
     payload = _shown_text(c["payload_text"], c["payload_base64"], PAYLOAD_SHOWN)
+    contract = c.get("contract", "header")
     lines = [
         f"  due        {when(c['due_at'])} UTC",
         f"  target     {c['target_topic']}, key {key}",
-        f"  stored at  {c['topic']}/{c['partition']}@{c['offset']}",
+        f"  stored at  {c['topic']}/{c['partition']}@{c['offset']} ({contract} contract)",
         f"  payload    {payload} ({c['payload_size']} bytes)",
     ]
     user = [h for h in c.get("headers", []) if not h["name"].startswith("scheduler-")]

@@ -9,7 +9,6 @@ import logging
 import re
 import sys
 import urllib.parse
-from typing import Any
 
 from delayline.cli._common import (
     API_TIMEOUT_S,
@@ -21,15 +20,23 @@ from delayline.cli._common import (
     api_get,
     check_kafka,
     duration_arg,
+    env_flag,
     say,
     warn,
+)
+from delayline.cli.produce_contracts import (
+    add_contract_topics,
+    contract_writer,
+    write_contract_record,
 )
 from delayline.client import AsyncScheduler, ClientConfig
 from delayline.client._core import PAST_DUE
 from delayline.client._core import log as client_log
+from delayline.contract.contracts import CONTRACTS, HEADER
+from delayline.contract.ids import parse_derived_id
 from delayline.core.clock import SystemClock, ms_to_datetime
 from delayline.core.units import format_duration_ms, parse_duration_ms, parse_instant_ms
-from delayline.errors import ApiUnavailableError
+from delayline.errors import ApiUnavailableError, ConfigError
 
 # "--in -5m": argparse takes a value starting with "-" for an option unless it looks
 # like a negative number; durations such as -5m or -1h30m count as one here.
@@ -41,9 +48,33 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     schedule = sub.add_parser(
         "schedule",
         help="schedule a message",
-        description="Write a schedule: deliver PAYLOAD to --topic at --at or after --in.",
+        description="Write a schedule: deliver PAYLOAD to --topic at --at or after --in. "
+        "With --contract envelope or timer-request, write it as a producer of that "
+        "contract does, to the topic named by --envelope-topic or --timer-request-topic "
+        "(see docs/contracts.md).",
     )
-    schedule.add_argument("--id", required=True, help="schedule id; reusing one replaces it")
+    env_flag(
+        schedule,
+        "--contract",
+        env="DELAYLINE_CONTRACT",
+        default=HEADER,
+        type=_contract,
+        metavar="{" + ",".join(CONTRACTS) + "}",
+        help="how to write it: header (the schedules topic), envelope (JSON) or "
+        "timer-request (protobuf keyed by the expiry second)",
+    )
+    schedule.add_argument(
+        "--id",
+        help="schedule id; reusing one replaces it (required by the header contract; an "
+        "envelope without one, and every timer request, is known by "
+        "<topic>:<partition>:<offset>)",
+    )
+    schedule.add_argument(
+        "--json-message",
+        action="store_true",
+        help="envelope only: PAYLOAD is JSON, sent as the message's value (delivered as "
+        "compact JSON) instead of as a string",
+    )
     schedule.add_argument("--topic", required=True, help="target topic of the delivery")
     schedule.add_argument("--key", help="key of the delivered record (default: null key)")
     when = schedule.add_mutually_exclusive_group(required=True)
@@ -90,8 +121,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         add_bootstrap(p)
         add_schedules_topic(p)
         add_timeout(p)
+    add_contract_topics(schedule)
     schedule.set_defaults(func=_schedule)
     cancel.set_defaults(func=_cancel)
+
+
+def _contract(text: str) -> str:
+    if text not in CONTRACTS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(CONTRACTS)}")
+    return text
 
 
 def _client_config(args: argparse.Namespace) -> ClientConfig:
@@ -124,11 +162,18 @@ class _SaidByTheCli(logging.Filter):
 def _schedule(args: argparse.Namespace) -> int:
     payload = sys.stdin.buffer.read() if args.payload == "-" else args.payload.encode()
     headers = _headers(args.header)
+    if args.contract == HEADER and not args.id:
+        raise ConfigError("give the schedule id with --id")
+    if args.contract == HEADER and args.json_message:
+        raise ConfigError("--json-message is for envelopes (--contract envelope)")
+    contract_record = None if args.contract == HEADER else contract_writer(args, payload, headers)
     check_kafka(args)
     now_ms = SystemClock().now_ms()
     due_ms = args.at_ms if args.at_ms is not None else now_ms + args.in_ms
     if due_ms < now_ms:
         warn(f"due time is {format_duration_ms(now_ms - due_ms)} in the past; it fires at once")
+    if contract_record is not None:
+        return write_contract_record(args, contract_record(now_ms), due_ms)
     client_log.addFilter(_SaidByTheCli())
 
     async def write() -> None:
@@ -152,7 +197,8 @@ def _schedule(args: argparse.Namespace) -> int:
 
 def _cancel(args: argparse.Namespace) -> int:
     check_kafka(args)
-    partition = _pending_partition(args)
+    topic, partition = _pending_place(args)
+    args.schedules_topic = topic
 
     async def write() -> None:
         async with AsyncScheduler(_client_config(args)) as client:
@@ -163,15 +209,20 @@ def _cancel(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pending_partition(args: argparse.Namespace) -> int | None:
-    """Ask the API where ``args.id`` is pending in the schedules topic.
+def _pending_place(args: argparse.Namespace) -> tuple[str, int | None]:
+    """Ask the API where ``args.id`` is pending: the topic and partition of its newest
+    pending version, whatever contract it came in by (an envelope or a timer request is
+    cancelled by a tombstone in its own topic and partition).
 
     Returns:
-        The partition of the pending version, or ``None`` (the id's own partition)
-        when the API cannot tell or ``--force`` writes a cancel it does not know of.
+        That place; else (the API cannot tell, or ``--force`` writes a cancel it does not
+        know of) ``--schedules-topic`` and the id's own partition (``None``), or the
+        partition a derived id (``<topic>:<partition>:<offset>``) names in that topic.
 
     Raises:
-        NotFoundError: the API knows no pending version there and ``--force`` is off.
+        NotFoundError: the API knows no pending version and ``--force`` is off.
+        ConfigError: without the API's answer, a derived id naming another topic than
+            ``--schedules-topic`` (and no ``--force``).
     """
     path = "/schedules/" + urllib.parse.quote(args.id, safe="")
     timeout_s = min(API_TIMEOUT_S, args.timeout_ms / 1000)
@@ -181,15 +232,31 @@ def _pending_partition(args: argparse.Namespace) -> int | None:
             detail = body.get("detail") if isinstance(body, dict) else None
             raise ApiUnavailableError(f"delayline api answered {status}: {detail or 'no detail'}")
         current = body.get("current") if status == 200 and isinstance(body, dict) else None
-        if current is not None and current["topic"] == args.schedules_topic:
-            return int(current["partition"])
+        if current is not None:
+            return str(current["topic"]), int(current["partition"])
         if not args.force:
             _require_caught_up(args, timeout_s)
-            raise NotFoundError(_not_pending(args, current))
+            raise NotFoundError(_not_pending(args))
     except ApiUnavailableError as exc:
         if not args.force:  # --force asked for no check: only the partition is lost
             warn(f"could not check that {args.id!r} is pending: {exc}; writing the cancel anyway")
-    return None
+    return _fallback_place(args)
+
+
+def _fallback_place(args: argparse.Namespace) -> tuple[str, int | None]:
+    """Where the cancel goes when the API does not say (see :func:`_pending_place`)."""
+    own = parse_derived_id(args.id)
+    if own is None:
+        return args.schedules_topic, None
+    if own[0] == args.schedules_topic:
+        return own[0], own[1]
+    if not args.force:
+        raise ConfigError(
+            f"{args.id!r} is the id of record {own[2]} of {own[0]}, partition {own[1]} (an "
+            f"envelope or a timer request): pass --schedules-topic {own[0]} to cancel it "
+            f"there, or --force to write the cancel to {args.schedules_topic} anyway"
+        )
+    return args.schedules_topic, None
 
 
 def _require_caught_up(args: argparse.Namespace, timeout_s: float) -> None:
@@ -203,14 +270,8 @@ def _require_caught_up(args: argparse.Namespace, timeout_s: float) -> None:
         raise ApiUnavailableError("delayline api's catalog is still reading the topics")
 
 
-def _not_pending(args: argparse.Namespace, current: dict[str, Any] | None) -> str:
-    where = ""
-    if current is not None:  # pending, but in another schedules topic than ours
-        where = (
-            f" in {args.schedules_topic} (it is pending in {current['topic']}: "
-            f"pass --schedules-topic {current['topic']})"
-        )
+def _not_pending(args: argparse.Namespace) -> str:
     return (
-        f"no pending schedule with id {args.id!r}{where} "
+        f"no pending schedule with id {args.id!r} "
         "(nothing cancelled; --force writes the cancel anyway)"
     )

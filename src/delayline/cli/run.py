@@ -23,6 +23,8 @@ from delayline.pipeline.config import (
     DEFAULT_JAVA_OPTIONS,
     DEFAULT_LEAD_MS,
     MAX_LEAD_MS,
+    OWN_WAKER,
+    WAKERS,
     PipelineConfig,
 )
 from delayline.stores.hold import HOLDS
@@ -169,7 +171,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--wake-topic",
         env="DELAYLINE_WAKE_TOPIC",
         default=None,
-        help="topic the pipeline writes its wake records to (default: <query-name>-wake)",
+        help="topic the pipeline writes its wake records to, or that an oscillator ticks "
+        "with --waker oscillator (default: <query-name>-wake, or oscillator)",
+    )
+    env_flag(
+        p,
+        "--waker",
+        env="DELAYLINE_WAKER",
+        default=OWN_WAKER,
+        type=_waker,
+        metavar="{" + ",".join(WAKERS) + "}",
+        help="who wakes the pipeline when a timer is due: own (wake records of its own, "
+        "written when due) or oscillator (an oscillator's ticks on --wake-topic: a "
+        "micro-batch every second, timers raised at 1 s granularity; see "
+        "docs/contracts.md)",
     )
     env_flag(
         p,
@@ -222,6 +237,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_run)
 
 
+def _waker(text: str) -> str:
+    if text not in WAKERS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(WAKERS)}")
+    return text
+
+
 def _log_level(text: str) -> str:
     """``--log-level`` (or ``DELAYLINE_LOG_LEVEL``, which argparse checks only here)."""
     level = text.strip().lower()
@@ -249,6 +270,7 @@ def _run(args: argparse.Namespace) -> int:
         metrics_host=args.metrics_host,
         wake=args.wake,
         wake_topic=args.wake_topic or None,
+        waker=args.waker,
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         hold=args.hold,
         java_options=args.java_options,

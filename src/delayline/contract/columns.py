@@ -102,12 +102,18 @@ def parsed(records: DataFrame) -> DataFrame:
             ``offset``, ``timestamp_ms`` and ``headers`` (Kafka's array of
             ``key``/``value`` structs).
 
+    Records of envelope and timer-request topics come parsed already (column
+    :data:`delayline.contract.arrow.PARSED`); their fields are taken from there, and a
+    schedule's ``value`` becomes what it delivers.
+
     Returns:
         The same columns plus ``kind``, ``id``, ``due_ms``,
         ``target_topic``, ``target_key`` and ``fired_offset`` (set on a cancel that
         is delayline's own tombstone).
     """
     from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark's convention
+
+    from delayline.contract.arrow import PARSED, parsed_field  # noqa: PLC0415 - it imports us
 
     epoch_raw = _first_value(h.EPOCH)
     topic_raw = _first_value(h.TARGET_TOPIC)
@@ -139,6 +145,15 @@ def parsed(records: DataFrame) -> DataFrame:
             f" THEN cast(cast({fired} AS STRING) AS BIGINT) END"
         ),
     }
+    value, sid = F.col("value"), F.col("key").cast("string")
+    if PARSED in records.columns:  # envelope and timer-request records, parsed in Python
+        theirs = F.col(PARSED).isNotNull()
+        for name in ("kind", "due_ms", "target_topic", "target_key", "fired_offset"):
+            columns[name] = F.when(theirs, parsed_field(name)).otherwise(columns[name])
+        sid = F.when(theirs, parsed_field("id")).otherwise(sid)
+        # A schedule's value is what it delivers; anything else keeps the record's own.
+        payload = theirs & (parsed_field("kind") == SCHEDULE)
+        value = F.when(payload, parsed_field("payload")).otherwise(value)
     headers_type = records.schema["headers"].dataType
     records = records.withColumn(
         "headers", F.coalesce(F.col("headers"), F.array().cast(headers_type))
@@ -146,10 +161,10 @@ def parsed(records: DataFrame) -> DataFrame:
     out = records.withColumns(columns)
     schedule, not_invalid = F.col("kind") == SCHEDULE, F.col("kind") != INVALID
     return out.select(
-        "topic", "gkey", "key", "value", "partition", "offset", "timestamp_ms",
+        "topic", "gkey", "key", value.alias("value"), "partition", "offset", "timestamp_ms",
         "headers",
         "kind",
-        F.when(not_invalid, F.col("key").cast("string")).alias("id"),
+        F.when(not_invalid, sid).alias("id"),
         F.when(schedule, F.col("due_ms")).alias("due_ms"),
         F.when(schedule, F.col("target_topic")).alias("target_topic"),
         F.when(schedule, F.col("target_key")).alias("target_key"),

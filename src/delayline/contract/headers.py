@@ -32,6 +32,11 @@ ERROR = "delayline-error"
 SOURCE = "delayline-source"
 """On a dead letter: ``topic/partition/offset`` of the rejected record; on a history
 record: that of the version that fired."""
+DUE = "delayline-due"
+"""On a history record: the due time of what fired, Unix seconds as ``scheduler-epoch``
+writes them (whatever contract it came in by)."""
+TARGET = "delayline-target-topic"
+"""On a history record: the topic it was delivered to."""
 
 RESERVED_HEADERS = CONTROL_HEADERS | DELIVERY_HEADERS
 """Names a client's extra headers may not use."""

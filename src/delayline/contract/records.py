@@ -91,12 +91,9 @@ def parse_record_checked(record: ConsumedRecord) -> Parsed:  # noqa: C901 - one 
     """:func:`parse_record` without its safety net: every malformed input is caught by
     an explicit check with its own reason, so this raises only on a bug."""
     source = record.source
-    if record.key is None or record.key == b"":
-        return Invalid("missing schedule id (record key is empty)", source)
-    try:
-        schedule_id = record.key.decode("utf-8")
-    except UnicodeDecodeError:
-        return Invalid("schedule id (record key) is not valid UTF-8", source)
+    schedule_id = _record_id(record)
+    if isinstance(schedule_id, Invalid):
+        return schedule_id
     if record.value is None:
         return Cancel(schedule_id, _fired_offset(record.headers), source)
 
@@ -137,6 +134,26 @@ def parse_record_checked(record: ConsumedRecord) -> Parsed:  # noqa: C901 - one 
         headers=tuple(record.headers),
         source=source,
     )
+
+
+def parse_tombstone(record: ConsumedRecord) -> Cancel | Invalid:
+    """A tombstone (null value): a cancel of the schedule id its key holds, in every
+    contract. delayline's own tombstone after a delivery also names the offset that
+    fired (``delayline-fired-offset``)."""
+    schedule_id = _record_id(record)
+    if isinstance(schedule_id, Invalid):
+        return schedule_id
+    return Cancel(schedule_id, _fired_offset(record.headers), record.source)
+
+
+def _record_id(record: ConsumedRecord) -> str | Invalid:
+    """The schedule id in the record's key."""
+    if record.key is None or record.key == b"":
+        return Invalid("missing schedule id (record key is empty)", record.source)
+    try:
+        return record.key.decode("utf-8")
+    except UnicodeDecodeError:
+        return Invalid("schedule id (record key) is not valid UTF-8", record.source)
 
 
 def _fired_offset(headers: Headers) -> int | None:
@@ -245,10 +262,17 @@ def render_tombstone(schedule: Schedule) -> OutgoingRecord:
 
 def render_history(schedule: Schedule, history_topic: str) -> OutgoingRecord:
     """The audit record of a delivery: keyed by schedule id, the delivered headers plus
-    ``delayline-source`` (``topic/partition/offset`` of the version that fired)."""
+    ``delayline-source`` (``topic/partition/offset`` of the version that fired),
+    ``delayline-due`` and ``delayline-target-topic`` (for every contract: only the header
+    contract's schedules carry their due time and target in headers of their own)."""
     delivered = render_delivery(schedule)
     source = schedule.require_source()
-    headers = (*delivered.headers, (h.SOURCE, source.describe().encode()))
+    headers = (
+        *delivered.headers,
+        (h.SOURCE, source.describe().encode()),
+        (h.DUE, h.format_epoch(schedule.due_ms).encode()),
+        (h.TARGET, schedule.target_topic.encode()),
+    )
     return OutgoingRecord(history_topic, schedule.id.encode(), schedule.payload, headers)
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from delayline.contract.contracts import ENVELOPE, HEADER, TIMER_REQUEST, Contract
+from delayline.contract.ids import parse_derived_id
 from delayline.contract.topics import topic_name_problem
 from delayline.errors import ConfigError
 
@@ -30,6 +32,9 @@ class Topology:
         history_topic: A copy of every delivery (the API's catalog follows it);
             ``None`` for none.
         commits_topic: Compacted commit markers of the pipeline's transactions.
+        envelope_topics: Topics of JSON envelopes (:mod:`delayline.contract.envelope`).
+        timer_request_topics: Topics of timer requests
+            (:mod:`delayline.contract.timer_request`).
 
     Raises:
         ConfigError: no schedules topic, an invalid topic name, or two roles
@@ -41,13 +46,15 @@ class Topology:
     dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC
     history_topic: str | None = DEFAULT_HISTORY_TOPIC
     commits_topic: str = DEFAULT_COMMITS_TOPIC
+    envelope_topics: tuple[str, ...] = ()
+    timer_request_topics: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.bootstrap_servers.strip():
             raise ConfigError("give Kafka bootstrap servers, host:port[,host:port]")
         if not self.schedules_topics:
             raise ConfigError("give at least one schedules topic")
-        names = [*self.schedules_topics, self.dead_letter_topic, self.commits_topic]
+        names = [*self.input_topics, self.dead_letter_topic, self.commits_topic]
         if self.history_topic:
             names.append(self.history_topic)
         for name in names:
@@ -55,9 +62,36 @@ class Topology:
             if problem is not None:
                 raise ConfigError(f"topic name {name!r} is invalid: {problem}")
         if len(set(names)) != len(names):
-            raise ConfigError("schedules, dead-letter, commits and history topics must be distinct")
+            raise ConfigError(
+                "schedules, envelope, timer-request, dead-letter, commits and history topics "
+                "must be distinct"
+            )
 
     @property
     def schedules_topic(self) -> str:
         """The first schedules topic: where delayline writes new schedules."""
         return self.schedules_topics[0]
+
+    @property
+    def input_topics(self) -> tuple[str, ...]:
+        """Every topic schedules come in by, of every contract."""
+        return (*self.schedules_topics, *self.envelope_topics, *self.timer_request_topics)
+
+    def contract_of(self, topic: str) -> Contract:
+        """The contract (:data:`delayline.contract.contracts.CONTRACTS`) ``topic`` speaks;
+        ``header`` for a topic that is not an input topic."""
+        if topic in self.envelope_topics:
+            return ENVELOPE
+        if topic in self.timer_request_topics:
+            return TIMER_REQUEST
+        return HEADER
+
+
+def cancel_place(topology: Topology, schedule_id: str) -> tuple[str, int | None]:
+    """Where a cancel of ``schedule_id`` goes when nothing says where it is pending: the
+    exact topic and partition a derived id names (an envelope or timer-request topic of
+    ``topology``), else the first schedules topic and the id's own partition (``None``)."""
+    place = parse_derived_id(schedule_id)
+    if place is not None and topology.contract_of(place[0]) != HEADER:
+        return place[0], place[1]
+    return topology.schedules_topic, None

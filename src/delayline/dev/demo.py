@@ -2,8 +2,9 @@
 
 Starts (or reuses) the local broker and the Spark pipeline, schedules about 50
 messages due over the next 30 s the way an application would (some updated,
-some cancelled, one malformed), prints each delivery as it arrives with its
-lateness, the dead letter, and a summary; then stops what it started.
+some cancelled, one malformed), plus one JSON envelope and one timer request as
+producers of those contracts write them, prints each delivery as it arrives with
+its lateness, the dead letter, and a summary; then stops what it started.
 """
 
 from __future__ import annotations
@@ -15,16 +16,22 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 
 from confluent_kafka import Producer
 
 from delayline.client import ClientConfig, Scheduler
+from delayline.contract.contracts import ENVELOPE, TIMER_REQUEST
+from delayline.contract.envelope import ceil_ms, render_envelope
+from delayline.contract.ids import derived_id
+from delayline.contract.timer_request import render_timer_request
 from delayline.core.clock import ms_to_datetime
 from delayline.core.topology import Topology
 from delayline.dev.demo_api import DEMO_TOKEN, api_agrees, demo_api, hold
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
+from delayline.kafka.produce import produce_one
 from delayline.kafka.topics import TopicsConfig, create_topic, ensure_topics
 
 Out = Callable[[str], None]
@@ -65,6 +72,8 @@ class Plan:
     cancelled: set[str]
     updated: set[str]
     malformed_id: str
+    contracts: dict[str, str]
+    """Schedule id to its contract, for those not written by the header contract."""
 
 
 def run_demo(config: DemoConfig, out: Out = print) -> bool:
@@ -98,6 +107,8 @@ def _with_broker(config: DemoConfig, out: Out) -> bool:
             dead_letter_topic=f"demo-{run}-dead-letters",
             history_topic=f"demo-{run}-history",
             commits_topic=f"demo-{run}-commits",
+            envelope_topics=(f"demo-{run}-envelopes",),
+            timer_request_topics=(f"demo-{run}-timer-requests",),
         ),
         partitions=3,
     )
@@ -105,7 +116,11 @@ def _with_broker(config: DemoConfig, out: Out) -> bool:
     target = f"demo-{run}-notifications"
     create_topic(bootstrap, target, partitions=3)
     names = topics.topology
-    out(f"topics: {names.schedules_topic} -> {target}, dead letters {names.dead_letter_topic}")
+    out(
+        f"topics: {names.schedules_topic}, {names.envelope_topics[0]} (JSON envelopes), "
+        f"{names.timer_request_topics[0]} (timer requests) -> {target}, "
+        f"dead letters {names.dead_letter_topic}"
+    )
     with tempfile.TemporaryDirectory(prefix="delayline-demo-") as tmp:
         metrics_port = free_port()
         args = [
@@ -113,6 +128,8 @@ def _with_broker(config: DemoConfig, out: Out) -> bool:
             "--dead-letter-topic", topics.topology.dead_letter_topic,
             "--history-topic", str(topics.topology.history_topic),
             "--commits-topic", topics.topology.commits_topic,
+            "--envelope-topic", names.envelope_topics[0],
+            "--timer-request-topic", names.timer_request_topics[0],
             "--checkpoint-dir", str(Path(tmp) / "checkpoint"),
             "--trigger-interval", "500ms",
             "--query-name", f"demo-{run}",
@@ -133,7 +150,7 @@ def _with_broker(config: DemoConfig, out: Out) -> bool:
             out(f"pipeline metrics: http://127.0.0.1:{metrics_port}/metrics")
             try:
                 out(f"pipeline ready in {pipeline.wait_ready():.1f} s")
-                plan = _write(bootstrap, topics.topology.schedules_topic, target, config, out)
+                plan = _write(bootstrap, names, target, config, out)
                 ok = _watch(seen, plan, target, out)
                 ok = api_agrees(url, len(plan.due_ms), out) and ok
                 if config.hold:
@@ -145,7 +162,8 @@ def _with_broker(config: DemoConfig, out: Out) -> bool:
     return ok and code == 0
 
 
-def _write(bootstrap: str, schedules: str, target: str, config: DemoConfig, out: Out) -> Plan:
+def _write(bootstrap: str, names: Topology, target: str, config: DemoConfig, out: Out) -> Plan:
+    schedules = names.schedules_topic
     rng = random.Random(7)
     ids = [f"order-{n:03d}" for n in range(config.schedules)]
     due: dict[str, int] = {}
@@ -174,13 +192,37 @@ def _write(bootstrap: str, schedules: str, target: str, config: DemoConfig, out:
     ]
     producer.produce(schedules, key=malformed.encode(), value=b"{}", headers=bad_headers)
     producer.flush(10)
+    contracts = _write_other_contracts(bootstrap, names, target, rng, due)
     out(
         f"scheduled {len(ids)} messages due in the next {config.spread_s} s: "
-        f"{len(updated)} updated, {len(cancelled)} cancelled, 1 malformed"
+        f"{len(updated)} updated, {len(cancelled)} cancelled, 1 malformed; "
+        "and one JSON envelope and one timer request, as their own producers write them"
     )
     out("")
     out(f"{'delivered at':<14} {'schedule':<16} {'due at':<14} {'lateness':>9}  note")
-    return Plan(due, cancelled, updated, malformed)
+    return Plan(due, cancelled, updated, malformed, contracts)
+
+
+def _write_other_contracts(
+    bootstrap: str, names: Topology, target: str, rng: random.Random, due: dict[str, int]
+) -> dict[str, str]:
+    """One envelope and one timer request; their ids are where they were written."""
+    countdown = MIN_DELAY_S + round(rng.random() * 10, 3)
+    envelope = render_envelope(
+        names.envelope_topics[0], target, {"order": "by-envelope"}, countdown_s=countdown,
+        key="by-envelope", headers=(("CALLER_SERVICE", b"demo"),),
+    )  # fmt: skip
+    partition, offset, timestamp_ms = produce_one(bootstrap, envelope, 10_000)
+    envelope_id = derived_id(envelope.topic, partition, offset)
+    due[envelope_id] = timestamp_ms + ceil_ms(Decimal(repr(countdown)))  # as it is parsed
+    second = time.time_ns() // 1_000_000_000 + MIN_DELAY_S + 1 + rng.randrange(10)
+    timer = render_timer_request(
+        names.timer_request_topics[0], second, target, "by-timer", b'{"order": "by-timer"}'
+    )
+    partition, offset, _ = produce_one(bootstrap, timer, 10_000)
+    timer_id = derived_id(timer.topic, partition, offset)
+    due[timer_id] = second * 1000
+    return {envelope_id: ENVELOPE, timer_id: TIMER_REQUEST}
 
 
 def _watch(seen: DeliveryCollector, plan: Plan, target: str, out: Out) -> bool:
@@ -213,6 +255,8 @@ def _line(d: Delivery, plan: Plan, target: str) -> str:
     due_s = ms_to_datetime(due).strftime("%H:%M:%S.%f")[:-3] if due else "?"
     lateness = f"{d.arrival_ms - due} ms" if due else ""
     note = "updated" if sid in plan.updated else ("CANCELLED?!" if sid in plan.cancelled else "")
+    if sid in plan.contracts:
+        note, sid = plan.contracts[sid], sid.split("-", 2)[-1]  # less "demo-<run>-"
     return f"{at:<14} {sid:<16} {due_s:<14} {lateness:>9}  {note}"
 
 
@@ -231,6 +275,9 @@ def _summary(deliveries: list[Delivery], plan: Plan, target: str, out: Out) -> b
             d.timestamp_ms >= plan.due_ms.get(d.schedule_id or "", 0) for d in on_target
         ),
         "malformed one dead-lettered": [d.key for d in dead] == [plan.malformed_id.encode()],
+        "the envelope and the timer request delivered once": all(
+            counts[sid] == 1 for sid in plan.contracts
+        ),
     }  # fmt: skip
     out("")
     out(f"summary: {len(on_target)}/{len(plan.due_ms)} delivered, {len(dead)} dead letter(s)")

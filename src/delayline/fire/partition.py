@@ -21,6 +21,7 @@ from delayline.contract import (
     render_schedule,
     render_tombstone,
 )
+from delayline.contract.contracts import InputParser, compacted
 from delayline.core.clock import Clock
 from delayline.fire.inflight import render_inflight
 from delayline.fire.refusals import batch_size
@@ -76,6 +77,12 @@ def merge(batch_id: int, parts: Sequence[PartitionReport]) -> BatchReport:
 def to_records(row: Any, config: PipelineConfig) -> list[OutgoingRecord]:
     """The Kafka records one event row turns into (none for bookkeeping kinds)."""
     kind = row["kind"]
+    if kind == r.REWRITE and not compacted(config.topology.contract_of(row["src_topic"])):
+        # It writes the header contract's record; only compaction needs it, and the
+        # topics of other contracts are not compacted. (A retire is delayline's own
+        # tombstone, which every contract reads: it keeps a replaced version from
+        # coming back in a rebuild.)
+        return []
     if kind == r.FIRE:
         schedule = r.event_schedule(row)
         out = [render_delivery(schedule), render_tombstone(schedule)]
@@ -90,9 +97,8 @@ def to_records(row: Any, config: PipelineConfig) -> list[OutgoingRecord]:
         again = render_schedule(schedule, source.topic, source.partition)
         return [replace(again, timestamp_ms=source.timestamp_ms)]
     if kind == r.DEAD:
-        dead = render_dead_letter(
-            r.event_record(row), r.dead_reason(row), config.topology.dead_letter_topic
-        )
+        reason = r.dead_reason(row, InputParser(config.topology))
+        dead = render_dead_letter(r.event_record(row), reason, config.topology.dead_letter_topic)
         if row["due_ms"] is None:
             return [dead]
         # An expired schedule is finished: forget it as after a delivery.
@@ -147,7 +153,7 @@ def fire_rows(
                 )
     for row in rows:
         if row["kind"] == r.DEAD:
-            report.notes.append(_dead_letter_line(row))
+            report.notes.append(_dead_letter_line(row, InputParser(config.topology)))
     if len(report.notes) > MAX_NOTES:
         more = len(report.notes) - MAX_NOTES
         report.notes = [*report.notes[:MAX_NOTES], f"... and {more} more dead letter(s)"]
@@ -223,14 +229,15 @@ def _account(
         report.counts[REFUSED] += len(refused)
 
 
-def _dead_letter_line(row: Any) -> str:
+def _dead_letter_line(row: Any, parse: InputParser) -> str:
     """One line about an invalid or expired record: id, source and reason, never the
     payload."""
     source = r.event_source(row).describe()
     sid = row["id"] or _key_text(row["key"])
+    reason = r.dead_reason(row, parse)
     if sid is None:
-        return f"record {source} dead-lettered: {r.dead_reason(row)}"
-    return f"schedule {sid!r} (from {source}) dead-lettered: {r.dead_reason(row)}"
+        return f"record {source} dead-lettered: {reason}"
+    return f"schedule {sid!r} (from {source}) dead-lettered: {reason}"
 
 
 def _key_text(key: bytes | None) -> str | None:

@@ -7,6 +7,8 @@ from typing import Any
 from confluent_kafka import Producer
 
 from delayline.contract import OutgoingRecord
+from delayline.errors import DeliveryError
+from delayline.kafka.config import kafka_client_config
 
 
 def produce(producer: Producer, record: OutgoingRecord, on_delivery: Any) -> None:
@@ -28,3 +30,29 @@ def produce(producer: Producer, record: OutgoingRecord, on_delivery: Any) -> Non
             return
         except BufferError:
             producer.poll(0.05)
+
+
+def produce_one(
+    bootstrap_servers: str, record: OutgoingRecord, timeout_ms: int
+) -> tuple[int, int, int]:
+    """Write ``record`` and wait for Kafka's acknowledgement (idempotent producer, acks=all).
+
+    Returns:
+        The partition and offset it was written at, and its timestamp (epoch ms).
+
+    Raises:
+        DeliveryError: Kafka refused it, or did not acknowledge it within ``timeout_ms``.
+    """
+    producer = Producer(
+        {**kafka_client_config(bootstrap_servers), "enable.idempotence": True,
+         "delivery.timeout.ms": max(timeout_ms, 1000)}
+    )  # fmt: skip
+    outcome: list[tuple[Any, Any]] = []
+    produce(producer, record, lambda err, msg: outcome.append((err, msg)))
+    producer.flush(max(timeout_ms, 1000) / 1000 + 1)
+    if not outcome:
+        raise DeliveryError([(record.topic, f"not acknowledged within {timeout_ms} ms")])
+    err, msg = outcome[0]
+    if err is not None:
+        raise DeliveryError([(record.topic, str(err))])
+    return int(msg.partition()), int(msg.offset()), int(msg.timestamp()[1])

@@ -53,6 +53,9 @@ class TopicsConfig:
         """
         t = self.topology
         wanted = dict.fromkeys(t.schedules_topics, "compact")
+        # Not keyed by schedule id (an envelope's key may be empty, a timer request's is
+        # its second): compaction would drop schedules. Retention ends their records.
+        wanted.update(dict.fromkeys((*t.envelope_topics, *t.timer_request_topics), "delete"))
         wanted[t.dead_letter_topic] = "delete"
         wanted[t.commits_topic] = "compact"
         if t.history_topic:
@@ -213,6 +216,7 @@ def cluster_brokers(bootstrap_servers: str, timeout_s: float) -> list[dict[str, 
 
 WAKE_RETENTION_MS = 3_600_000
 """Wake records matter only until the next micro-batch; an hour is plenty."""
+OSCILLATOR_RETENTION_MS = 86_400_000
 INFLIGHT_SEGMENT_MS = 3_600_000
 """Segments of the in-flight topic roll hourly, so compaction can drop delivered ones."""
 
@@ -230,6 +234,16 @@ def ensure_wake_topic(bootstrap_servers: str, name: str, timeout_s: float = 30.0
     """
     config = {"cleanup.policy": "delete", "retention.ms": str(WAKE_RETENTION_MS)}
     return _ensure_internal_topic(bootstrap_servers, name, "wake", config, timeout_s)
+
+
+def ensure_oscillator_topic(bootstrap_servers: str, name: str, timeout_s: float = 30.0) -> str:
+    """Create an oscillator's topic unless it exists: one partition, deleted after a day
+    (a consumer that is down for less still finds every second).
+
+    Returns and raises as :func:`ensure_wake_topic`.
+    """
+    config = {"cleanup.policy": "delete", "retention.ms": str(OSCILLATOR_RETENTION_MS)}
+    return _ensure_internal_topic(bootstrap_servers, name, "oscillator", config, timeout_s)
 
 
 def ensure_inflight_topic(bootstrap_servers: str, name: str, timeout_s: float = 30.0) -> str:

@@ -15,6 +15,10 @@ schedule is handed over at most two batches after its raise time (the batch runn
 then, and its own), and batches took up to 2.6 s; with 3 s, 9 of 600 were handed over
 late; with 5 s, none."""
 MAX_LEAD_MS = 60_000
+OWN_WAKER = "own"
+OSCILLATOR_WAKER = "oscillator"
+WAKERS = (OWN_WAKER, OSCILLATOR_WAKER)
+DEFAULT_OSCILLATOR_TOPIC = "oscillator"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +44,14 @@ class PipelineConfig:
         wake: Run a micro-batch only when a timer is due, a record arrives or a
             heartbeat passes (:mod:`delayline.pipeline.wake`); False runs one every
             trigger interval, as Spark does by default (costs idle CPU).
-        wake_topic: Topic of the wake records; ``None``: ``<query_name>-wake``.
+        wake_topic: Topic of the wake records; ``None``: ``<query_name>-wake``, or
+            ``oscillator`` with the oscillator waker.
+        waker: Who writes the wake records: ``own`` (the pipeline, when a timer is due)
+            or ``oscillator`` (``delayline oscillator``, or the durable timers design's
+            own, ticking ``wake_topic`` every second; the pipeline writes nothing there).
+            With an oscillator a micro-batch runs every second whatever is due, and
+            timers are raised at the next tick after their raise time (up to a second
+            later; within the lead, so deliveries stay on time).
         heartbeat_interval_ms: With ``wake``, the longest time without a micro-batch.
         hold: Where pending schedules wait (:data:`delayline.stores.hold.HOLDS`):
             ``jvm`` (Spark state through a Java processor, durable, the fast one),
@@ -83,6 +94,7 @@ class PipelineConfig:
     java_options: str = DEFAULT_JAVA_OPTIONS
     lead_ms: int = DEFAULT_LEAD_MS
     engine_nice: int = 10
+    waker: str = OWN_WAKER
 
     def __post_init__(self) -> None:
         if not 0 <= self.lead_ms <= MAX_LEAD_MS:
@@ -91,6 +103,12 @@ class PipelineConfig:
                 "to the committer that long before it is due, after which a cancel no longer "
                 "stops it and it waits in the committer's memory; a batch rarely takes more "
                 "than a few seconds, so a longer lead buys nothing"
+            )
+        if self.waker not in WAKERS:
+            raise ConfigError(f"unknown waker {self.waker!r}: choose one of {', '.join(WAKERS)}")
+        if self.waker == OSCILLATOR_WAKER and not self.wake:
+            raise ConfigError(
+                "--no-wake runs a batch every trigger interval: drop --waker oscillator"
             )
         if self.trigger_interval_ms < 0 or self.shuffle_partitions < 1:
             raise ConfigError("trigger interval must be >= 0 and shuffle partitions >= 1")
@@ -101,13 +119,19 @@ class PipelineConfig:
         if self.hold == "memory" and not self.wake:
             # Its query keeps no Spark state, so Spark runs no batch without input.
             raise ConfigError("the memory hold needs the waker: drop --no-wake")
-        if self.wake and self.wake_topic_name in self.topology.schedules_topics:
-            raise ConfigError("the wake topic must not be a schedules topic")
+        if self.wake and self.wake_topic_name in self.topology.input_topics:
+            raise ConfigError(
+                "the wake topic must not be a schedules, envelope or timer-request topic"
+            )
 
     @property
     def wake_topic_name(self) -> str:
-        """The topic wake records go to."""
-        return self.wake_topic or f"{self.query_name}-wake"
+        """The topic wake records go to (an oscillator's, with that waker)."""
+        if self.wake_topic:
+            return self.wake_topic
+        if self.waker == OSCILLATOR_WAKER:
+            return DEFAULT_OSCILLATOR_TOPIC
+        return f"{self.query_name}-wake"
 
     @property
     def inflight_topic_name(self) -> str:
@@ -116,10 +140,11 @@ class PipelineConfig:
 
     @property
     def source_topics(self) -> tuple[str, ...]:
-        """Every topic the streaming query reads: the schedules topics, the wake topic."""
+        """Every topic the streaming query reads: the input topics (every contract's),
+        the wake topic."""
         if not self.wake:
-            return self.topology.schedules_topics
-        return (*self.topology.schedules_topics, self.wake_topic_name)
+            return self.topology.input_topics
+        return (*self.topology.input_topics, self.wake_topic_name)
 
     @property
     def transactional_id(self) -> str:

@@ -16,14 +16,20 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.streaming.listener import StreamingQueryListener
 from pyspark.sql.streaming.query import StreamingQuery
 
+from delayline.contract.arrow import with_contracts
 from delayline.core.units import format_duration_ms
 from delayline.errors import DelaylineError
 from delayline.fire.committer import Committer, CommitterConfig
 from delayline.fire.report import HANDED, REFUSED, BatchReport
 from delayline.fire.sink import FireSink, checkpoint_query_id
-from delayline.kafka.topics import cluster_brokers, ensure_inflight_topic, ensure_wake_topic
+from delayline.kafka.topics import (
+    cluster_brokers,
+    ensure_inflight_topic,
+    ensure_oscillator_topic,
+    ensure_wake_topic,
+)
 from delayline.pipeline import rows as r
-from delayline.pipeline.config import PipelineConfig, spark_progress_file
+from delayline.pipeline.config import OWN_WAKER, PipelineConfig, spark_progress_file
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness
 from delayline.pipeline.session import build_session
 from delayline.pipeline.wake import Waker
@@ -43,7 +49,10 @@ class PipelineError(DelaylineError):
 
 
 def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
-    """The schedules topics as a stream, headers included, transactions honoured.
+    """The input topics as a stream, headers included, transactions honoured.
+
+    Records of envelope and timer-request topics come parsed
+    (:func:`delayline.contract.arrow.with_contracts`).
 
     With ``wake`` the wake topic is read too: its records make a micro-batch run (so
     its due timers fire) and are dropped here.
@@ -65,7 +74,7 @@ def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     )
     if config.wake:
         raw = raw.where(F.col("topic") != config.wake_topic_name)
-    return raw.select(
+    records = raw.select(
         "topic",
         F.coalesce("key", F.lit(b"")).alias("gkey"),
         "key",
@@ -75,6 +84,7 @@ def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
         F.unix_millis("timestamp").alias("timestamp_ms"),
         "headers",
     )
+    return with_contracts(records, config.topology)
 
 
 def _last_batch_id(query: StreamingQuery) -> int:
@@ -179,8 +189,10 @@ class Pipeline:
             self._spark.streams.addListener(_ProgressListener(metrics, spark_file))
         on_batch = self._on_batch if self._metrics_server is None else self._on_batch_observed
         self._committer = self._start_committer()
-        if config.wake:
+        if config.wake and config.waker == OWN_WAKER:
             self._waker = self._start_waker()
+        elif config.wake:  # ticks of an oscillator wake it; nothing of ours is written there
+            ensure_oscillator_topic(config.topology.bootstrap_servers, config.wake_topic_name)
         on_timers = None if self._waker is None else self._waker.add
         sink = FireSink(config, self._run_id, on_batch, on_timers, hold=self.hold)
         events = self.hold.stage(read_schedules(self._spark, config))
@@ -203,7 +215,7 @@ class Pipeline:
         log.info(
             "pipeline %s started: %s -> %s hold -> fire, checkpoint %s",
             config.query_name,
-            ",".join(config.topology.schedules_topics),
+            ",".join(config.topology.input_topics),
             self.hold.name,
             config.checkpoint_dir,
         )

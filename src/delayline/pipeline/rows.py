@@ -8,6 +8,7 @@ as one encoded ``bytes`` column (:mod:`delayline.contract.codec`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import Row
@@ -23,7 +24,7 @@ from pyspark.sql.types import (
 
 from delayline.contract import ConsumedRecord, parse_record
 from delayline.contract.codec import decode_headers, encode_headers
-from delayline.core.model import Invalid, Schedule, SourceRef
+from delayline.core.model import Invalid, Parsed, Schedule, SourceRef
 from delayline.stores.fold import (
     CANCELLED,
     DEAD,
@@ -157,15 +158,20 @@ def source_row(record: ConsumedRecord) -> tuple[Any, ...]:
             record.offset, record.timestamp_ms, headers)  # fmt: skip
 
 
-def dead_reason(row: Any) -> str:
+def dead_reason(row: Any, parse: Callable[[ConsumedRecord], Parsed] = parse_record) -> str:
     """The dead-letter reason of a DEAD event row.
 
     Python holds set it; the JVM hold leaves it to this (the Python parser's reason for
     the record, so each reason has one definition).
+
+    Args:
+        row: The event row.
+        parse: The parser of the record's contract
+            (:class:`delayline.contract.contracts.InputParser`).
     """
     if row["reason"] is not None:
         return str(row["reason"])
-    parsed = parse_record(event_record(row))
+    parsed = parse(event_record(row))
     if isinstance(parsed, Invalid):
         return parsed.reason
     # The SQL validation refused what the parser accepts: a delayline bug. The record

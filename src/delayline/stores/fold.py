@@ -44,11 +44,11 @@ partition (possible when ``max_offsets_per_trigger`` splits a backlog) is planne
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from delayline.contract import ConsumedRecord, parse_record
-from delayline.core.model import Cancel, Invalid, Schedule, SourceRef
+from delayline.core.model import Cancel, Invalid, Parsed, Schedule, SourceRef
 from delayline.core.versions import supersedes
 
 # Kinds of events. Only FIRE, DEAD and REWRITE are written to Kafka; all are counted.
@@ -138,8 +138,9 @@ def fold(
     now_ms: int,
     max_lateness_ms: int | None = None,
     lead_ms: int = 0,
+    parse: Callable[[ConsumedRecord], Parsed] = parse_record,
 ) -> Folded:
-    """Apply one batch's records of one id (one schedules topic) to the held version.
+    """Apply one batch's records of one id (one input topic) to the held version.
 
     Args:
         held: The version held before the batch, with its source.
@@ -148,6 +149,9 @@ def fold(
         max_lateness_ms: Later than this, a due version expires; ``None``: never.
         lead_ms: How long before its due time a version is handed over; timers (in
             :class:`Folded`) are set at :func:`raise_ms`.
+        parse: The parser of the topic's contract
+            (:class:`delayline.contract.contracts.InputParser`); the header contract's
+            by default.
     """
     events: list[HoldEvent] = []
     current = held
@@ -170,7 +174,7 @@ def fold(
         events.append(HoldEvent(RETIRE, now_ms, dropped.id, schedule=dropped))
 
     for record in ordered:
-        parsed = parse_record(record)
+        parsed = parse(record)
         source = record.source
         if isinstance(parsed, Invalid):
             events.append(HoldEvent(DEAD, now_ms, record=record, reason=parsed.reason))

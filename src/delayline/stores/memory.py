@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
 from delayline.contract import ConsumedRecord
+from delayline.contract.contracts import InputParser
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.model import Schedule
 from delayline.stores.fold import HoldEvent, fire, fold, raise_ms
@@ -47,6 +48,7 @@ class MemoryHold(Hold):
             config = PipelineConfig()
         super().__init__(config)
         self.clock = clock or SystemClock()
+        self._parse = InputParser(config.topology)
         self._held: dict[Key, Schedule] = {}
         self._timers: list[tuple[int, Key]] = []
         # Batches run on the query's thread, due_times() on the pipeline's timers thread.
@@ -57,7 +59,7 @@ class MemoryHold(Hold):
         due, in that order (as Spark runs input before timers)."""
         by_key: dict[Key, list[ConsumedRecord]] = defaultdict(list)
         for record in records:
-            by_key[(record.topic, record.key or b"")].append(record)
+            by_key[(record.topic, self._parse.group_key(record))].append(record)
         with self._lock:
             return self._offer(by_key, now_ms)
 
@@ -70,6 +72,7 @@ class MemoryHold(Hold):
                 now_ms,
                 self.config.max_lateness_ms,
                 self.config.lead_ms,
+                self._parse,
             )
             events.extend(folded.events)
             if folded.held is None:

@@ -9,7 +9,7 @@ timers in and out of Spark.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,7 +21,9 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
-from delayline.core.model import Schedule
+from delayline.contract import ConsumedRecord, parse_record
+from delayline.contract.contracts import InputParser
+from delayline.core.model import Parsed, Schedule
 from delayline.pipeline import rows as r
 from delayline.pipeline.wake import GRANULARITY_MS
 from delayline.stores.fold import EXPIRED, fire, fold, raise_ms
@@ -39,9 +41,15 @@ class HoldProcessor(StatefulProcessor):
         lead_ms: How long before its due time a schedule is handed over.
     """
 
-    def __init__(self, max_lateness_ms: int | None = None, lead_ms: int = 0) -> None:
+    def __init__(
+        self,
+        max_lateness_ms: int | None = None,
+        lead_ms: int = 0,
+        parse: Callable[[ConsumedRecord], Parsed] = parse_record,
+    ) -> None:
         self.max_lateness_ms = max_lateness_ms
         self.lead_ms = lead_ms
+        self.parse = parse
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -53,7 +61,7 @@ class HoldProcessor(StatefulProcessor):
         now_ms = timerValues.getCurrentProcessingTimeInMs()
         before = self._held(key[0])
         records = [r.input_to_record(row) for row in rows]
-        folded = fold(before, records, now_ms, self.max_lateness_ms, self.lead_ms)
+        folded = fold(before, records, now_ms, self.max_lateness_ms, self.lead_ms, self.parse)
         if folded.timer_from is not None:
             # The held version's timer is always at its raise time: delete it directly
             # (listing timers would cost one more round trip to the JVM per record).
@@ -102,7 +110,11 @@ class SparkStateHold(Hold):
 
     def stage(self, records: DataFrame) -> DataFrame:
         return records.groupBy("topic", "gkey").transformWithState(
-            HoldProcessor(self.config.max_lateness_ms, self.config.lead_ms),
+            HoldProcessor(
+                self.config.max_lateness_ms,
+                self.config.lead_ms,
+                InputParser(self.config.topology),
+            ),
             r.EVENT_SCHEMA,
             "Append",
             "ProcessingTime",

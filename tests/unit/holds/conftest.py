@@ -15,6 +15,7 @@ from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from delayline.contract import ConsumedRecord
+from delayline.contract.contracts import InputParser
 from delayline.core.topology import Topology
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
@@ -23,6 +24,9 @@ from delayline.stores.memory import MemoryHold
 from delayline.stores.spark_state import HoldProcessor
 
 MAX_LATENESS_MS = 60_000
+TOPOLOGY = Topology(envelope_topics=("envelopes",), timer_request_topics=("timers",))
+"""The suite's topics: ``schedules`` (the default contract), ``envelopes``, ``timers``."""
+PARSE = InputParser(TOPOLOGY)
 
 
 class Seen(NamedTuple):
@@ -47,7 +51,7 @@ class Driver(Protocol):
 
 class MemoryDriver:
     def __init__(self, lead_ms: int = 0) -> None:
-        config = PipelineConfig(Topology(), max_lateness_ms=MAX_LATENESS_MS, lead_ms=lead_ms)
+        config = PipelineConfig(TOPOLOGY, max_lateness_ms=MAX_LATENESS_MS, lead_ms=lead_ms)
         self.hold = MemoryHold(config)
 
     def batch(self, records: list[ConsumedRecord], now_ms: int) -> list[Seen]:
@@ -73,13 +77,13 @@ class SparkDriver:
     """The Spark-state hold's own processor, through Spark's TwsTester (no JVM)."""
 
     def __init__(self, lead_ms: int = 0) -> None:
-        processor = HoldProcessor(MAX_LATENESS_MS, lead_ms)
+        processor = HoldProcessor(MAX_LATENESS_MS, lead_ms, PARSE)
         self.tester = _BatchTester(processor, timeMode="ProcessingTime")
 
     def batch(self, records: list[ConsumedRecord], now_ms: int) -> list[Seen]:
         groups: dict[tuple[str, bytes], list[Row]] = defaultdict(list)
         for record in records:
-            groups[(record.topic, record.key or b"")].append(_input_row(record))
+            groups[(record.topic, PARSE.group_key(record))].append(_input_row(record))
         out: list[Row] = []
         for key in sorted(groups):
             self.tester._currentProcessingTimeMs = now_ms
@@ -109,7 +113,7 @@ def hold(make_hold: Callable[[], Driver]) -> Driver:
 
 def _input_row(record: ConsumedRecord) -> Row:
     headers = [Row(key=name, value=value) for name, value in record.headers]
-    return Row(topic=record.topic, gkey=record.key or b"", key=record.key, value=record.value,
+    return Row(topic=record.topic, gkey=PARSE.group_key(record), key=record.key, value=record.value,
                partition=record.partition, offset=record.offset,
                timestamp_ms=record.timestamp_ms, headers=headers)  # fmt: skip
 
@@ -125,6 +129,6 @@ def _from_event(e: HoldEvent) -> Seen:
 def from_row(row: Row) -> Seen:
     """An event row as the suite compares it (a dead letter with its reason)."""
     value = row["value"]
-    reason = r.dead_reason(row) if row["kind"] == r.DEAD else row["reason"]
+    reason = r.dead_reason(row, PARSE) if row["kind"] == r.DEAD else row["reason"]
     return Seen(row["kind"], row["id"], row["src_partition"], row["src_offset"],
                 None if value is None else bytes(value), row["due_ms"], reason)  # fmt: skip

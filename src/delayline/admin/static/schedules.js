@@ -4,7 +4,8 @@ import { esc, when, relative, hexdump, bytesFromBase64, prettyJson, utcInputToIs
 import { flash } from "./flash.js";
 import { go } from "./nav.js";
 
-const FILTERS = ["id", "id_match", "target_topic", "due_from", "due_to", "sort", "order", "limit"];
+const FILTERS = ["id", "id_match", "contract", "target_topic", "due_from", "due_to", "sort", "order", "limit"];
+const CONTRACTS = { header: "header", envelope: "JSON envelope", "timer-request": "timer request" };
 const keyText = (s) => s.target_key ?? (s.target_key_base64 ? `(binary) ${s.target_key_base64}` : "");
 const link = (id) => `#/schedules/${encodeURIComponent(id)}`;
 
@@ -29,6 +30,7 @@ export async function list(main, params) {
     <tr data-testid="schedule-row" data-id="${esc(s.id)}">
       <td class="mono"><a href="${link(s.id)}">${esc(s.id)}</a></td>
       <td>${esc(when(s.due_at))} <span class="muted">${esc(relative(s.due_at))}</span></td>
+      <td data-testid="contract">${esc(CONTRACTS[s.contract] ?? s.contract)}</td>
       <td class="mono">${esc(s.target_topic)}</td>
       <td class="mono">${esc(keyText(s))}</td>
       <td>${esc(when(s.created_at))}</td>
@@ -38,6 +40,7 @@ export async function list(main, params) {
     <form class="filters" id="filters" role="search">
       <label>Id <input name="id" id="search" value="${esc(f.id)}" placeholder="press / to search"></label>
       <label>Match<select name="id_match">${opt("id_match", "prefix", "starts with")}${opt("id_match", "contains", "contains")}</select></label>
+      <label>Contract<select name="contract">${opt("contract", "", "any")}${Object.entries(CONTRACTS).map(([k, v]) => opt("contract", k, v)).join("")}</select></label>
       <label>Target topic<input name="target_topic" value="${esc(f.target_topic)}"></label>
       <label>Due from (UTC)<input type="datetime-local" name="due_from" value="${esc(f.due_from)}"></label>
       <label>Due before (UTC)<input type="datetime-local" name="due_to" value="${esc(f.due_to)}"></label>
@@ -46,8 +49,8 @@ export async function list(main, params) {
       <label>Per page<select name="limit">${["25", "50", "100", "500", "1000"].map((n) => opt("limit", n, n)).join("")}</select></label>
       <button type="submit" class="primary">Apply</button>
     </form>
-    <table><thead><tr><th>Id</th><th>Due</th><th>Target topic</th><th>Target key</th><th>Created</th></tr></thead>
-    <tbody>${rows || `<tr><td colspan="5" class="muted" data-testid="no-schedules">No pending schedules match.</td></tr>`}</tbody></table>
+    <table><thead><tr><th>Id</th><th>Due</th><th>Contract</th><th>Target topic</th><th>Target key</th><th>Created</th></tr></thead>
+    <tbody>${rows || `<tr><td colspan="6" class="muted" data-testid="no-schedules">No pending schedules match.</td></tr>`}</tbody></table>
     <div class="pager">
       ${cursor ? `<a href="#/schedules${query(f)}">⟲ First page</a>` : ""}
       ${page.next_cursor ? `<a href="#/schedules${query({ ...f, cursor: page.next_cursor })}" data-testid="next-page">Next page →</a>` : ""}
@@ -80,7 +83,7 @@ export async function detail(main, id) {
     <h1>Schedule <span class="mono">${esc(d.id)}</span> <span class="tag" data-testid="state">${d.pending ? "pending" : "not pending"}</span></h1>
     ${c ? `
       <div class="actions">
-        <a class="button" href="#/edit/${encodeURIComponent(d.id)}">Edit</a>
+        ${c.contract === "header" ? `<a class="button" href="#/edit/${encodeURIComponent(d.id)}">Edit</a>` : ""}
         <button type="button" class="danger" id="cancel">Cancel schedule</button>
       </div>
       <dl class="kv">
@@ -88,6 +91,7 @@ export async function detail(main, id) {
         <dt>Target topic</dt><dd class="mono">${esc(c.target_topic)}</dd>
         <dt>Target key</dt><dd class="mono">${esc(keyText(c) || "(null)")}</dd>
         <dt>Stored at</dt><dd class="mono">${esc(c.topic)}/${c.partition}/${c.offset}</dd>
+        <dt>Contract</dt><dd data-testid="detail-contract">${esc(CONTRACTS[c.contract] ?? c.contract)}${c.contract === "header" ? "" : ` <span class="muted">(edit it through its own contract; cancel works here)</span>`}</dd>
         <dt>Created / updated</dt><dd>${esc(when(c.created_at))} / ${esc(when(c.updated_at))}</dd>
         <dt>Headers</dt><dd class="mono">${c.headers.map((h) => `${esc(h.name)}=${esc(h.value ?? "null")}`).join("<br>")}</dd>
       </dl>

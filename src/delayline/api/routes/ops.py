@@ -77,6 +77,8 @@ async def info(request: Request) -> dict[str, Any]:
         "brokers": brokers,
         "topics": {
             "schedules": list(config.topology.schedules_topics),
+            "envelopes": list(config.topology.envelope_topics),
+            "timer_requests": list(config.topology.timer_request_topics),
             "history": config.topology.history_topic,
             "dead_letter": config.topology.dead_letter_topic,
         },

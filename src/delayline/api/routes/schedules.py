@@ -25,7 +25,9 @@ from delayline.api.schemas import (
 )
 from delayline.api.state import api_state
 from delayline.catalog import MAX_PAGE, PendingQuery
+from delayline.contract.contracts import Contract
 from delayline.core.clock import datetime_to_ms
+from delayline.core.topology import Topology, cancel_place
 from delayline.errors import InvalidScheduleError
 
 router = APIRouter(tags=["schedules"])
@@ -63,25 +65,31 @@ def list_schedules(
     ] = None,
     due_to: Annotated[datetime | None, Query(description="Due before (ISO 8601).")] = None,
     target_topic: Annotated[str | None, Query(max_length=249)] = None,
+    contract: Annotated[
+        Contract | None, Query(description="Only those that came in by this contract.")
+    ] = None,
     sort: Literal["due", "id", "created"] = "due",
     order: Literal["asc", "desc"] = "asc",
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     cursor: Annotated[str | None, Query(max_length=4096)] = None,
 ) -> SchedulePage:
     """Pending schedules from the catalog, filtered, sorted, one page at a time."""
+    topology = api_state(request).config.topology
     query = PendingQuery(
         id_prefix=id if id_match == "prefix" else None,
         id_contains=id if id_match == "contains" else None,
         due_from_ms=_ms(due_from),
         due_to_ms=_ms(due_to),
         target_topic=target_topic,
+        topics=None if contract is None else _topics_of(topology, contract),
         sort=sort,
         descending=order == "desc",
         limit=limit,
         cursor=cursor,
     )
     page = api_state(request).store.pending(query)
-    return SchedulePage(items=[summary(p) for p in page.items], next_cursor=page.next_cursor)
+    items = [summary(p, topology.contract_of(p.topic)) for p in page.items]
+    return SchedulePage(items=items, next_cursor=page.next_cursor)
 
 
 @router.get(
@@ -98,10 +106,11 @@ def get_schedule(request: Request, schedule_id: str) -> ScheduleDetail:
     if not current and not versions:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no schedule with id {schedule_id!r}")
     newest = max(current, key=lambda p: p.updated_ms, default=None)
+    contract_of = api_state(request).config.topology.contract_of
     return ScheduleDetail(
         id=schedule_id,
         pending=bool(current),
-        current=None if newest is None else full(newest),
+        current=None if newest is None else full(newest, contract_of(newest.topic)),
         versions=[version_out(v) for v in versions],
     )
 
@@ -165,7 +174,7 @@ async def cancel_schedule(
     # them all, whichever partitioner wrote them.
     places: list[tuple[str, int | None]] = sorted({(p.topic, p.partition) for p in current})
     if not places and force:
-        places = [(state.config.topology.schedules_topic, None)]
+        places = [cancel_place(state.config.topology, schedule_id)]
     if not places:
         raise HTTPException(
             status.HTTP_404_NOT_FOUND,
@@ -173,6 +182,10 @@ async def cancel_schedule(
         )
     records = [await state.writers.cancel(t, schedule_id, p) for t, p in places]
     return WrittenMany(id=schedule_id, records=records)
+
+
+def _topics_of(topology: Topology, contract: str) -> tuple[str, ...]:
+    return tuple(t for t in topology.input_topics if topology.contract_of(t) == contract)
 
 
 def _check_id(schedule_id: str) -> None:

@@ -1,0 +1,80 @@
+"""``delayline oscillator``: tick a topic once per Unix second."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from types import FrameType
+
+from delayline.cli._common import add_bootstrap, add_timeout, check_kafka, env_flag
+from delayline.oscillator.service import DEFAULT_TOPIC, Oscillator, OscillatorConfig
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``oscillator``."""
+    p = sub.add_parser(
+        "oscillator",
+        help="tick a topic once per Unix second (the durable Kafka timers design)",
+        description="Write one record per Unix second to --topic (key: the second as a "
+        "decimal string, value: 1), catching up every missed second after a pause and "
+        "never writing a second the topic already holds. Several may run for redundancy: "
+        "a duplicate tick is harmless. `delayline run --waker oscillator` lets the ticks "
+        "wake the pipeline (see docs/contracts.md).",
+    )
+    add_bootstrap(p)
+    env_flag(
+        p,
+        "--topic",
+        env="DELAYLINE_OSCILLATOR_TOPIC",
+        default=DEFAULT_TOPIC,
+        help="the topic ticked (created with one partition when missing)",
+    )
+    env_flag(
+        p,
+        "--metrics-port",
+        env="DELAYLINE_OSCILLATOR_METRICS_PORT",
+        default=None,
+        type=int,
+        help="serve Prometheus /metrics (the last tick among them) on this port (default: off)",
+    )
+    env_flag(
+        p,
+        "--metrics-host",
+        env="DELAYLINE_OSCILLATOR_METRICS_HOST",
+        default="127.0.0.1",
+        help="address the metrics server listens on",
+    )
+    add_timeout(p)
+    p.set_defaults(func=_oscillator)
+
+
+def _oscillator(args: argparse.Namespace) -> int:
+    check_kafka(args)
+    logging.getLogger("delayline").setLevel(logging.INFO)
+    oscillator = Oscillator(
+        OscillatorConfig(
+            bootstrap_servers=args.bootstrap_servers,
+            topic=args.topic,
+            metrics_port=args.metrics_port,
+            metrics_host=args.metrics_host,
+            timeout_ms=args.timeout_ms,
+        )
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("%s received: stopping the oscillator", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    oscillator.start()
+    try:
+        oscillator.run_until(stop)
+    finally:
+        oscillator.close()
+    return 0

@@ -20,6 +20,8 @@ from delayline.core.topology import Topology
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.kafka.reader import read_topic
 
+TOKEN = "contracts-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 # Future{callBackTopic: "orders", callBackKey: "k", callBack: b"cb"}, by hand.
 WIRE = b"\x0a\x06orders" + b"\x12\x01k" + b"\x1a\x02cb"
 
@@ -62,6 +64,7 @@ def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
             topology=topology,
             catalog_path=tmp_path_factory.mktemp("catalog") / "catalog.db",
             port=0,
+            token=TOKEN,
         )
     )
     url = server.start()
@@ -139,11 +142,11 @@ def test_the_api_lists_hand_written_envelopes_and_cancels_them(stack: Stack) -> 
     current = eventually(lambda: pending(stack, "raw-env"), 15, "envelope in the catalog")
     assert (current["contract"], current["payload_text"]) == ("envelope", '{"n":1}')
     # The API writes header-contract schedules only: replacing an envelope is refused.
-    put = httpx.put(f"{stack.url}/schedules/raw-env",
+    put = httpx.put(f"{stack.url}/schedules/raw-env", headers=AUTH,
                     json={"target_topic": "orders", "payload": "x", "delay_ms": 1000})  # fmt: skip
     assert put.status_code == 422
     assert "came in by the envelope contract" in put.json()["detail"]
-    cancelled = httpx.delete(f"{stack.url}/schedules/raw-env")
+    cancelled = httpx.delete(f"{stack.url}/schedules/raw-env", headers=AUTH)
     assert cancelled.status_code == 202
     assert [(r["topic"], r["partition"]) for r in cancelled.json()["records"]] == [
         (stack.envelopes, 1)
@@ -155,7 +158,7 @@ def test_a_forced_cancel_of_an_unknown_derived_id_goes_to_the_partition_it_names
     stack: Stack,
 ) -> None:
     sid = f"{stack.timers}:2:999"
-    answer = httpx.delete(f"{stack.url}/schedules/{sid}", params={"force": "true"})
+    answer = httpx.delete(f"{stack.url}/schedules/{sid}", params={"force": "true"}, headers=AUTH)
     assert answer.status_code == 202
     assert [(r["topic"], r["partition"]) for r in answer.json()["records"]] == [(stack.timers, 2)]
 

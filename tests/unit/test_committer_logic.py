@@ -196,3 +196,15 @@ def test_a_committer_delivery_is_stamped_with_its_due_time_and_writes_no_tombsto
     assert (dead_letter.topic, rest) == ("dead", [])
     tombstones = Firing(s, "dead").records()[1:]
     assert [(t.topic, t.value) for t in tombstones] == [("schedules", None)]
+
+
+def test_a_group_is_written_as_far_ahead_as_the_slowest_recent_write() -> None:
+    from delayline.fire.committer import Committer, CommitterConfig  # noqa: PLC0415
+
+    committer = Committer(CommitterConfig("127.0.0.1:1", "inflight", "commits", "tx", "dlq"))
+    # Nothing measured: the most (a fresh producer's first transaction is the slowest).
+    assert committer._write_ahead_ms() == 100
+    committer._writes.extend([4, 12, 6])
+    assert committer._write_ahead_ms() == 12 + 5
+    committer._writes.append(400)
+    assert committer._write_ahead_ms() == 100

@@ -11,6 +11,7 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from delayline.client import partition_for
 from delayline.contract import parse_record
+from delayline.contract.headers import format_epoch
 from delayline.core.model import Cancel, Invalid, Schedule
 from delayline.dev.harness import Delivery, DeliveryCollector
 from delayline.kafka.config import kafka_client_config
@@ -78,8 +79,10 @@ def test_on_time_with_exact_key_value_headers(pipeline: RunningPipeline) -> None
         assert (h.key, h.value, h.headers) == (
             schedule.id.encode(),
             schedule.payload,
-            (*d.headers, ("delayline-source", fired_from)),
-        )
+            (*d.headers, ("delayline-source", fired_from),
+             ("delayline-due", format_epoch(schedule.due_ms).encode()),
+             ("delayline-target-topic", schedule.target_topic.encode())),
+        )  # fmt: skip
         # The schedule is tombstoned in the very partition it came from.
         assert isinstance(latest[schedule.id], Cancel)
         (tomb,) = [r for r in records if r.value is None and r.key == schedule.id.encode()]

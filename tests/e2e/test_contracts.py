@@ -172,7 +172,7 @@ def test_json_envelopes_end_to_end(contracts: ContractPipeline) -> None:
     assert dead[b"not json"]["CALLER_SERVICE"] == b"billing"
     no_due_value = json.dumps({"topic": target, "message": "m"}).encode()
     assert dead[no_due_value][ERROR] == b"envelope has neither 'countdown' nor 'at'"
-    assert no_due.offset >= 0
+    assert dead[no_due_value][SOURCE] == f"{env}/{no_due.partition}/{no_due.offset}".encode()
 
 
 def test_timer_requests_end_to_end(contracts: ContractPipeline) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import string
+import time
 from fractions import Fraction
 from typing import Any
 
@@ -328,3 +329,20 @@ def test_any_number_text_in_any_field_is_parsed_without_raising(number: str, fie
     assert isinstance(got, Schedule | Cancel | Invalid)
     if isinstance(got, Schedule) and field in ("countdown", "at"):
         assert got.due_ms >= 0
+
+
+def test_a_megabyte_of_unterminated_escapes_is_refused_quickly() -> None:
+    """The nesting check must stay linear: an unterminated string of escaped quotes made
+    it quadratic (a minute for 80 kB)."""
+    raw = b'{"topic":"t","message":"' + b'\\"' * 500_000
+    started = time.monotonic()
+    got = parse_envelope_checked(record(raw))
+    assert isinstance(got, Invalid)
+    assert time.monotonic() - started < 5  # about 0.4 s here; quadratic took hours
+
+
+def test_a_countdown_from_a_record_without_a_timestamp_is_refused() -> None:
+    raw = json.dumps({"topic": "t", "message": "m", "countdown": 0}).encode()
+    got = parse_envelope_checked(ConsumedRecord("env", 0, 1, -1, None, raw))
+    assert isinstance(got, Invalid)
+    assert got.reason == "envelope's due time is before 1970 (the record has no timestamp)"

@@ -20,7 +20,7 @@ def test_every_second_after_the_newest_is_written_once() -> None:
     assert list(plan.due(100_999)) == []
     assert plan.next_ms(100_999) == 101_000
     assert list(plan.due(101_000)) == [101]
-    plan.seen(101)
+    plan.seen(101, 101_400)
     assert list(plan.due(101_500)) == []
 
 
@@ -32,10 +32,20 @@ def test_a_pause_is_caught_up_second_by_second_oldest_first() -> None:
 
 def test_a_tick_written_by_another_oscillator_is_not_written_again() -> None:
     plan = TickPlan(100)
-    plan.seen(102)  # the other one was quicker
+    plan.seen(102, 102_100)  # the other one was quicker
     assert list(plan.due(102_500)) == []
-    plan.seen(90)  # an old one read late changes nothing
+    plan.seen(90, 102_500)  # an old one read late changes nothing
     assert plan.newest == 102
+
+
+def test_a_tick_from_the_future_is_not_believed() -> None:
+    """A stray record keyed like a tick, or a fast clock elsewhere: taken as written it
+    would stop this oscillator until its own clock caught up."""
+    plan = TickPlan(100)
+    assert not plan.seen(999_999_999_999, 100_500)
+    assert not plan.seen(106, 100_500)
+    assert plan.seen(105, 100_500)  # a few seconds ahead: another host's clock
+    assert plan.newest == 105
 
 
 @pytest.mark.parametrize(

@@ -149,7 +149,10 @@ def _json(value: bytes) -> dict[str, Any]:
     return body
 
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+# The closing quote is optional: required, an unterminated string of escapes made each
+# attempt scan to the end (quadratic: a minute for 80 kB); malformed text is refused by
+# the parser anyway.
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?')
 _BRACKET = re.compile(r"[\[\]{}]")
 
 
@@ -249,6 +252,8 @@ def _due_ms(body: dict[str, Any], timestamp_ms: int) -> int:
         raise _RefusedError("envelope has neither 'countdown' nor 'at'")
     if due_ms > MAX_EPOCH_MS:
         raise _RefusedError("envelope's due time is beyond year 9999")
+    if due_ms < 0:  # a countdown from a record without a timestamp (-1)
+        raise _RefusedError("envelope's due time is before 1970 (the record has no timestamp)")
     return due_ms
 
 

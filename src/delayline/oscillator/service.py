@@ -171,7 +171,7 @@ class Oscillator:
             if not partitions and time.monotonic() > deadline:
                 raise KafkaUnavailableError(f"topic {topic} shows no partitions")
             time.sleep(0 if partitions else 0.1)
-        newest: int | None = None
+        plan = TickPlan()
         for p in partitions:
             low, high = watermarks(consumer, TopicPartition(topic, p), deadline)
             if high <= low:
@@ -182,11 +182,11 @@ class Oscillator:
                 if msg is None or msg.error() is not None:
                     continue
                 second = tick_second(msg.key())
-                if second is not None and (newest is None or second > newest):
-                    newest = second
+                if second is not None:
+                    self._believe(plan, second)
                 break
         consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in partitions])
-        return newest
+        return plan.newest
 
     def _read_others(self) -> None:
         """Ticks another oscillator wrote meanwhile: not written again by this one."""
@@ -200,7 +200,17 @@ class Oscillator:
             second = tick_second(msg.key())
             if second is not None:
                 self.stats.ticks_seen += 1
-                self._plan.seen(second)
+                self._believe(self._plan, second)
+
+    def _believe(self, plan: TickPlan, second: int) -> None:
+        """Take a tick read from the topic into ``plan``, unless it is from the future."""
+        if not plan.seen(second, self.clock.now_ms()):
+            log.warning(
+                "oscillator: ignored tick %d in %s, %d s ahead of this host's clock",
+                second,
+                self.config.topic,
+                second - self.clock.now_ms() // 1000,
+            )
 
     def _write(self, seconds: range, now_ms: int) -> None:
         """Write ``seconds`` in order and wait for them; on a failure, what was not
@@ -219,8 +229,11 @@ class Oscillator:
             tick = OutgoingRecord(self.config.topic, tick_key(second), TICK_VALUE)
             produce(self._producer, tick, report)
         self._producer.flush(WRITE_TIMEOUT_MS / 1000 + 1)
-        for second in sorted(acked):
-            self._plan.seen(second)
+        taken = set(acked)
+        for second in seconds:  # up to the first one not taken: that one is written again
+            if second not in taken:
+                break
+            self._plan.seen(second, self.clock.now_ms())
         written = len(acked)
         self.stats.ticks_written += written
         self.stats.caught_up += sum(1 for s in acked if s < now_ms // 1000)

@@ -29,6 +29,12 @@ def tick_second(key: bytes | None) -> int | None:
     return int(key)
 
 
+MAX_AHEAD_S = 5
+"""A tick more than this ahead of the clock is not believed (a stray record keyed like
+one, or an oscillator whose clock runs fast): taken as written, it would stop this
+oscillator until the clock caught up."""
+
+
 class TickPlan:
     """The newest second known written, and the seconds still to write.
 
@@ -39,10 +45,14 @@ class TickPlan:
     def __init__(self, newest: int | None = None) -> None:
         self.newest = newest
 
-    def seen(self, second: int) -> None:
-        """A tick of ``second`` is in the topic (ours, or another oscillator's)."""
+    def seen(self, second: int, now_ms: int) -> bool:
+        """A tick of ``second`` is in the topic (ours, or another oscillator's), read at
+        ``now_ms``. False (and nothing changes) for one too far ahead of the clock."""
+        if second > now_ms // 1000 + MAX_AHEAD_S:
+            return False
         if self.newest is None or second > self.newest:
             self.newest = second
+        return True
 
     def due(self, now_ms: int) -> range:
         """The seconds to write at ``now_ms``, oldest first (empty when up to date).

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import signal
 import sys
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from types import FrameType
 from typing import Any
 
 from delayline.core.topology import (
@@ -47,6 +51,32 @@ def env_flag(
         help=f"{help} [env {env}{shown}]",
         **kwargs,
     )
+
+
+def one_of(values: Iterable[str]) -> Callable[[str], str]:
+    """An argparse ``type`` accepting one of ``values`` (argparse checks ``choices`` only
+    on the command line; a ``type`` also checks a default from the environment)."""
+    allowed = tuple(values)
+
+    def check(text: str) -> str:
+        if text not in allowed:
+            raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(allowed)}")
+        return text
+
+    return check
+
+
+def stop_on_signals(logger: logging.Logger, what: str) -> threading.Event:
+    """An event set by SIGTERM or SIGINT (logged: ``<SIGNAL> received: <what>``)."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        logger.info("%s received: %s", signal.Signals(signum).name, what)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stop
 
 
 _TRUE = frozenset({"1", "true", "yes", "on"})

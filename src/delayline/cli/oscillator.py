@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import threading
-from types import FrameType
 
-from delayline.cli._common import add_bootstrap, add_timeout, check_kafka, env_flag
+from delayline.cli._common import add_bootstrap, add_timeout, check_kafka, env_flag, stop_on_signals
 from delayline.oscillator.service import DEFAULT_TOPIC, Oscillator, OscillatorConfig
 
 log = logging.getLogger(__name__)
@@ -64,14 +61,7 @@ def _oscillator(args: argparse.Namespace) -> int:
             timeout_ms=args.timeout_ms,
         )
     )
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("%s received: stopping the oscillator", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals(log, "stopping the oscillator")
     oscillator.start()
     try:
         oscillator.run_until(stop)

@@ -21,6 +21,7 @@ from delayline.cli._common import (
     check_kafka,
     duration_arg,
     env_flag,
+    one_of,
     say,
     warn,
 )
@@ -58,7 +59,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--contract",
         env="DELAYLINE_CONTRACT",
         default=HEADER,
-        type=_contract,
+        type=one_of(CONTRACTS),
         metavar="{" + ",".join(CONTRACTS) + "}",
         help="how to write it: header (the schedules topic), envelope (JSON) or "
         "timer-request (protobuf keyed by the expiry second)",
@@ -124,12 +125,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_contract_topics(schedule)
     schedule.set_defaults(func=_schedule)
     cancel.set_defaults(func=_cancel)
-
-
-def _contract(text: str) -> str:
-    if text not in CONTRACTS:
-        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(CONTRACTS)}")
-    return text
 
 
 def _client_config(args: argparse.Namespace) -> ClientConfig:

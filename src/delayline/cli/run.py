@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import threading
 from pathlib import Path
-from types import FrameType
 
 from delayline.cli._common import (
     add_topology,
     duration_arg,
     env_bool,
     env_flag,
+    one_of,
+    stop_on_signals,
     topology_from,
 )
 from delayline.cli.extras import require_extras
@@ -179,7 +178,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--waker",
         env="DELAYLINE_WAKER",
         default=OWN_WAKER,
-        type=_waker,
+        type=one_of(WAKERS),
         metavar="{" + ",".join(WAKERS) + "}",
         help="who wakes the pipeline when a timer is due: own (wake records of its own, "
         "written when due) or oscillator (an oscillator's ticks on --wake-topic: a "
@@ -237,12 +236,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_run)
 
 
-def _waker(text: str) -> str:
-    if text not in WAKERS:
-        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(WAKERS)}")
-    return text
-
-
 def _log_level(text: str) -> str:
     """``--log-level`` (or ``DELAYLINE_LOG_LEVEL``, which argparse checks only here)."""
     level = text.strip().lower()
@@ -283,14 +276,7 @@ def _run(args: argparse.Namespace) -> int:
         min(level, logging.getLogger().level) if args.verbose else level
     )
     ensure_topics(TopicsConfig(config.topology))  # each must exist with the right policy
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("%s received: finishing the batch in flight", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals(log, "finishing the batch in flight")
     pipeline = Pipeline(config, log_level=args.log_level)
     pipeline.start(rebuild=args.rebuild)
     pipeline.run_until(stop)

@@ -35,7 +35,12 @@ from decimal import MAX_EMAX, MIN_EMIN, Decimal, localcontext
 from typing import Any
 
 from delayline.contract.ids import derived_id, parse_derived_id
-from delayline.contract.records import ConsumedRecord, OutgoingRecord, parse_tombstone
+from delayline.contract.records import (
+    ConsumedRecord,
+    OutgoingRecord,
+    parse_safely,
+    parse_tombstone,
+)
 from delayline.contract.topics import target_topic_problem
 from delayline.core.model import MAX_EPOCH_MS, Cancel, Invalid, Parsed, Schedule
 from delayline.errors import InvalidScheduleError
@@ -65,13 +70,7 @@ class _DuplicateError(ValueError):
 
 def parse_envelope(record: ConsumedRecord) -> Parsed:
     """Translate an envelope-topic record into the model; never raises."""
-    try:
-        return parse_envelope_checked(record)
-    except Exception as exc:  # a parser bug: keep the pipeline running, say so loudly
-        log.exception(
-            "parser bug on envelope %s (dead-lettered): %s", record.source.describe(), exc
-        )
-        return Invalid(f"unparseable envelope: {type(exc).__name__}", record.source)
+    return parse_safely(parse_envelope_checked, record, "envelope")
 
 
 def parse_envelope_checked(record: ConsumedRecord) -> Parsed:

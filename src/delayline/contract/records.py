@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from delayline.contract import headers as h
@@ -80,11 +80,22 @@ def parse_record(record: ConsumedRecord) -> Parsed:
     Returns:
         A ``Schedule``, a ``Cancel`` or an ``Invalid`` carrying the reason; never raises.
     """
+    return parse_safely(parse_record_checked, record, "record")
+
+
+def parse_safely(
+    checked: Callable[[ConsumedRecord], Parsed], record: ConsumedRecord, what: str
+) -> Parsed:
+    """``checked(record)``, whose own checks refuse every malformed input; should it
+    raise all the same (a parser bug), the record is :class:`Invalid` and the bug is
+    logged loudly, so one record never stops the pipeline."""
     try:
-        return parse_record_checked(record)
-    except Exception as exc:  # a parser bug: keep the pipeline running, say so loudly
-        log.exception("parser bug on record %s (dead-lettered): %s", record.source.describe(), exc)
-        return Invalid(f"unparseable record: {type(exc).__name__}", record.source)
+        return checked(record)
+    except Exception as exc:
+        log.exception(
+            "parser bug on %s %s (dead-lettered): %s", what, record.source.describe(), exc
+        )
+        return Invalid(f"unparseable {what}: {type(exc).__name__}", record.source)
 
 
 def parse_record_checked(record: ConsumedRecord) -> Parsed:  # noqa: C901 - one check per reason

@@ -26,7 +26,12 @@ from google.protobuf.message import DecodeError
 
 from delayline.contract.future_pb2 import Future
 from delayline.contract.ids import derived_id
-from delayline.contract.records import ConsumedRecord, OutgoingRecord, parse_tombstone
+from delayline.contract.records import (
+    ConsumedRecord,
+    OutgoingRecord,
+    parse_safely,
+    parse_tombstone,
+)
 from delayline.contract.topics import target_topic_problem
 from delayline.core.model import MAX_EPOCH_MS, Invalid, Parsed, Schedule
 from delayline.errors import InvalidScheduleError
@@ -38,13 +43,7 @@ _SECOND = re.compile(rb"[0-9]{1,12}")
 
 def parse_timer_request(record: ConsumedRecord) -> Parsed:
     """Translate a timer-request record into the model; never raises."""
-    try:
-        return parse_timer_request_checked(record)
-    except Exception as exc:  # a parser bug: keep the pipeline running, say so loudly
-        log.exception(
-            "parser bug on timer request %s (dead-lettered): %s", record.source.describe(), exc
-        )
-        return Invalid(f"unparseable timer request: {type(exc).__name__}", record.source)
+    return parse_safely(parse_timer_request_checked, record, "timer request")
 
 
 def parse_timer_request_checked(record: ConsumedRecord) -> Parsed:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages delayline's commands need and the machine lacks:
 # Java 17 and Maven (broker and jar cache), python3-venv, Chromium (browser tests),
-# Node.js and npm (lint and unit tests of the admin page's JavaScript).
+# Node.js and npm (lint and unit tests of the admin page's JavaScript), redis-server
+# (the Redis hold's tests and `delayline redis`).
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
 
@@ -12,6 +13,7 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 [ -x "${DELAYLINE_CHROMIUM:-/usr/bin/chromium}" ] || missing+=(chromium)
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
+command -v redis-server >/dev/null || missing+=(redis-server)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from delayline.dev.testing import session_broker, unique_topic
+from delayline.dev.testing import session_broker, session_redis, unique_topic
 
 TESTS = Path(__file__).parent
 
@@ -44,6 +44,13 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # ACLs enforced so a test can deny a write; nothing is denied until one does.
     with session_broker(tmp_path_factory.mktemp("broker"), acls=True) as bootstrap:
         yield bootstrap
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of the session's real Redis server (Debian's redis-server, AOF always)."""
+    with session_redis(tmp_path_factory.mktemp("redis")) as url:
+        yield url
 
 
 @pytest.fixture

@@ -71,6 +71,16 @@ class BrokerStartError(InfraError):
     retriable = True
 
 
+class RedisServerError(InfraError):
+    """The local Redis server (``delayline redis``) could not be started or stopped."""
+
+
+class RedisUnavailableError(DelaylineError):
+    """Redis did not answer in time (the Redis hold); it may come back."""
+
+    retriable = True
+
+
 class CatalogError(DelaylineError):
     """The schedule catalog (the API's index of the topics) cannot be used as is."""
 

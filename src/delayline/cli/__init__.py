@@ -15,6 +15,7 @@ from delayline.cli import (
     listing,
     oscillator,
     produce,
+    redis,
     run,
     tail,
     topics,
@@ -40,7 +41,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="more log output (-vv includes librdkafka)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (broker, topics, produce, tail, listing, run, oscillator, api, bench, jars):
+    for module in (
+        broker,
+        redis,
+        topics,
+        produce,
+        tail,
+        listing,
+        run,
+        oscillator,
+        api,
+        bench,
+        jars,
+    ):
         module.register(sub)
     _register_demo(sub)
     return parser

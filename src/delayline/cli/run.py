@@ -27,6 +27,7 @@ from delayline.pipeline.config import (
     PipelineConfig,
 )
 from delayline.stores.hold import HOLDS
+from delayline.stores.redis.config import DEFAULT_URL, RedisHoldConfig
 
 LOG_LEVELS = {
     "debug": logging.DEBUG,
@@ -204,8 +205,47 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=tuple(HOLDS),
         help="where pending schedules wait: jvm (Spark state in the checkpoint through a "
         "Java processor, durable), spark (the same through Python transformWithState: "
-        "durable, several times slower) or memory (the driver's memory: lost on restart; "
-        "for trying things out)",
+        "durable, several times slower), memory (the driver's memory: lost on restart; "
+        "for trying things out) or redis (a Redis sorted set at --redis-url, durable, "
+        "shared by every pipeline of one --redis-prefix)",
+    )
+    env_flag(
+        p,
+        "--redis-url",
+        env="DELAYLINE_REDIS_URL",
+        default=DEFAULT_URL,
+        help="the Redis of --hold redis: redis://[user:password@]host:port/db "
+        "(`delayline redis start` runs one locally)",
+    )
+    env_flag(
+        p,
+        "--redis-grace",
+        env="DELAYLINE_REDIS_GRACE",
+        default="15m",
+        type=duration_arg(parse_duration_ms),
+        dest="redis_grace_ms",
+        metavar="DURATION",
+        help="a pending schedule's Redis key expires this long after its due time: the "
+        "longest outage of every pipeline that loses nothing (--rebuild restores more)",
+    )
+    env_flag(
+        p,
+        "--redis-lease",
+        env="DELAYLINE_REDIS_LEASE",
+        default="30s",
+        type=duration_arg(parse_duration_ms),
+        dest="redis_lease_ms",
+        metavar="DURATION",
+        help="a pipeline silent this long (no heartbeat) has its unfinished claims "
+        "finished by another pipeline of the same Redis prefix",
+    )
+    env_flag(
+        p,
+        "--redis-prefix",
+        env="DELAYLINE_REDIS_PREFIX",
+        default="delayline",
+        help="every Redis key starts with {PREFIX}; pipelines of one prefix share their "
+        "pending schedules and fire them together (each reads its own input topics)",
     )
     env_flag(
         p,
@@ -269,6 +309,12 @@ def _run(args: argparse.Namespace) -> int:
         java_options=args.java_options,
         lead_ms=args.lead_ms,
         engine_nice=args.engine_nice,
+        redis=RedisHoldConfig(
+            url=args.redis_url,
+            grace_ms=args.redis_grace_ms,
+            lease_ms=args.redis_lease_ms,
+            prefix=args.redis_prefix,
+        ),
     )
     level = LOG_LEVELS[args.log_level]
     # -v (on every command) still adds to the level asked for here.

@@ -20,7 +20,7 @@ from delayline.kafka.topics import create_topic
 
 TEST_BOOTSTRAP_ENV = "DELAYLINE_TEST_BOOTSTRAP"
 
-__all__ = ["TEST_BOOTSTRAP_ENV", "create_topic", "session_broker", "unique_topic"]
+__all__ = ["TEST_BOOTSTRAP_ENV", "create_topic", "session_broker", "session_redis", "unique_topic"]
 
 
 @contextmanager
@@ -42,6 +42,20 @@ def session_broker(data_dir: Path, *, acls: bool = False) -> Iterator[str]:
         yield broker.config.bootstrap_servers
     finally:
         broker.stop()
+
+
+@contextmanager
+def session_redis(data_dir: Path) -> Iterator[str]:
+    """Yield the URL of a fresh local Redis (``appendfsync always``) on a free port in
+    ``data_dir``, stopped afterwards."""
+    from delayline.infra.redis_server import LocalRedis, RedisServerConfig  # noqa: PLC0415
+
+    server = LocalRedis(RedisServerConfig(data_dir=data_dir, port=free_port()))
+    server.start()
+    try:
+        yield server.config.url
+    finally:
+        server.stop()
 
 
 def unique_topic(prefix: str = "test") -> str:

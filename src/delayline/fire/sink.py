@@ -20,6 +20,7 @@ from delayline.fire.partition import PartitionReport, merge
 from delayline.fire.report import BatchReport
 from delayline.fire.tasks import FireJob, fire_on_executors
 from delayline.pipeline.config import PipelineConfig
+from delayline.pipeline.wake import wake_slot
 from delayline.stores.hold import Hold
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class FireSink:
         self._batches += 1
         report = merge(batch_id, parts)
         timers = [due for part in parts for due in part.timers]
+        timers += [wake_slot(at) for at in self.hold.wake_times()]
         if timers and self.on_timers is not None:
             self.on_timers(timers)
         if report.committed:

@@ -98,7 +98,7 @@ def _fire_task(job: FireJob, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatc
     received = list(batches)
     events = pa.Table.from_batches(received) if received else None
     if events is not None and events.num_rows:
-        rows, counts, timers = _split(events, job.config.lead_ms)
+        rows, counts, timers = split_events(events, job.config.lead_ms)
         if rows:
             report = _fire(job, rows, partition, refresh=job.refresh or retried)
         report.counts.update(counts)
@@ -119,7 +119,9 @@ def _fire_task(job: FireJob, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatc
     )
 
 
-def _split(events: pa.Table, lead_ms: int) -> tuple[list[dict[str, Any]], Counter[str], list[int]]:
+def split_events(
+    events: pa.Table, lead_ms: int
+) -> tuple[list[dict[str, Any]], Counter[str], list[int]]:
     """(the rows that write or decide lateness, as dicts; counts of the other kinds;
     the distinct wake slots of new timers, set ``lead_ms`` before the due times), by
     Arrow compute: most events of a busy
@@ -151,7 +153,7 @@ def _fire(
     fresh = firer is None
     if firer is None:
         with warn_if_slow(log, f"partition {partition}: a new producer"):
-            firer = _FIRERS[tx_id] = _new_firer(config, tx_id)
+            firer = _FIRERS[tx_id] = new_firer(config, tx_id)
     try:
         with warn_if_slow(log, f"partition {partition}: firing {len(rows)} rows"):
             return fire_rows(
@@ -179,13 +181,13 @@ def _fire(
             exc,
         )
     _FIRERS.pop(tx_id, None)
-    firer = _FIRERS[tx_id] = _new_firer(config, tx_id)
+    firer = _FIRERS[tx_id] = new_firer(config, tx_id)
     return fire_rows(
         rows, partition, job.batch_id, job.run, config, firer, SystemClock(), refresh=True
     )
 
 
-def _new_firer(config: PipelineConfig, tx_id: str) -> TransactionalFirer:
+def new_firer(config: PipelineConfig, tx_id: str) -> TransactionalFirer:
     topology = config.topology
     return TransactionalFirer(FireConfig(topology.bootstrap_servers, topology.commits_topic, tx_id))
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from delayline.core.topology import Topology
 from delayline.errors import ConfigError
+from delayline.stores.redis.config import RedisHoldConfig
 
 DEFAULT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 DEFAULT_LEAD_MS = 5_000
@@ -56,7 +57,9 @@ class PipelineConfig:
         hold: Where pending schedules wait (:data:`delayline.stores.hold.HOLDS`):
             ``jvm`` (Spark state through a Java processor, durable, the fast one),
             ``spark`` (the same through Python's ``transformWithState``, durable, slower)
-            or ``memory`` (not durable).
+            ``memory`` (not durable) or ``redis`` (a Redis sorted set, durable, shared by
+            every pipeline of one Redis prefix: :mod:`delayline.stores.redis`).
+        redis: Settings of the Redis hold (used only with ``hold="redis"``).
         max_offsets_per_trigger: Cap on records read per micro-batch. Timers fire only
             between batches, so a cap bounds lateness while a backlog is read.
         lead_ms: The hold hands a schedule to the fire stage this long before its due
@@ -95,6 +98,7 @@ class PipelineConfig:
     lead_ms: int = DEFAULT_LEAD_MS
     engine_nice: int = 10
     waker: str = OWN_WAKER
+    redis: RedisHoldConfig = field(default_factory=RedisHoldConfig)
 
     def __post_init__(self) -> None:
         if not 0 <= self.lead_ms <= MAX_LEAD_MS:
@@ -116,9 +120,9 @@ class PipelineConfig:
             raise ConfigError("max lateness must not be negative")
         if self.heartbeat_interval_ms < 1_000:
             raise ConfigError("heartbeat interval must be at least 1 s")
-        if self.hold == "memory" and not self.wake:
+        if self.hold in ("memory", "redis") and not self.wake:
             # Its query keeps no Spark state, so Spark runs no batch without input.
-            raise ConfigError("the memory hold needs the waker: drop --no-wake")
+            raise ConfigError(f"the {self.hold} hold needs the waker: drop --no-wake")
         if self.wake and self.wake_topic_name in self.topology.input_topics:
             raise ConfigError(
                 "the wake topic must not be a schedules, envelope or timer-request topic"

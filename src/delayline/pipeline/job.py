@@ -269,6 +269,7 @@ class Pipeline:
             # What was handed over is due within the lead: deliver it before leaving.
             self._committer.stop(drain_timeout_s=self.config.lead_ms / 1000 + 2)
             self._committer = None
+        self.hold.close()
         if self._spark is not None:
             self._spark.stop()
             self._spark = None

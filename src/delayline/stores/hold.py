@@ -38,7 +38,8 @@ class Hold(abc.ABC):
     The pipeline calls, in order: :meth:`stage` once to build the streaming query;
     per micro-batch :meth:`batch_events`, then the fire stage fires the events on the
     executors, then (unless the whole batch was a replay) :meth:`after_commit`.
-    :meth:`pending_due_times` runs once after a start, beside the first batches.
+    :meth:`pending_due_times` runs once after a start, beside the first batches;
+    :meth:`wake_times` after every batch; :meth:`close` once at the stop.
     """
 
     name: ClassVar[str]
@@ -85,6 +86,15 @@ class Hold(abc.ABC):
         """Called once the fire stage committed ``batch_id``'s output (not for a
         replay it skipped). The default does nothing."""
 
+    def wake_times(self) -> list[int]:
+        """Raise times to wake for, asked after each batch, beside the timers the
+        batch's events set: for holds that hold schedules other pipelines planned.
+        The default knows none."""
+        return []
+
+    def close(self) -> None:  # noqa: B027 - most holds hold nothing open
+        """Called once when the pipeline stops. The default does nothing."""
+
 
 HOLDS: dict[str, Callable[[], type[Hold]]] = {}
 """Hold name to a loader of its class (imported only when chosen)."""
@@ -108,7 +118,13 @@ def _jvm() -> type[Hold]:
     return JvmHold
 
 
-HOLDS.update({"jvm": _jvm, "spark": _spark_state, "memory": _memory})
+def _redis() -> type[Hold]:
+    from delayline.stores.redis.hold import RedisHold  # noqa: PLC0415 - lazy
+
+    return RedisHold
+
+
+HOLDS.update({"jvm": _jvm, "spark": _spark_state, "memory": _memory, "redis": _redis})
 
 
 def hold_for(config: PipelineConfig) -> Hold:

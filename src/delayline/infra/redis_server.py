@@ -162,6 +162,23 @@ class LocalRedis:
         self.pid_file.unlink(missing_ok=True)
         return pid
 
+    def stop_hard(self) -> int:
+        """SIGKILL the server at once, as a crash would (tests of durability).
+
+        Raises:
+            RedisServerError: no server runs on the directory.
+        """
+        pid = self._running_pid()
+        if pid is None:
+            raise RedisServerError(f"no Redis server runs on {self.data_dir}")
+        os.kill(pid, signal.SIGKILL)
+        while pid_alive(pid):
+            time.sleep(0.02)
+        if self._process is not None and self._process.pid == pid:
+            self._process.wait()
+        self._process = None
+        return pid
+
     def _write_config(self) -> None:
         c = self.config
         lines = [

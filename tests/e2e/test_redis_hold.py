@@ -23,7 +23,7 @@ from delayline.infra.broker import free_port
 from delayline.infra.redis_server import LocalRedis, RedisServerConfig
 from delayline.stores.redis.config import RedisHoldConfig
 from delayline.stores.redis.store import connect
-from tests.support import ARTIFACTS, Topics, make_topics, pipeline_args
+from tests.support import ARTIFACTS, Topics, eventually, make_topics, pipeline_args
 
 
 def redis_args(url: str, prefix: str, *extra: str) -> list[str]:
@@ -34,7 +34,13 @@ def schedule_spread(
     config: ClientConfig, target: str, prefix: str, total: int, start_ms: int, span_ms: int
 ) -> dict[str, int]:
     """``total`` schedules due over ``span_ms`` from ``start_ms`` (the first ones already
-    due); every 10th is updated (a new payload, a later due) and every 25th cancelled."""
+    due); of those due 15 s or more ahead (well past the lead), every 10th is updated
+    (payload ``updated-<n>``, due 3 s later) and every 25th cancelled. An update or a
+    cancel that arrives after its schedule was handed over does not stop it, by design.
+
+    Returns:
+        The due time of each schedule that must be delivered.
+    """
     due: dict[str, int] = {}
     with Scheduler(config) as client:
         for i in range(total):
@@ -43,13 +49,13 @@ def schedule_spread(
             client.schedule(sid, f"payload-{i}".encode(), target, at=ms_to_datetime(at),
                             target_key=f"k{i}")  # fmt: skip
             due[sid] = at
-        for i in range(0, total, 10):
+        later = [i for i in range(total) if due[f"{prefix}-{i}"] >= start_ms + 15_000]
+        for i in later[::10]:
             sid = f"{prefix}-{i}"
-            at = due[sid] + 3_000
-            client.schedule(sid, f"updated-{i}".encode(), target, at=ms_to_datetime(at),
+            due[sid] += 3_000
+            client.schedule(sid, f"updated-{i}".encode(), target, at=ms_to_datetime(due[sid]),
                             target_key=f"k{i}")  # fmt: skip
-            due[sid] = at
-        for i in range(5, total, 25):
+        for i in later[5::25]:
             client.cancel(f"{prefix}-{i}")
             del due[f"{prefix}-{i}"]
     return due
@@ -69,8 +75,12 @@ def check_counts(deliveries: list[Delivery], due: dict[str, int]) -> None:
     assert not seen_early, f"{len(seen_early)} visible before due"
     for d in deliveries:
         n = (d.schedule_id or "").rsplit("-", 1)[1]
-        expected = f"updated-{n}" if int(n) % 10 == 0 else f"payload-{n}"
-        assert (d.key, d.value) == (f"k{n}".encode(), expected.encode())
+        assert d.key == f"k{n}".encode()
+        assert d.value in (f"payload-{n}".encode(), f"updated-{n}".encode())
+    updated = [d for d in deliveries if (d.value or b"").startswith(b"updated-")]
+    assert updated, "no update was delivered"
+    for d in updated:  # the update's due time, not the first version's
+        assert d.timestamp_ms >= due[d.schedule_id or ""]
 
 
 def report(what: str, deliveries: list[Delivery], due: dict[str, int]) -> None:
@@ -147,8 +157,10 @@ def test_two_pipelines_share_one_redis_and_one_is_killed(
     target = create_topic(kafka_bootstrap, unique_topic("target"), partitions=3)
     topics_a, topics_b = make_topics(kafka_bootstrap), make_topics(kafka_bootstrap)
     extra = ("--redis-lease", "5s")
-    a = pipeline(kafka_bootstrap, topics_a, tmp_path / "a", redis_url, prefix, *extra)
-    b = pipeline(kafka_bootstrap, topics_b, tmp_path / "b", redis_url, prefix, *extra)
+    a = pipeline(kafka_bootstrap, topics_a, tmp_path / "a", redis_url, prefix, *extra,
+                 "--query-name", f"{prefix}-a")  # fmt: skip
+    b = pipeline(kafka_bootstrap, topics_b, tmp_path / "b", redis_url, prefix, *extra,
+                 "--query-name", f"{prefix}-b")  # fmt: skip
     with ExitStack() as stack:
         seen = stack.enter_context(DeliveryCollector(kafka_bootstrap, [target]))
         for p in (stack.enter_context(a), stack.enter_context(b)):
@@ -161,9 +173,14 @@ def test_two_pipelines_share_one_redis_and_one_is_killed(
             config = ClientConfig(kafka_bootstrap, schedules_topic=topics.schedules)
             due |= schedule_spread(config, target, name, 2_500, now, 60_000)
         seen.wait_for(lambda d: len(d) >= 1_500, timeout_s=180)
+        # Kill A while it has open task records (from its last batch's tasks until its
+        # next batch releases them), so B has something to finish once A's lease ends.
+        redis = connect(RedisHoldConfig(url=redis_url, prefix=prefix))
+        eventually(lambda: any(f"{prefix}-a@" in k.decode() for k in redis.zrange(
+            f"{{{prefix}}}:tasks", 0, -1)), 60, "A has open task records")  # fmt: skip
         a.kill()
+        eventually(lambda: "took over batch" in b.log_since_start(), 90, "B takes over")
         seen.wait_for(lambda d: len(d) >= 3_500, timeout_s=180)
-        assert "took over batch" in b.log_since_start(), b.tail()
         a.start()
         a.wait_ready()
         seen.wait_for(lambda d: len({x.schedule_id for x in d}) >= len(due), timeout_s=180)

@@ -27,7 +27,7 @@ class RedisDriver:
 
     def batch(self, records: list[ConsumedRecord], now_ms: int) -> list[Seen]:
         self.batch_id += 1
-        result = self.store.run_task("suite@run", "txn", self.batch_id, 0, records, now_ms)
+        result = self.store.run_task("suite@run", "{}", self.batch_id, 0, records, now_ms)
         return [from_row(row) for row in result.events.to_pylist()]
 
     def held_offset(self, topic: str, schedule_id: str) -> int | None:

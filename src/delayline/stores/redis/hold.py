@@ -10,18 +10,19 @@ stage as every hold's: one Kafka transaction per task with its marker.
 
 Taking over a silent pipeline's task record (lease ended, no heartbeat for a lease):
 the record is finished *as its owner*: the same events, the owner's run, batch and
-partition marker, and the owner's transactional id, whose initialisation fences every
-producer the owner had. If the owner had committed the batch, the marker says so and
+partition marker on the owner's commits topic, and the owner's transactional id, whose
+initialisation fences every producer the owner had. If the owner had committed the batch, the marker says so and
 nothing is written; if not, it can never commit it afterwards. The record is then
 marked done, so the owner's replay (if it comes back) writes nothing.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from delayline.contract import ConsumedRecord
@@ -52,8 +53,9 @@ WAKE_AHEAD = 1_000
 
 
 class TopicTakenError(ConfigError):
-    """Another live pipeline reads one of this pipeline's input topics through the same
-    Redis prefix: two readers would apply every record twice."""
+    """Another live pipeline reads one of this pipeline's input topics, or runs under
+    its query name, through the same Redis prefix: two readers would apply every record
+    twice; two pipelines of one query name fence each other's transactions."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +67,7 @@ class TaskJob:
     lead_ms: int
     max_lateness_ms: int | None
     run: str
-    txn: str
+    owner: str
     batch_id: int
     now_ms: int
 
@@ -113,7 +115,7 @@ class RedisHold(Hold):
             config.lead_ms,
             config.max_lateness_ms,
             run,
-            config.transactional_id,
+            _owner(config),
             batch_id,
             SystemClock().now_ms(),
         )
@@ -162,7 +164,17 @@ class RedisHold(Hold):
         config = self.config
         run = f"{config.query_name}@{checkpoint_query_id(config.checkpoint_dir)}"
         now = SystemClock().now_ms()
-        taken = self.store.own(run, config.topology.input_topics, now)
+        # Topic names have no ':': the transactional id is registered beside them, as
+        # two pipelines of one query name would fence each other's producers.
+        names = (*config.topology.input_topics, f"txn:{config.transactional_id}")
+        taken = self.store.own(run, names, now)
+        if taken is not None and taken[0].startswith("txn:"):
+            raise TopicTakenError(
+                f"pipeline {taken[1]} (heartbeat {now - taken[2]} ms ago) runs under query "
+                f"name {config.query_name!r} too, through Redis {config.redis.safe_url} prefix "
+                f"{config.redis.prefix!r}: the two would fence each other's Kafka "
+                "transactions; give each pipeline its own --query-name"
+            )
         if taken is not None:
             topic, other, seen = taken
             raise TopicTakenError(
@@ -210,14 +222,26 @@ class RedisHold(Hold):
         rows, _counts, _timers = split_events(store.record_events(record), self.config.lead_ms)
         written = "nothing to write"
         if rows:
-            firer = new_firer(self.config, f"{record.txn}-p{record.partition}")
+            # The owner's markers, dead letters and history; our in-flight topic (our
+            # committer delivers what is handed over) and our lead.
+            owner = json.loads(record.owner)
+            config = replace(
+                self.config,
+                topology=replace(
+                    self.config.topology,
+                    commits_topic=owner["commits"],
+                    dead_letter_topic=owner["dead_letters"],
+                    history_topic=owner["history"],
+                ),
+            )
+            firer = new_firer(config, f"{owner['txn']}-p{record.partition}")
             try:
                 report = fire_rows(
                     rows,
                     record.partition,
                     record.batch_id,
                     record.run,
-                    self.config,
+                    config,
                     firer,
                     SystemClock(),
                     refresh=True,
@@ -232,6 +256,19 @@ class RedisHold(Hold):
             record.run,
             written,
         )
+
+
+def _owner(config: PipelineConfig) -> str:
+    """What another pipeline needs to finish one of our tasks as us (JSON)."""
+    topology = config.topology
+    return json.dumps(
+        {
+            "txn": config.transactional_id,
+            "commits": topology.commits_topic,
+            "dead_letters": topology.dead_letter_topic,
+            "history": topology.history_topic,
+        }
+    )
 
 
 _STORES: dict[tuple[Any, ...], RedisStore] = {}
@@ -250,7 +287,7 @@ def _run_task(job: TaskJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Re
         store = _STORES[settings] = RedisStore(
             job.redis, InputParser(job.topology), job.lead_ms, job.max_lateness_ms
         )
-    result = store.run_task(job.run, job.txn, job.batch_id, partition, records, job.now_ms)
+    result = store.run_task(job.run, job.owner, job.batch_id, partition, records, job.now_ms)
     yield from result.events.to_batches()
 
 

@@ -8,7 +8,7 @@ Keys (all under one hash tag, ``{prefix}``; see :class:`Keys`):
 * ``t:<run>:<batch>:<partition>``: a task record, hash: what one Spark task of one
   micro-batch decided (``now``, ``ev`` its events as Arrow IPC, ``c1..cn`` the versions
   it claimed), ``state`` (``open``; ``done`` once another pipeline finished it), the
-  owner (``run``, ``txn``, ``batch``, ``part``). A replay of the task reads it back.
+  owner (``run``, ``owner``, ``batch``, ``part``). A replay of the task reads it back.
 * ``tasks``: sorted set of open task records by lease end; ``r:<run>``: a run's task
   records by batch id (released once the run is past them).
 * ``runs``: hash run -> last heartbeat (ms); ``owners``: hash source topic -> run.
@@ -64,7 +64,7 @@ UNCHANGED = b"="
 never with this)."""
 
 # KEYS: task, due, tasks, run index.
-# ARGV: now, claim until (now + lead), claim limit, lease end, events, run, txn, batch,
+# ARGV: now, claim until (now + lead), claim limit, lease end, events, run, owner, batch,
 #       partition, held-key prefix, number of writes, then per write: member, expected
 #       token ('' = none), new value ('' = delete, '=' = unchanged), due score,
 #       time to live (ms).
@@ -104,7 +104,7 @@ local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[2], 'LIMIT', 0, AR
 local out = {{'ok', 0}}
 local kept = 0
 redis.call('HSET', KEYS[1], 'now', ARGV[1], 'ev', ARGV[5], 'state', 'open', 'run', ARGV[6],
-  'txn', ARGV[7], 'batch', ARGV[8], 'part', ARGV[9])
+  'owner', ARGV[7], 'batch', ARGV[8], 'part', ARGV[9])
 for _, m in ipairs(due) do
   local v = redis.call('GET', hp .. m)
   redis.call('ZREM', KEYS[2], m)
@@ -146,9 +146,9 @@ return redis.call('HGETALL', KEYS[1])
 
 # KEYS: task, tasks. Marks a seized record finished: its owner's replay writes nothing.
 FINISH = """
-local keep = redis.call('HMGET', KEYS[1], 'run', 'txn', 'batch', 'part', 'now')
+local keep = redis.call('HMGET', KEYS[1], 'run', 'owner', 'batch', 'part', 'now')
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'state', 'done', 'run', keep[1], 'txn', keep[2], 'batch', keep[3],
+redis.call('HSET', KEYS[1], 'state', 'done', 'run', keep[1], 'owner', keep[2], 'batch', keep[3],
   'part', keep[4], 'now', keep[5], 'ev', '', 'n', 0)
 redis.call('ZREM', KEYS[2], KEYS[1])
 return 1

@@ -65,7 +65,7 @@ class TaskRecord:
 
     key: str
     run: str
-    txn: str
+    owner: str
     batch_id: int
     partition: int
     now_ms: int
@@ -125,7 +125,7 @@ class RedisStore:
     def run_task(
         self,
         run: str,
-        txn: str,
+        owner: str,
         batch_id: int,
         partition: int,
         records: Sequence[ConsumedRecord],
@@ -133,6 +133,9 @@ class RedisStore:
     ) -> TaskResult:
         """Apply one task's records, claim what is due, record the decision; or, for a
         replay, return the decision recorded before.
+
+        ``owner`` is kept in the record as given: what another pipeline needs to finish
+        the task as its owner (:mod:`.hold`).
 
         Raises:
             RedisUnavailableError: Redis did not answer within the timeout.
@@ -161,7 +164,7 @@ class RedisStore:
                 now_ms + self.config.lease_ms,
                 blob,
                 run,
-                txn,
+                owner,
                 batch_id,
                 partition,
                 self.keys.held,
@@ -336,7 +339,7 @@ def _record(key: str, raw: dict[bytes, bytes]) -> TaskRecord:
     return TaskRecord(
         key=key,
         run=raw.get(b"run", b"").decode(),
-        txn=raw.get(b"txn", b"").decode(),
+        owner=raw.get(b"owner", b"").decode(),
         batch_id=int(raw.get(b"batch", b"-1")),
         partition=int(raw.get(b"part", b"0")),
         now_ms=int(raw.get(b"now", b"0")),

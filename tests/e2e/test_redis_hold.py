@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -67,7 +68,7 @@ def check_counts(deliveries: list[Delivery], due: dict[str, int]) -> None:
     assert not duplicates, f"{len(duplicates)} duplicated: {list(duplicates.items())[:5]}"
     lost = set(due) - set(counts)
     assert not lost, f"{len(lost)} lost: {sorted(lost)[:5]}"
-    unknown = set(counts) - set(due)
+    unknown = {str(k) for k in counts} - set(due)
     assert not unknown, f"{len(unknown)} delivered that should not be: {sorted(unknown)[:5]}"
     early = [d for d in deliveries if d.timestamp_ms < due[d.schedule_id or ""]]
     assert not early, f"{len(early)} stamped before due"
@@ -168,7 +169,7 @@ def test_two_pipelines_share_one_redis_and_one_is_killed(
         a.wait_ready()
         b.wait_ready()
         now = time.time_ns() // 10**6
-        due = {}
+        due: dict[str, int] = {}
         for topics, name in ((topics_a, "a"), (topics_b, "b")):
             config = ClientConfig(kafka_bootstrap, schedules_topic=topics.schedules)
             due |= schedule_spread(config, target, name, 2_500, now, 60_000)
@@ -176,8 +177,12 @@ def test_two_pipelines_share_one_redis_and_one_is_killed(
         # Kill A while it has open task records (from its last batch's tasks until its
         # next batch releases them), so B has something to finish once A's lease ends.
         redis = connect(RedisHoldConfig(url=redis_url, prefix=prefix))
-        eventually(lambda: any(f"{prefix}-a@" in k.decode() for k in redis.zrange(
-            f"{{{prefix}}}:tasks", 0, -1)), 60, "A has open task records")  # fmt: skip
+
+        def a_has_open_records() -> bool:
+            keys = cast(list[bytes], redis.zrange(f"{{{prefix}}}:tasks", 0, -1))
+            return any(f"{prefix}-a@" in k.decode() for k in keys)
+
+        eventually(a_has_open_records, 60, "A has open task records")
         a.kill()
         eventually(lambda: "took over batch" in b.log_since_start(), 90, "B takes over")
         seen.wait_for(lambda d: len(d) >= 3_500, timeout_s=180)

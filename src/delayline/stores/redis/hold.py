@@ -11,9 +11,9 @@ stage as every hold's: one Kafka transaction per task with its marker.
 Taking over a silent pipeline's task record (lease ended, no heartbeat for a lease):
 the record is finished *as its owner*: the same events, the owner's run, batch and
 partition marker on the owner's commits topic, and the owner's transactional id, whose
-initialisation fences every producer the owner had. If the owner had committed the batch, the marker says so and
-nothing is written; if not, it can never commit it afterwards. The record is then
-marked done, so the owner's replay (if it comes back) writes nothing.
+initialisation fences every producer the owner had. If the owner had committed the
+batch, the marker says so and nothing is written; if not, it can never commit it
+afterwards. The record is then marked done, so the owner's replay (if it comes back) writes nothing.
 """
 
 from __future__ import annotations

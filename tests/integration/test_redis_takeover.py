@@ -1,0 +1,93 @@
+"""A silent pipeline's open claims, finished by another pipeline of the same Redis
+prefix: once, as the owner (its marker on its commits topic, its transactional id).
+
+Real Kafka and Redis; the two pipelines are their Redis holds, driven as the driver
+and a Spark task drive them, without Spark.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+from tests.support import Topics, make_topics
+
+from delayline.contract import ConsumedRecord
+from delayline.contract import headers as h
+from delayline.core.clock import SystemClock
+from delayline.core.topology import Topology
+from delayline.dev.testing import create_topic, unique_topic
+from delayline.fire.partition import fire_rows
+from delayline.fire.tasks import new_firer, split_events
+from delayline.kafka.reader import read_topic
+from delayline.pipeline.config import PipelineConfig
+from delayline.stores.redis.config import RedisHoldConfig
+from delayline.stores.redis.hold import RedisHold, _owner
+
+
+def config_of(bootstrap: str, topics: Topics, name: str, url: str, prefix: str) -> PipelineConfig:
+    topology = Topology(
+        bootstrap_servers=bootstrap,
+        schedules_topics=(topics.schedules,),
+        dead_letter_topic=topics.dead_letters,
+        history_topic=topics.history,
+        commits_topic=topics.commits,
+    )
+    return PipelineConfig(
+        topology,
+        hold="redis",
+        lead_ms=0,
+        query_name=name,
+        redis=RedisHoldConfig(url=url, prefix=prefix, lease_ms=1_000),
+    )
+
+
+def test_a_silent_pipelines_claims_are_delivered_once_by_another(
+    kafka_bootstrap: str, redis_url: str, tmp_path: Path
+) -> None:
+    prefix = f"takeover-{uuid.uuid4().hex[:6]}"
+    target = create_topic(kafka_bootstrap, unique_topic("target"))
+    topics_a, topics_b = make_topics(kafka_bootstrap), make_topics(kafka_bootstrap)
+    owner = config_of(kafka_bootstrap, topics_a, f"{prefix}-a", redis_url, prefix)
+    hold_a = RedisHold(owner)
+    hold_b = RedisHold(config_of(kafka_bootstrap, topics_b, f"{prefix}-b", redis_url, prefix))
+    run_a = f"{owner.query_name}@1"
+    now = SystemClock().now_ms()
+    due_s = (now + 300) / 1000
+    records = [
+        ConsumedRecord(topics_a.schedules, 0, i, now, f"id-{i}".encode(), f"p{i}".encode(),
+                       ((h.EPOCH, f"{due_s:.3f}".encode()), (h.TARGET_TOPIC, target.encode())))
+        for i in range(3)
+    ]  # fmt: skip
+    store_a = hold_a.store
+    store_a.heartbeat(run_a, now)
+    planned = store_a.run_task(run_a, _owner(owner), 1, 0, records, now)
+    assert [e["kind"] for e in planned.events.to_pylist()] == ["planned"] * 3
+    time.sleep(0.4)
+    # A's task of batch 2 claims the three, then A goes silent before its transaction.
+    claimed = store_a.run_task(run_a, _owner(owner), 2, 0, [], SystemClock().now_ms())
+    assert [e["kind"] for e in claimed.events.to_pylist()] == ["fire"] * 3
+    assert store_a.pending() == 0
+    time.sleep(1.1)  # A's lease (1 s) ends; its heartbeat is as old
+
+    hold_b._take_over(hold_b.store, f"{prefix}-b@2", SystemClock().now_ms())
+    delivered = read_topic(kafka_bootstrap, target)
+    assert sorted(r.value or b"" for r in delivered) == [b"p0", b"p1", b"p2"]
+    # Under A's marker, on A's commits topic: A's own attempt finds it committed ...
+    rows, _, _ = split_events(claimed.events, 0)
+    firer = new_firer(owner, f"{owner.transactional_id}-p0")
+    try:
+        report = fire_rows(rows, 0, 2, run_a, owner, firer, SystemClock(), refresh=True)
+    finally:
+        firer.close()
+    assert report.replay
+    # ... and A's replay of the task reads the record back as done: nothing to write.
+    replay = store_a.run_task(run_a, _owner(owner), 2, 0, [], SystemClock().now_ms())
+    assert replay.replay
+    assert replay.events.num_rows == 0
+    # Nothing open is left to take over again.
+    hold_b._take_over(hold_b.store, f"{prefix}-b@2", SystemClock().now_ms() + 5_000)
+    assert len(read_topic(kafka_bootstrap, target)) == 3
+    hold_a.close()
+    hold_b.close()

@@ -19,6 +19,7 @@ from delayline.core.clock import ms_to_datetime
 from delayline.core.topology import Topology
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
+from delayline.infra.redis_server import LocalRedis
 from delayline.kafka.topics import TopicsConfig, create_topic, ensure_topics
 from delayline.pipeline.config import spark_progress_file
 
@@ -38,6 +39,13 @@ class BenchEnv:
     pipeline: PipelineProcess | None = None
     sampler: GroupSampler | None = None
     broker_sampler: GroupSampler | None = None
+    hold: str = "jvm"
+    redis: LocalRedis | None = None
+    redis_url: str | None = None
+
+    @property
+    def redis_prefix(self) -> str:
+        return f"bench-{self.run}"
 
     @property
     def schedules_topic(self) -> str:
@@ -57,8 +65,14 @@ class BenchEnv:
         )
 
 
-def open_env(bootstrap: str | None, work_dir: Path | None) -> BenchEnv:
-    """Start a private broker unless ``bootstrap`` is given; create fresh topics."""
+def open_env(
+    bootstrap: str | None,
+    work_dir: Path | None,
+    hold: str = "jvm",
+    redis_url: str | None = None,
+) -> BenchEnv:
+    """Start a private broker unless ``bootstrap`` is given (and, for the Redis hold, a
+    private Redis unless ``redis_url`` is); create fresh topics."""
     root = work_dir or Path(tempfile.mkdtemp(prefix="delayline-bench-"))
     broker = None
     if bootstrap is None:
@@ -69,7 +83,13 @@ def open_env(bootstrap: str | None, work_dir: Path | None) -> BenchEnv:
         progress(f"starting a private broker in {config.data_dir}")
         broker.start()
         bootstrap = config.bootstrap_servers
-    env = BenchEnv(bootstrap, root, broker)
+    env = BenchEnv(bootstrap, root, broker, hold=hold, redis_url=redis_url)
+    if hold == "redis" and redis_url is None:
+        from delayline.bench.redis import start_private  # noqa: PLC0415
+
+        progress(f"starting a private Redis in {root / 'redis'}")
+        env.redis = start_private(root)
+        env.redis_url = env.redis.config.url
     ensure_topics(
         TopicsConfig(
             Topology(
@@ -100,8 +120,11 @@ def start_pipeline(env: BenchEnv, *extra: str) -> float:
             "--query-name", f"bench-{env.run}",
             "--progress-file", str(env.progress_file),
             "--driver-memory-mb", "2048",
+            "--hold", env.hold,
             *extra,
         ]  # fmt: skip
+        if env.hold == "redis":
+            args += ["--redis-url", env.redis_url or "", "--redis-prefix", env.redis_prefix]
         env.pipeline = PipelineProcess(env.bootstrap, args, env.work_dir / "pipeline.log")
     env.pipeline.start()
     assert env.pipeline.proc is not None
@@ -121,6 +144,8 @@ def close_env(env: BenchEnv) -> None:
             sampler.stop()
     if env.broker is not None:
         env.broker.stop()
+    if env.redis is not None:
+        env.redis.stop()
 
 
 def write_schedules(

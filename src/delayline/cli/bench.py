@@ -9,7 +9,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from delayline.cli._common import env_bool, env_flag, positive_int, say
+from delayline.cli._common import env_bool, env_flag, one_of, positive_int, say
 from delayline.cli.extras import require_extras
 from delayline.errors import ConfigError
 
@@ -102,6 +102,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="1s",
         help="the pipeline's micro-batch interval",
     )
+    env_flag(
+        p,
+        "--hold",
+        env="DELAYLINE_BENCH_HOLD",
+        default="jvm",
+        type=one_of(("jvm", "redis", "spark", "memory")),
+        help="the pipeline's hold (see delayline run --hold); redis starts a private Redis "
+        "unless --redis-url is given, and adds Redis's own baseline and memory",
+    )
+    env_flag(
+        p,
+        "--redis-url",
+        env="DELAYLINE_BENCH_REDIS_URL",
+        help="an existing Redis for --hold redis (default: a private one)",
+    )
     p.set_defaults(func=_bench)  # fmt: skip
 
 
@@ -123,19 +138,29 @@ def _bench(args: argparse.Namespace) -> int:
         size = dataclasses.replace(size, pending=args.pending)
     if args.rate is not None:
         size = dataclasses.replace(size, rate_per_s=args.rate)
-    env = open_env(args.bootstrap_servers, args.work_dir)
+    env = open_env(args.bootstrap_servers, args.work_dir, args.hold, args.redis_url)
     started = time.time()
     try:
         progress("measuring the raw broker (produce, consume, latency)")
         baseline = measure_baseline(env.bootstrap, 20_000 if args.quick else 200_000)
+        if env.redis_url is not None:
+            from delayline.bench import redis as bench_redis  # noqa: PLC0415
+
+            progress("measuring the raw Redis (pipelined ZADD+SET, PING)")
+            baseline["redis"] = bench_redis.baseline(
+                env.redis_url, 20_000 if args.quick else 200_000
+            )
         progress(f"starting the pipeline (log {env.work_dir / 'pipeline.log'})")
         ready_s = start_pipeline(env, "--trigger-interval", args.trigger_interval)
         progress(f"pipeline ready in {ready_s:.1f} s; running {args.scenario}")
         figures = SCENARIOS[args.scenario](env, size)
+        if env.redis_url is not None:
+            figures["redis"] = bench_redis.memory(env.redis_url, env.redis_prefix)
     finally:
         close_env(env)
     result = {
         "scenario": args.scenario,
+        "hold": args.hold,
         "quick": args.quick,
         "size": size.__dict__
         if hasattr(size, "__dict__")

@@ -1,6 +1,8 @@
 """The README's results table, generated from ``benchmarks/results/*.json``.
 
 python -m delayline.bench.summary benchmarks/results
+
+prints the targets table, then the holds side by side (``redis-<scenario>.json``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,53 @@ def markdown(results_dir: Path) -> str:
     return head + "\n\n" + "\n".join(rows)
 
 
+HOLD_FIGURES = (
+    ("ingest (schedules/s)", "ingest_per_s"),
+    ("delivery (schedules/s)", "fire_per_s"),
+    ("lateness p50 (ms)", "lateness_ms.p50"),
+    ("lateness p99 (ms)", "lateness_ms.p99"),
+    ("pipeline peak RSS (MiB)", "peak_rss_mb"),
+    ("early / duplicates / lost", None),
+    ("Redis bytes per pending schedule", "redis.bytes_per_pending"),
+)
+"""The figures the holds table compares."""
+
+
+def holds_markdown(results_dir: Path, hold: str = "redis") -> str:
+    """The default hold and ``hold`` side by side: every scenario with a
+    ``<hold>-<name>.json`` beside its ``<name>.json``, then ``hold``'s own targets."""
+    rows = [f"| scenario | figure | jvm | {hold} |", "|---|---|---|---|"]
+    targets = ["| scenario | target | measured | bound | met |", "|---|---|---|---|---|"]
+    for name in ORDER:
+        path = results_dir / f"{hold}-{name}.json"
+        if not path.exists():
+            continue
+        other = json.loads(path.read_text())
+        base_path = results_dir / f"{name}.json"
+        base = json.loads(base_path.read_text()) if base_path.exists() else None
+        for label, key in HOLD_FIGURES:
+            values = [None if r is None else _figure(r["figures"], key) for r in (base, other)]
+            if values[1] is None:
+                continue
+            rows.append(f"| {name} | {label} | {_fmt(values[0])} | {_fmt(values[1])} |")
+        for t in other["targets"]:
+            met = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
+            targets.append(
+                f"| {hold}-{name} | {t['target']} | {_fmt(t['measured'])} | {t['bound']} | {met} |"
+            )
+    return "\n".join(rows) + "\n\n" + "\n".join(targets)
+
+
+def _figure(figures: dict[str, Any], key: str | None) -> Any:
+    if key is None:
+        zeros = [figures.get(k) for k in ("early", "duplicates", "lost")]
+        return None if None in zeros else " / ".join(str(z) for z in zeros)
+    value: Any = figures
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
 def _rss_spread(results_dir: Path) -> list[str]:
     """A row for the spread of the backlog's peak RSS over its runs (when all exist)."""
     paths = [results_dir / f"{name}.json" for name in BACKLOG_RUNS]
@@ -71,4 +120,7 @@ def _fmt(value: Any) -> str:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    print(markdown(Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results")))
+    results = Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results")
+    print(markdown(results))
+    print()
+    print(holds_markdown(results))

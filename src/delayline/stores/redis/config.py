@@ -30,7 +30,9 @@ class RedisHoldConfig:
             share their pending schedules.
         timeout_ms: How long a command (with its retries) may wait for Redis before
             the batch fails (a restart of Redis within it is ridden out).
-        claim_limit: The most due schedules one Spark task claims per micro-batch.
+        claim_limit: The most due schedules one Spark task claims per micro-batch (each
+            batch has at least ``shuffle_partitions`` tasks that claim; a task hands
+            over about 4-5k schedules a second here, so this bounds a batch's length).
     """
 
     url: str = DEFAULT_URL
@@ -38,7 +40,7 @@ class RedisHoldConfig:
     lease_ms: int = DEFAULT_LEASE_MS
     prefix: str = "delayline"
     timeout_ms: int = 30_000
-    claim_limit: int = 50_000
+    claim_limit: int = 20_000
 
     def __post_init__(self) -> None:
         if not self.url.startswith(("redis://", "rediss://", "unix://")):

@@ -123,7 +123,7 @@ class RedisHold(Hold):
         def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             yield from _run_task(job, batches)
 
-        return frame.mapInArrow(task, EVENT_DDL)
+        return _with_claimers(frame, config.shuffle_partitions).mapInArrow(task, EVENT_DDL)
 
     def pending_due_times(self, spark: SparkSession) -> list[int]:
         del spark
@@ -256,6 +256,20 @@ class RedisHold(Hold):
             record.run,
             written,
         )
+
+
+def _with_claimers(frame: DataFrame, count: int) -> DataFrame:
+    """``frame`` and ``count`` more, empty, partitions: each task claims due schedules,
+    and a batch woken only by the waker has a single source task otherwise (Spark plans
+    no task for a Kafka partition without new records)."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark's convention
+
+    empty = (
+        frame.sparkSession.range(0, count, 1, count)
+        .where(F.col("id") < 0)
+        .select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in frame.schema.fields])
+    )
+    return frame.union(empty)
 
 
 def _owner(config: PipelineConfig) -> str:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Re-run every bench scenario at full size, one after another, into benchmarks/results/.
-# Takes about 60 minutes on 2 cores; nothing else should run meanwhile.
+# Takes about 80 minutes on 2 cores; nothing else should run meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for scenario in trickle burst steady idle restart backlog backlog-2 backlog-3; do
@@ -20,4 +20,11 @@ echo "== restart-1k" >&2
 .venv/bin/delayline bench --scenario restart --pending 1000 \
   --json benchmarks/results/restart-1k.json --plot benchmarks/results/restart-1k.png \
   | tee benchmarks/results/restart-1k.txt
+# The Redis hold (issue #13), each with a private Redis beside the private broker.
+for scenario in burst steady backlog; do
+  echo "== redis-$scenario" >&2
+  .venv/bin/delayline bench --scenario "$scenario" --hold redis \
+    --json "benchmarks/results/redis-$scenario.json" --plot "benchmarks/results/redis-$scenario.png" \
+    | tee "benchmarks/results/redis-$scenario.txt"
+done
 .venv/bin/python -m delayline.bench.summary

@@ -90,7 +90,7 @@ def _fire_task(job: FireJob, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatc
     import pyarrow as pa  # noqa: PLC0415 - executor side only
     from pyspark import TaskContext  # noqa: PLC0415
 
-    _log_to_stderr()
+    log_to_stderr()
     context = TaskContext.get()
     partition = context.partitionId() if context is not None else 0
     retried = context is not None and context.attemptNumber() > 0
@@ -209,7 +209,7 @@ def _report_schema() -> pa.Schema:
     )
 
 
-def _log_to_stderr() -> None:
+def log_to_stderr() -> None:
     """Warnings of a Python worker reach the pipeline's stderr (once per process)."""
     root = logging.getLogger("delayline")
     if not root.handlers:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from delayline.contract import ConsumedRecord
 from delayline.contract.contracts import InputParser
 from delayline.core.clock import SystemClock
+from delayline.core.timing import warn_if_slow
 from delayline.core.topology import Topology
 from delayline.errors import ConfigError
 from delayline.stores.fold import raise_ms
@@ -96,7 +97,7 @@ class RedisHold(Hold):
         return self._store
 
     def stage(self, records: DataFrame) -> DataFrame:
-        self.store.client.ping()  # a clear error at start when Redis is away
+        self.store.ping()  # a clear error at start when Redis is away
         return records
 
     def batch_events(self, frame: DataFrame, batch_id: int) -> DataFrame:
@@ -104,11 +105,12 @@ class RedisHold(Hold):
         store = self.store
         run = self._start_run()
         now = SystemClock().now_ms()
-        store.heartbeat(run, now)
-        released = store.release(run, batch_id)
-        if released:
-            log.debug("released %d task records of run %s", released, run)
-        self._take_over(store, run, now)
+        with warn_if_slow(log, f"batch {batch_id}: Redis bookkeeping on the driver", 1.0):
+            store.heartbeat(run, now)
+            released = store.release(run, batch_id)
+            if released:
+                log.debug("released %d task records of run %s", released, run)
+            self._take_over(store, run, now)
         job = TaskJob(
             config.redis,
             config.topology,
@@ -292,6 +294,9 @@ _STORES: dict[tuple[Any, ...], RedisStore] = {}
 def _run_task(job: TaskJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     from pyspark import TaskContext  # noqa: PLC0415 - executor side
 
+    from delayline.fire.tasks import log_to_stderr  # noqa: PLC0415
+
+    log_to_stderr()
     context = TaskContext.get()
     partition = context.partitionId() if context is not None else 0
     records = [_record(row) for batch in batches for row in batch.to_pylist()]
@@ -301,7 +306,8 @@ def _run_task(job: TaskJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Re
         store = _STORES[settings] = RedisStore(
             job.redis, InputParser(job.topology), job.lead_ms, job.max_lateness_ms
         )
-    result = store.run_task(job.run, job.owner, job.batch_id, partition, records, job.now_ms)
+    with warn_if_slow(log, f"batch {job.batch_id} task {partition}: Redis, {len(records)} records"):
+        result = store.run_task(job.run, job.owner, job.batch_id, partition, records, job.now_ms)
     yield from result.events.to_batches()
 
 

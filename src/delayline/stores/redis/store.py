@@ -80,7 +80,8 @@ def connect(config: RedisHoldConfig) -> redis.Redis:
     from redis.backoff import ExponentialBackoff  # noqa: PLC0415
     from redis.retry import Retry  # noqa: PLC0415
 
-    retries = max(1, config.timeout_ms // 500)
+    # Backoff 50 ms doubling to 1 s: about timeout_ms in all.
+    retries = max(1, config.timeout_ms // 1000 + 3)
     return r.Redis.from_url(
         config.url,
         socket_timeout=config.timeout_ms / 1000,
@@ -191,6 +192,14 @@ class RedisStore:
                 )
             return TaskResult(now_ms, ev.to_table(decided + claimed), replay=False, lost=lost)
         raise RedisUnavailableError(f"task {key}: {MAX_CONFLICTS} write conflicts in a row")
+
+    def ping(self) -> None:
+        """Check that Redis answers.
+
+        Raises:
+            RedisUnavailableError: it did not, within the timeout.
+        """
+        self._call_client(lambda c: c.ping())
 
     def read_task(self, key: str) -> TaskRecord:
         """The task record at ``key`` (it must exist)."""

@@ -23,7 +23,8 @@ from delayline.fire.tasks import new_firer, split_events
 from delayline.kafka.reader import read_topic
 from delayline.pipeline.config import PipelineConfig
 from delayline.stores.redis.config import RedisHoldConfig
-from delayline.stores.redis.hold import RedisHold, _owner
+from delayline.stores.redis.hold import RedisHold
+from delayline.stores.redis.takeover import owner_json, take_over
 
 
 def config_of(bootstrap: str, topics: Topics, name: str, url: str, prefix: str) -> PipelineConfig:
@@ -62,16 +63,16 @@ def test_a_silent_pipelines_claims_are_delivered_once_by_another(
     ]  # fmt: skip
     store_a = hold_a.store
     store_a.heartbeat(run_a, now)
-    planned = store_a.run_task(run_a, _owner(owner), 1, 0, records, now)
+    planned = store_a.run_task(run_a, owner_json(owner), 1, 0, records, now)
     assert [e["kind"] for e in planned.events.to_pylist()] == ["planned"] * 3
     time.sleep(0.4)
     # A's task of batch 2 claims the three, then A goes silent before its transaction.
-    claimed = store_a.run_task(run_a, _owner(owner), 2, 0, [], SystemClock().now_ms())
+    claimed = store_a.run_task(run_a, owner_json(owner), 2, 0, [], SystemClock().now_ms())
     assert [e["kind"] for e in claimed.events.to_pylist()] == ["fire"] * 3
     assert store_a.pending() == 0
     time.sleep(1.1)  # A's lease (1 s) ends; its heartbeat is as old
 
-    hold_b._take_over(hold_b.store, f"{prefix}-b@2", SystemClock().now_ms())
+    assert take_over(hold_b.store, hold_b.config, f"{prefix}-b@2", SystemClock().now_ms()) == 1
     delivered = read_topic(kafka_bootstrap, target)
     assert sorted(r.value or b"" for r in delivered) == [b"p0", b"p1", b"p2"]
     # Under A's marker, on A's commits topic: A's own attempt finds it committed ...
@@ -83,11 +84,13 @@ def test_a_silent_pipelines_claims_are_delivered_once_by_another(
         firer.close()
     assert report.replay
     # ... and A's replay of the task reads the record back as done: nothing to write.
-    replay = store_a.run_task(run_a, _owner(owner), 2, 0, [], SystemClock().now_ms())
+    replay = store_a.run_task(run_a, owner_json(owner), 2, 0, [], SystemClock().now_ms())
     assert replay.replay
     assert replay.events.num_rows == 0
     # Nothing open is left to take over again.
-    hold_b._take_over(hold_b.store, f"{prefix}-b@2", SystemClock().now_ms() + 5_000)
+    assert (
+        take_over(hold_b.store, hold_b.config, f"{prefix}-b@2", SystemClock().now_ms() + 5_000) == 0
+    )
     assert len(read_topic(kafka_bootstrap, target)) == 3
     hold_a.close()
     hold_b.close()

@@ -69,7 +69,13 @@ class FireSink:
         events = self.hold.batch_events(frame, batch_id)
         run = f"{self.config.query_name}@{self.run_id()}"
         # The first batch after a start can be the replay of one committed before.
-        job = FireJob(self.config, run, batch_id, refresh=self._batches == 0)
+        job = FireJob(
+            self.config,
+            run,
+            batch_id,
+            refresh=self._batches == 0,
+            shared=self.hold.finished_by_others,
+        )
         parts = self.fire_partitions(events, job)
         self._batches += 1
         report = merge(batch_id, parts)

@@ -48,12 +48,15 @@ class FireJob:
         batch_id: Spark's batch id.
         refresh: Read the markers afresh: the batch may have been committed already
             (the first batch after a start can be a replay).
+        shared: Another process may commit this run's batches (the hold's
+            ``finished_by_others``): a producer new to a partition reads the markers.
     """
 
     config: PipelineConfig
     run: str
     batch_id: int
     refresh: bool
+    shared: bool = False
 
 
 def fire_on_executors(events: DataFrame, job: FireJob) -> list[PartitionReport]:
@@ -154,6 +157,9 @@ def _fire(
     if firer is None:
         with warn_if_slow(log, f"partition {partition}: a new producer"):
             firer = _FIRERS[tx_id] = new_firer(config, tx_id)
+    # A producer new here fenced nothing that committed before it: another process
+    # (a pipeline finishing this one's batch) may have, so the markers are read.
+    refresh = refresh or (fresh and job.shared)
     try:
         with warn_if_slow(log, f"partition {partition}: firing {len(rows)} rows"):
             return fire_rows(

@@ -46,6 +46,9 @@ class Hold(abc.ABC):
     """What ``delayline run --hold`` calls it."""
     durable: ClassVar[bool]
     """Pending schedules survive a crash of the pipeline."""
+    finished_by_others: ClassVar[bool] = False
+    """Another process may commit this pipeline's batches (the Redis hold's take-over):
+    a producer new to a partition then reads the markers before writing."""
 
     def __init__(self, config: PipelineConfig) -> None:
         self.config = config

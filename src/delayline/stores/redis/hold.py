@@ -8,21 +8,16 @@ Redis (:meth:`.store.RedisStore.run_task`): its records applied, the due schedul
 claimed, its decision recorded for a replay. The events go through the same fire
 stage as every hold's: one Kafka transaction per task with its marker.
 
-Taking over a silent pipeline's task record (lease ended, no heartbeat for a lease):
-the record is finished *as its owner*: the same events, the owner's run, batch and
-partition marker on the owner's commits topic, and the owner's transactional id, whose
-initialisation fences every producer the owner had. If the owner had committed the
-batch, the marker says so and nothing is written; if not, it can never commit it
-afterwards. The record is then marked done, so the owner's replay (if it comes back) writes nothing.
+A silent pipeline's open task records (lease ended, no heartbeat for a lease) are
+finished by another pipeline *as their owner*: see :mod:`.takeover`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from delayline.contract import ConsumedRecord
@@ -35,6 +30,7 @@ from delayline.stores.fold import raise_ms
 from delayline.stores.hold import Hold
 from delayline.stores.redis.config import RedisHoldConfig
 from delayline.stores.redis.store import RedisStore
+from delayline.stores.redis.takeover import owner_json, take_over
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -78,6 +74,7 @@ class RedisHold(Hold):
 
     name: ClassVar[str] = "redis"
     durable: ClassVar[bool] = True
+    finished_by_others: ClassVar[bool] = True
 
     def __init__(self, config: PipelineConfig) -> None:
         super().__init__(config)
@@ -85,6 +82,7 @@ class RedisHold(Hold):
         self._run: str | None = None
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
+        self._told_claimers = False
 
     @property
     def store(self) -> RedisStore:
@@ -110,14 +108,14 @@ class RedisHold(Hold):
             released = store.release(run, batch_id)
             if released:
                 log.debug("released %d task records of run %s", released, run)
-            self._take_over(store, run, now)
+            take_over(store, config, run, now)
         job = TaskJob(
             config.redis,
             config.topology,
             config.lead_ms,
             config.max_lateness_ms,
             run,
-            _owner(config),
+            owner_json(config),
             batch_id,
             SystemClock().now_ms(),
         )
@@ -125,28 +123,45 @@ class RedisHold(Hold):
         def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             yield from _run_task(job, batches)
 
-        return _with_claimers(frame, config.shuffle_partitions).mapInArrow(task, EVENT_DDL)
+        claimers = store.claimers(run, config.shuffle_partitions)
+        if claimers != config.shuffle_partitions and not self._told_claimers:
+            self._told_claimers = True
+            log.warning(
+                "run %s keeps %d claiming tasks per batch, as on its first batch (a replay "
+                "must have the same partitions); --shuffle-partitions %d applies after "
+                "--rebuild",
+                run,
+                claimers,
+                config.shuffle_partitions,
+            )
+        return _with_claimers(frame, claimers).mapInArrow(task, EVENT_DDL)
 
     def pending_due_times(self, spark: SparkSession) -> list[int]:
         del spark
         lead = self.config.lead_ms
         times = [raise_ms(due, lead) for due in self.store.due_times(WAKE_AHEAD)]
-        lease_end = self.store.next_lease_end_ms()
-        return times + ([] if lease_end is None else [lease_end])
+        return times + self._lease_wake()
 
     def wake_times(self) -> list[int]:
         """The next due schedule (whichever pipeline planned it) and the next lease to
         end (a silent pipeline's claims to take over)."""
-        store = self.store
-        due = store.next_due_ms()
-        lease_end = store.next_lease_end_ms()
+        due = self.store.next_due_ms()
         out = [] if due is None else [raise_ms(due, self.config.lead_ms)]
-        return out + ([] if lease_end is None else [lease_end])
+        return out + self._lease_wake()
+
+    def _lease_wake(self) -> list[int]:
+        lease_end = self.store.next_lease_end_ms()
+        if lease_end is None:
+            return []
+        # Ended already: its owner is alive (it releases on its next batch) or was just
+        # taken; look again a lease later instead of waking at once, batch after batch.
+        now = SystemClock().now_ms()
+        return [lease_end if lease_end > now else now + self.config.redis.lease_ms]
 
     def close(self) -> None:
         self._stop.set()
         if self._beat is not None:
-            self._beat.join(timeout=5)
+            self._beat.join(timeout=self.config.redis.timeout_ms / 1000 + 5)
             self._beat = None
         if self._run is not None and self._store is not None:
             try:
@@ -156,6 +171,8 @@ class RedisHold(Hold):
         if self._store is not None:
             self._store.client.close()
             self._store = None
+        self._run = None  # a start after this registers afresh
+        self._stop = threading.Event()
 
     def _start_run(self) -> str:
         """This run's id; on the first batch, registers it as its topics' reader."""
@@ -186,78 +203,22 @@ class RedisHold(Hold):
                 f"{config.redis.lease_ms} ms after its last heartbeat"
             )
         self._run = run
-        self._beat = threading.Thread(target=self._heartbeats, name="delayline-redis", daemon=True)
+        self._beat = threading.Thread(
+            target=self._heartbeats,
+            args=(self.store, run, self._stop),
+            name="delayline-redis",
+            daemon=True,
+        )
         self._beat.start()
         return run
 
-    def _heartbeats(self) -> None:
+    def _heartbeats(self, store: RedisStore, run: str, stop: threading.Event) -> None:
         interval = self.config.redis.lease_ms / 4000
-        while not self._stop.wait(interval):
-            run = self._run
-            if run is None:
-                continue
+        while not stop.wait(interval):
             try:
-                self.store.heartbeat(run, SystemClock().now_ms())
+                store.heartbeat(run, SystemClock().now_ms())
             except Exception as exc:  # Redis away: batches fail and say so; keep beating
                 log.warning("Redis heartbeat failed: %s", exc)
-
-    def _take_over(self, store: RedisStore, run: str, now: int) -> None:
-        seen = store.last_seen()
-        lease = self.config.redis.lease_ms
-        for key in store.expired_tasks(now):
-            owner = key.split(":t:", 1)[1].rsplit(":", 2)[0]
-            if owner == run:
-                continue  # ours: released once Spark is past it
-            beat = seen.get(owner)
-            if beat is not None and beat > now - lease:
-                continue  # alive (an idle pipeline releases on its next batch)
-            record = store.seize(key, now)
-            if record is None:
-                continue
-            self._finish_for(store, record)
-            store.finish(key)
-
-    def _finish_for(self, store: RedisStore, record: Any) -> None:
-        from delayline.fire.partition import fire_rows  # noqa: PLC0415 - driver side
-        from delayline.fire.tasks import new_firer, split_events  # noqa: PLC0415
-
-        rows, _counts, _timers = split_events(store.record_events(record), self.config.lead_ms)
-        written = "nothing to write"
-        if rows:
-            # The owner's markers, dead letters and history; our in-flight topic (our
-            # committer delivers what is handed over) and our lead.
-            owner = json.loads(record.owner)
-            config = replace(
-                self.config,
-                topology=replace(
-                    self.config.topology,
-                    commits_topic=owner["commits"],
-                    dead_letter_topic=owner["dead_letters"],
-                    history_topic=owner["history"],
-                ),
-            )
-            firer = new_firer(config, f"{owner['txn']}-p{record.partition}")
-            try:
-                report = fire_rows(
-                    rows,
-                    record.partition,
-                    record.batch_id,
-                    record.run,
-                    config,
-                    firer,
-                    SystemClock(),
-                    refresh=True,
-                )
-            finally:
-                firer.close()
-            written = "already committed by it" if report.replay else f"wrote {dict(report.counts)}"
-        log.warning(
-            "took over batch %d partition %d of silent run %s: %s",
-            record.batch_id,
-            record.partition,
-            record.run,
-            written,
-        )
 
 
 def _with_claimers(frame: DataFrame, count: int) -> DataFrame:
@@ -272,19 +233,6 @@ def _with_claimers(frame: DataFrame, count: int) -> DataFrame:
         .select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in frame.schema.fields])
     )
     return frame.union(empty)
-
-
-def _owner(config: PipelineConfig) -> str:
-    """What another pipeline needs to finish one of our tasks as us (JSON)."""
-    topology = config.topology
-    return json.dumps(
-        {
-            "txn": config.transactional_id,
-            "commits": topology.commits_topic,
-            "dead_letters": topology.dead_letter_topic,
-            "history": topology.history_topic,
-        }
-    )
 
 
 _STORES: dict[tuple[Any, ...], RedisStore] = {}

@@ -65,7 +65,8 @@ never with this)."""
 
 # KEYS: task, due, tasks, run index.
 # ARGV: now, claim until (now + lead), claim limit, lease end, events, run, owner, batch,
-#       partition, held-key prefix, number of writes, then per write: member, expected
+#       partition, held-key prefix, number of writes, input fingerprint, then per write:
+#       member, expected
 #       token ('' = none), new value ('' = delete, '=' = unchanged), due score,
 #       time to live (ms).
 # Returns {'exists'} (a replay: read the record), {'conflict', member} (a version
@@ -81,14 +82,14 @@ end
 local hp = ARGV[10]
 local n = tonumber(ARGV[11])
 for i = 0, n - 1 do
-  local b = 11 + i * 5
+  local b = 12 + i * 5
   local cur = redis.call('GET', hp .. ARGV[b + 1])
   local token = ''
   if cur then token = string.sub(cur, 1, {TOKEN_BYTES}) end
   if token ~= ARGV[b + 2] then return {{'conflict', ARGV[b + 1]}} end
 end
 for i = 0, n - 1 do
-  local b = 11 + i * 5
+  local b = 12 + i * 5
   local m = ARGV[b + 1]
   if ARGV[b + 3] == '=' then
     -- checked above, left as it is
@@ -104,7 +105,7 @@ local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[2], 'LIMIT', 0, AR
 local out = {{'ok', 0}}
 local kept = 0
 redis.call('HSET', KEYS[1], 'now', ARGV[1], 'ev', ARGV[5], 'state', 'open', 'run', ARGV[6],
-  'owner', ARGV[7], 'batch', ARGV[8], 'part', ARGV[9])
+  'owner', ARGV[7], 'batch', ARGV[8], 'part', ARGV[9], 'in', ARGV[12])
 for _, m in ipairs(due) do
   local v = redis.call('GET', hp .. m)
   redis.call('ZREM', KEYS[2], m)
@@ -146,10 +147,14 @@ return redis.call('HGETALL', KEYS[1])
 
 # KEYS: task, tasks. Marks a seized record finished: its owner's replay writes nothing.
 FINISH = """
-local keep = redis.call('HMGET', KEYS[1], 'run', 'owner', 'batch', 'part', 'now')
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('ZREM', KEYS[2], KEYS[1])
+  return 0  -- released meanwhile by its owner, who was past it
+end
+local keep = redis.call('HMGET', KEYS[1], 'run', 'owner', 'batch', 'part', 'now', 'in')
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'state', 'done', 'run', keep[1], 'owner', keep[2], 'batch', keep[3],
-  'part', keep[4], 'now', keep[5], 'ev', '', 'n', 0)
+  'part', keep[4], 'now', keep[5], 'in', keep[6], 'ev', '', 'n', 0)
 redis.call('ZREM', KEYS[2], KEYS[1])
 return 1
 """

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from delayline.contract import ConsumedRecord
 from delayline.contract.contracts import InputParser
 from delayline.core.model import Schedule
-from delayline.errors import RedisUnavailableError
+from delayline.errors import DelaylineError, RedisUnavailableError
 from delayline.stores.fold import HoldEvent, fire, fold
 from delayline.stores.redis import scripts
 from delayline.stores.redis.codec import decode_schedule, encode_schedule, version_token
@@ -40,6 +40,11 @@ MAX_CONFLICTS = 20
 """Fold-and-write attempts of one task before it fails (each conflict means another
 task changed one of its ids in between: it makes progress, so this is never reached
 in practice)."""
+
+
+class RedisHoldError(DelaylineError):
+    """Redis refused a command (out of memory, a read-only replica...), or a task record
+    does not match its replay; the batch fails and the pipeline stops with the reason."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +75,7 @@ class TaskRecord:
     partition: int
     now_ms: int
     state: str
+    input: str
     events: bytes
     claimed: tuple[bytes, ...]
 
@@ -140,11 +146,13 @@ class RedisStore:
 
         Raises:
             RedisUnavailableError: Redis did not answer within the timeout.
+            RedisHoldError: a replay got other input than the attempt it replays.
         """
         from delayline.stores.redis import events as ev  # noqa: PLC0415 - pyarrow
 
         key = self.keys.task(run, batch_id, partition)
         groups = self._groups(records)
+        seen = fingerprint(records)
         for _ in range(MAX_CONFLICTS):
             held = self._read(list(groups))
             writes: list[Any] = []
@@ -170,6 +178,7 @@ class RedisStore:
                 partition,
                 self.keys.held,
                 len(writes) // 5,
+                seen,
                 *writes,
             ]
             keys = [key, self.keys.due, self.keys.tasks, self.keys.run_index(run)]
@@ -177,7 +186,16 @@ class RedisStore:
             tag = reply[0]
             if tag == b"exists":
                 record = self.read_task(key)
-                return TaskResult(record.now_ms, self.record_events(record), replay=True)
+                if record.input != seen:
+                    # Its events belong to other records: replaying them would fire
+                    # some twice and never apply others. Stop rather than guess.
+                    raise RedisHoldError(
+                        f"task record {key} was decided on input {record.input!r}, but its "
+                        f"replay got {seen!r}: Spark replayed batch {batch_id} with its "
+                        "partitions in another order"
+                    )
+                events = self.record_events(record, self.max_lateness_ms)
+                return TaskResult(record.now_ms, events, replay=True)
             if tag == b"conflict":
                 log.debug("task %s: %s changed meanwhile; folding again", key, reply[1])
                 continue
@@ -206,13 +224,19 @@ class RedisStore:
         raw = self._call_client(lambda c: c.hgetall(key))
         return _record(key, raw)
 
-    def record_events(self, record: TaskRecord) -> pa.Table:
-        """The events a task record stands for (none once another pipeline finished it)."""
+    def record_events(self, record: TaskRecord, max_lateness_ms: int | None) -> pa.Table:
+        """The events a task record stands for (none once another pipeline finished it).
+
+        Args:
+            record: The record.
+            max_lateness_ms: The maximum lateness that decides between FIRE and expired:
+                the owner's (when another pipeline finishes the record, its own).
+        """
         from delayline.stores.redis import events as ev  # noqa: PLC0415
 
         if record.state != "open":
             return ev.to_table([])
-        claimed = [self._claimed(v, record.now_ms) for v in record.claimed]
+        claimed = [fire(decode_schedule(v), record.now_ms, max_lateness_ms) for v in record.claimed]
         return ev.concat(ev.from_ipc(record.events), ev.to_table(claimed))
 
     def release(self, run: str, below_batch: int) -> int:
@@ -220,6 +244,18 @@ class RedisStore:
         committed those: they are never replayed); how many."""
         keys = [self.keys.run_index(run), self.keys.tasks]
         return int(self._call(self._release, keys, [below_batch]))
+
+    def task_run(self, key: str) -> str | None:
+        """The run that owns the task record at ``key`` (``None``: gone)."""
+        raw = self._call_client(lambda c: c.hget(key, "run"))
+        return None if raw is None else bytes(raw).decode()
+
+    def claimers(self, run: str, wanted: int) -> int:
+        """How many claiming tasks ``run`` adds to each batch: ``wanted`` on its first
+        batch, the same afterwards (a replay must have the same partitions)."""
+        key = f"{self.keys.tag}:claimers:{run}"
+        self._call_client(lambda c: c.set(key, wanted, nx=True))
+        return int(self._call_client(lambda c: c.get(key)))
 
     def expired_tasks(self, now_ms: int, limit: int = 20) -> list[str]:
         """Open task records whose lease ended by ``now_ms``, oldest first."""
@@ -336,6 +372,20 @@ class RedisStore:
                 f"Redis at {self.config.safe_url} did not answer within "
                 f"{self.config.timeout_ms} ms: {exc}"
             ) from exc
+        except r.RedisError as exc:  # OOM under noeviction, READONLY replica, BUSY...
+            raise RedisHoldError(f"Redis at {self.config.safe_url} refused: {exc}") from exc
+
+
+def fingerprint(records: Sequence[ConsumedRecord]) -> str:
+    """What a task's input was: per source topic and partition, its first and last
+    offset and count (a replay must get the same)."""
+    spans: dict[tuple[str, int], list[int]] = {}
+    for record in records:
+        span = spans.setdefault((record.topic, record.partition), [record.offset, record.offset, 0])
+        span[0] = min(span[0], record.offset)
+        span[1] = max(span[1], record.offset)
+        span[2] += 1
+    return ",".join(f"{t}/{p}@{a}-{b}x{n}" for (t, p), (a, b, n) in sorted(spans.items()))
 
 
 def _member(topic: str, group_key: bytes) -> bytes:
@@ -353,6 +403,7 @@ def _record(key: str, raw: dict[bytes, bytes]) -> TaskRecord:
         partition=int(raw.get(b"part", b"0")),
         now_ms=int(raw.get(b"now", b"0")),
         state=raw.get(b"state", b"").decode(),
+        input=raw.get(b"in", b"").decode(),
         events=raw.get(b"ev", b""),
         claimed=tuple(raw[f"c{i}".encode()] for i in range(1, count + 1)),
     )

@@ -66,7 +66,9 @@ def test_a_silent_pipelines_claims_are_delivered_once_by_another(
     planned = store_a.run_task(run_a, owner_json(owner), 1, 0, records, now)
     assert [e["kind"] for e in planned.events.to_pylist()] == ["planned"] * 3
     time.sleep(0.4)
-    # A's task of batch 2 claims the three, then A goes silent before its transaction.
+    # A's driver starts batch 2 past batch 1 (releasing its record), its task claims the
+    # three, then A goes silent before its transaction.
+    assert store_a.release(run_a, 2) == 1
     claimed = store_a.run_task(run_a, owner_json(owner), 2, 0, [], SystemClock().now_ms())
     assert [e["kind"] for e in claimed.events.to_pylist()] == ["fire"] * 3
     assert store_a.pending() == 0

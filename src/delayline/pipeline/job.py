@@ -30,6 +30,7 @@ from delayline.kafka.topics import (
 )
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import OWN_WAKER, PipelineConfig, spark_progress_file
+from delayline.pipeline.interrupt import stoppable
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness
 from delayline.pipeline.session import build_session
 from delayline.pipeline.wake import Waker
@@ -200,7 +201,7 @@ class Pipeline:
             events.writeStream.queryName(config.query_name)
             .option("checkpointLocation", str(config.checkpoint_dir))
             .trigger(processingTime=f"{config.trigger_interval_ms} milliseconds")
-            .foreachBatch(sink)
+            .foreachBatch(stoppable(sink))
             .start()
         )
         if self._waker is not None:

@@ -29,6 +29,7 @@ from delayline.fire.report import HANDED, REFUSED, BatchReport
 from delayline.fire.transactional import Firing, TransactionalFirer
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
+from delayline.stores.buckets.route import render_copy
 
 INFLIGHT_MAX_BYTES = 1_000_000
 """The largest in-flight record handed over: the producer's default ``message.max.bytes``
@@ -91,6 +92,8 @@ def to_records(row: Any, config: PipelineConfig) -> list[OutgoingRecord]:
         return out
     if kind == r.RETIRE:
         return [render_tombstone(r.event_schedule(row))]
+    if kind == r.ROUTE:
+        return [render_copy(row, config.buckets, config.lead_ms)]
     if kind == r.REWRITE:
         schedule = r.event_schedule(row)
         source = r.event_source(row)

@@ -79,7 +79,7 @@ class FireSink:
         parts = self.fire_partitions(events, job)
         self._batches += 1
         report = merge(batch_id, parts)
-        timers = [due for part in parts for due in part.timers]
+        timers = [] if self.hold.wakes_itself else [due for part in parts for due in part.timers]
         timers += [wake_slot(at) for at in self.hold.wake_times()]
         if timers and self.on_timers is not None:
             self.on_timers(timers)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from delayline.core.clock import SystemClock
 from delayline.core.timing import warn_if_slow
 from delayline.fire.partition import PartitionReport, fire_rows
+from delayline.fire.rewrite import fill_rewrites
 from delayline.fire.transactional import FireConfig, TransactionalFirer
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
@@ -102,6 +103,7 @@ def _fire_task(job: FireJob, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatc
     events = pa.Table.from_batches(received) if received else None
     if events is not None and events.num_rows:
         rows, counts, timers = split_events(events, job.config.lead_ms)
+        rows = fill_rewrites(rows, job.config.topology.bootstrap_servers)
         if rows:
             report = _fire(job, rows, partition, refresh=job.refresh or retried)
         report.counts.update(counts)
@@ -143,7 +145,7 @@ def split_events(
     return rows, counts, sorted({wake_slot(raise_ms(int(d), lead_ms)) for d in due})
 
 
-_ROW_KINDS = [r.FIRE, r.DEAD, r.REWRITE, r.RETIRE, r.MISSED]
+_ROW_KINDS = [r.FIRE, r.DEAD, r.REWRITE, r.RETIRE, r.MISSED, r.ROUTE]
 """Kinds the fire stage needs row by row (the rest are only counted)."""
 
 

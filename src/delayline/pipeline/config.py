@@ -7,6 +7,7 @@ from pathlib import Path
 
 from delayline.core.topology import Topology
 from delayline.errors import ConfigError
+from delayline.stores.buckets.config import BucketsConfig
 from delayline.stores.redis.config import RedisHoldConfig
 
 DEFAULT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
@@ -57,9 +58,12 @@ class PipelineConfig:
         hold: Where pending schedules wait (:data:`delayline.stores.hold.HOLDS`):
             ``jvm`` (Spark state through a Java processor, durable, the fast one),
             ``spark`` (the same through Python's ``transformWithState``, durable, slower)
-            ``memory`` (not durable) or ``redis`` (a Redis sorted set, durable, shared by
-            every pipeline of one Redis prefix: :mod:`delayline.stores.redis`).
+            ``memory`` (not durable), ``redis`` (a Redis sorted set, durable, shared by
+            every pipeline of one Redis prefix: :mod:`delayline.stores.redis`) or
+            ``buckets`` (Kafka time-bucket topics, durable, Spark state holds versions
+            only: :mod:`delayline.stores.buckets`).
         redis: Settings of the Redis hold (used only with ``hold="redis"``).
+        buckets: Settings of the bucket hold (used only with ``hold="buckets"``).
         max_offsets_per_trigger: Cap on records read per micro-batch. Timers fire only
             between batches, so a cap bounds lateness while a backlog is read.
         lead_ms: The hold hands a schedule to the fire stage this long before its due
@@ -99,6 +103,7 @@ class PipelineConfig:
     engine_nice: int = 10
     waker: str = OWN_WAKER
     redis: RedisHoldConfig = field(default_factory=RedisHoldConfig)
+    buckets: BucketsConfig = field(default_factory=BucketsConfig)
 
     def __post_init__(self) -> None:
         if not 0 <= self.lead_ms <= MAX_LEAD_MS:

@@ -36,8 +36,10 @@ from delayline.stores.fold import (
     PLANNED,
     RETIRE,
     REWRITE,
+    ROUTE,
     SHORT,
     STALE,
+    SUPERSEDED,
     TIMER_KINDS,
     UNKNOWN_CANCEL,
     UPDATED,
@@ -60,10 +62,12 @@ __all__ = [
     "PLANNED",
     "RETIRE",
     "REWRITE",
+    "ROUTE",
     "SHORT",
     "SOURCE_SCHEMA",
     "STALE",
     "STATE_SCHEMA",
+    "SUPERSEDED",
     "TIMER_KINDS",
     "UNKNOWN_CANCEL",
     "UPDATED",
@@ -281,7 +285,8 @@ def event_schedule(row: Any) -> Schedule:
         target_topic=row["target_topic"],
         target_key=_bytes(row["target_key"]),
         payload=_bytes(row["value"]) or b"",
-        headers=decode_headers(_bytes(row["headers"]) or b""),
+        # None: a version the bucket hold keeps without them (enough for a tombstone).
+        headers=() if row["headers"] is None else decode_headers(_bytes(row["headers"]) or b""),
         source=event_source(row),
     )
 

@@ -72,6 +72,12 @@ instead of it now sits after it in its partition."""
 RETIRE = "retire"
 """Write delayline's tombstone for a version dropped in favour of another partition's
 record, into the version's own partition, so compaction removes it."""
+ROUTE = "route"
+"""The bucket hold's: write the version as a copy into the bucket of its remaining wait
+(:mod:`delayline.stores.buckets`)."""
+SUPERSEDED = "superseded"
+"""The bucket hold's: a copy that is not its schedule's live one came back and was
+dropped (its version was replaced, cancelled or fired)."""
 TIMER_KINDS = (PLANNED, UPDATED)
 """Events that carry the due time of a newly set timer."""
 KINDS = (
@@ -87,6 +93,8 @@ KINDS = (
     SHORT,
     REWRITE,
     RETIRE,
+    ROUTE,
+    SUPERSEDED,
 )
 EXPIRED = "expired"
 """The dead-letter reason of a schedule later than the maximum lateness."""

@@ -46,6 +46,9 @@ class Hold(abc.ABC):
     """What ``delayline run --hold`` calls it."""
     durable: ClassVar[bool]
     """Pending schedules survive a crash of the pipeline."""
+    wakes_itself: ClassVar[bool] = False
+    """Its own source starts a micro-batch when pending schedules need one (the bucket
+    hold's ready copies): the waker is given none of its timers."""
     finished_by_others: ClassVar[bool] = False
     """Another process may commit this pipeline's batches (the Redis hold's take-over):
     a producer new to a partition then reads the markers before writing."""
@@ -127,7 +130,15 @@ def _redis() -> type[Hold]:
     return RedisHold
 
 
-HOLDS.update({"jvm": _jvm, "spark": _spark_state, "memory": _memory, "redis": _redis})
+def _buckets() -> type[Hold]:
+    from delayline.stores.buckets.hold import BucketHold  # noqa: PLC0415 - lazy
+
+    return BucketHold
+
+
+HOLDS.update(
+    {"jvm": _jvm, "spark": _spark_state, "memory": _memory, "redis": _redis, "buckets": _buckets}
+)
 
 
 def hold_for(config: PipelineConfig) -> Hold:

@@ -169,7 +169,7 @@ final class Fold {
     return new Result(held, timerFrom, raiseMs(held.dueMs, leadMs));
   }
 
-  private Row scheduleEvent(String kind, Version s, String reason) {
+  Row scheduleEvent(String kind, Version s, String reason) {
     return RowFactory.create(
         kind, s.id, s.topic, s.partition, s.offset, s.timestampMs,
         s.id.getBytes(StandardCharsets.UTF_8), s.value, s.headers, s.targetTopic, s.targetKey,
@@ -184,7 +184,7 @@ final class Fold {
         null, null, null, null, nowMs);
   }
 
-  private Row countEvent(String kind, String id, Long dueMs) {
+  Row countEvent(String kind, String id, Long dueMs) {
     return RowFactory.create(
         kind, id, null, null, null, null, null, null, null, null, null, dueMs, null, nowMs);
   }

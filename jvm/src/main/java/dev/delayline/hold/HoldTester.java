@@ -12,6 +12,7 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.streaming.StatefulProcessor;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TwsTester;
 import org.apache.spark.util.ManualClock;
@@ -19,7 +20,8 @@ import scala.Option;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * Test support: runs {@link HoldProcessor} through Spark's own {@code TwsTester}, one
+ * Test support: runs {@link HoldProcessor} (or {@link BucketGate}) through Spark's own
+ * {@code TwsTester}, one
  * micro-batch at a time, for the shared hold suite.
  *
  * <p>Spark runs a batch's input rows first and then the timers due at the same batch
@@ -32,15 +34,28 @@ public final class HoldTester {
   private final ManualClock clock;
   private final Method expire;
   private final Map<String, Row> keys = new TreeMap<>();
+  private final String stateName;
 
   /**
    * @param maxLatenessMs as for {@link HoldProcessor}
    * @param leadMs as for {@link HoldProcessor}
    */
   public HoldTester(long maxLatenessMs, long leadMs) throws ReflectiveOperationException {
+    this(new HoldProcessor(maxLatenessMs, leadMs), "schedule");
+  }
+
+  /** A tester of the bucket hold's {@link BucketGate} (arguments as for it). */
+  public static HoldTester gate(long maxLatenessMs, long leadMs)
+      throws ReflectiveOperationException {
+    return new HoldTester(new BucketGate(maxLatenessMs, leadMs), "version");
+  }
+
+  private HoldTester(StatefulProcessor<Row, Row, Row> processor, String stateName)
+      throws ReflectiveOperationException {
+    this.stateName = stateName;
     tester =
         new TwsTester<>(
-            new HoldProcessor(maxLatenessMs, leadMs),
+            processor,
             CollectionConverters.asScala(new ArrayList<scala.Tuple2<Row, Object>>()).toList(),
             TimeMode.ProcessingTime(),
             OutputMode.Append(),
@@ -90,7 +105,7 @@ public final class HoldTester {
     if (key == null) {
       return -1;
     }
-    Option<Row> state = tester.peekValueState("schedule", key);
+    Option<Row> state = tester.peekValueState(stateName, key);
     return state.isDefined() ? state.get().getLong(2) : -1;
   }
 

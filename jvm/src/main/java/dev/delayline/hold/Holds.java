@@ -31,6 +31,25 @@ public final class Holds {
             Encoders.row(Schemas.EVENT));
   }
 
+  /**
+   * The bucket hold's stage: parsed records and bucket copies in (one frame, the columns
+   * of {@code delayline.stores.buckets.source}), event rows out.
+   *
+   * @param input the parsed schedules stream united with the copies read back
+   * @param maxLatenessMs later than this a due schedule is dead-lettered; negative: never
+   * @param leadMs how long before its due time a schedule is handed over
+   */
+  public static Dataset<Row> applyBuckets(Dataset<Row> input, long maxLatenessMs, long leadMs) {
+    return input
+        .groupBy(functions.col("topic"), functions.col("gkey"))
+        .as(Encoders.row(Schemas.KEY), Encoders.row(input.schema()))
+        .transformWithState(
+            new BucketGate(maxLatenessMs, leadMs),
+            TimeMode.ProcessingTime(),
+            OutputMode.Append(),
+            Encoders.row(Schemas.EVENT));
+  }
+
   /** The event schema as JSON, for the Python side to check against its own. */
   public static String eventSchemaJson() {
     return Schemas.EVENT.json();

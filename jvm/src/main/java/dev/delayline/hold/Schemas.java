@@ -33,6 +33,21 @@ final class Schemas {
             field("headers", DataTypes.BinaryType),
           });
 
+  /** The bucket gate's state of one schedule: the held version without its payload
+   * and headers, and when its live copy was routed. */
+  static final StructType GATE_STATE =
+      new StructType(
+          new StructField[] {
+            field("id", DataTypes.StringType),
+            field("partition", DataTypes.IntegerType),
+            field("offset", DataTypes.LongType),
+            field("timestamp_ms", DataTypes.LongType),
+            field("due_ms", DataTypes.LongType),
+            field("target_topic", DataTypes.StringType),
+            field("target_key", DataTypes.BinaryType),
+            field("routed_at_ms", DataTypes.LongType),
+          });
+
   /** What the hold emits for the fire stage ({@code rows.EVENT_SCHEMA}). */
   static final StructType EVENT =
       new StructType(

@@ -104,6 +104,41 @@ final class Version {
     out.write(n);
   }
 
+  /** A copy read back from a bucket topic (the columns of
+   * {@code delayline.stores.buckets.source}; its headers already encoded). */
+  static Version fromCopy(Row row) {
+    String id = row.getAs("id");
+    return new Version(
+        SCHEDULE,
+        row.getAs("topic"),
+        row.<Integer>getAs("partition"),
+        row.<Long>getAs("offset"),
+        row.<Long>getAs("timestamp_ms"),
+        id,
+        row.<Long>getAs("due_ms"),
+        row.getAs("target_topic"),
+        row.getAs("target_key"),
+        id.getBytes(StandardCharsets.UTF_8),
+        row.getAs("value"),
+        row.getAs("enc_headers"),
+        null);
+  }
+
+  /** The version the bucket gate keeps: where it came from and when it is due, never
+   * its payload or headers (those wait in the bucket topics). */
+  static Version fromGateState(String topic, Row state) {
+    String id = state.getString(0);
+    return new Version(
+        SCHEDULE, topic, state.getInt(1), state.getLong(2), state.getLong(3), id,
+        state.getLong(4), state.getString(5), (byte[]) state.get(6),
+        id.getBytes(StandardCharsets.UTF_8), null, null, null);
+  }
+
+  Row toGateState(long routedAtMs) {
+    return RowFactory.create(
+        id, partition, offset, timestampMs, dueMs, targetTopic, targetKey, routedAtMs);
+  }
+
   /** The held version stored in state (its topic is the grouping key's). */
   static Version fromState(String topic, Row state) {
     String id = state.getString(0);

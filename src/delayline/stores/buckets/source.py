@@ -1,0 +1,328 @@
+"""The bucket topics as a Spark streaming source: each micro-batch reads what is ready.
+
+A Python data source (Spark 4): the driver side asks Kafka, per bucket partition, for
+the first offset written after the bucket's ready time (``ListOffsets`` by timestamp,
+``read_committed``); everything before it is ready, and the micro-batch reads that
+range on the executors. Spark logs each batch's ranges before running it, so a replay
+reads the same copies. Smaller buckets are served first when a read limit applies.
+
+Rows have the gate's input columns (:data:`COLUMNS`), kind ``copy``: the parsed
+schedules are united with them before :class:`BucketGate` (Java) judges both.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamReader,
+    InputPartition,
+)
+
+from delayline.stores.buckets.config import BucketsConfig
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+NAME = "delayline_buckets"
+COPY = "copy"
+"""The ``kind`` of a copy read back (the gate's ``BucketGate.COPY``)."""
+COLUMNS = (
+    ("kind", "STRING"),
+    ("topic", "STRING"),
+    ("gkey", "BINARY"),
+    ("key", "BINARY"),
+    ("value", "BINARY"),
+    ("partition", "INT"),
+    ("offset", "BIGINT"),
+    ("timestamp_ms", "BIGINT"),
+    ("headers", "ARRAY<STRUCT<key: STRING, value: BINARY>>"),
+    ("id", "STRING"),
+    ("due_ms", "BIGINT"),
+    ("target_topic", "STRING"),
+    ("target_key", "BINARY"),
+    ("fired_offset", "BIGINT"),
+    ("routed_at", "BIGINT"),
+    ("enc_headers", "BINARY"),
+)
+"""The gate's input columns, in order (a copy's ``partition``, ``offset`` and
+``timestamp_ms`` are its schedule's source, not where the copy sits)."""
+SCHEMA_DDL = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
+ROWS_PER_ARROW_BATCH = 10_000
+READ_TIMEOUT_S = 60.0
+
+
+def layout_options(bootstrap_servers: str, layout: BucketsConfig, max_rows: int) -> dict[str, str]:
+    """The source's options (Spark passes options as strings)."""
+    return {
+        "bootstrap": bootstrap_servers,
+        "layout": json.dumps(
+            {
+                "boundaries_ms": list(layout.boundaries_ms),
+                "topic_prefix": layout.topic_prefix,
+                "partitions": layout.partitions,
+                "retention_margin_ms": layout.retention_margin_ms,
+            }
+        ),
+        "max_rows": str(max_rows),
+    }
+
+
+def layout_of(options: dict[str, str]) -> BucketsConfig:
+    raw = json.loads(options["layout"])
+    return BucketsConfig(
+        boundaries_ms=tuple(raw["boundaries_ms"]),
+        topic_prefix=raw["topic_prefix"],
+        partitions=int(raw["partitions"]),
+        retention_margin_ms=int(raw["retention_margin_ms"]),
+    )
+
+
+class BucketSource(DataSource):
+    """``spark.readStream.format("delayline_buckets")`` (see :func:`layout_options`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        return SCHEMA_DDL
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
+        return BucketReader(dict(self.options))
+
+
+@dataclass(frozen=True)
+class BucketRange(InputPartition):
+    """One bucket partition's ready copies: offsets ``[start, end)``."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    bootstrap: str
+
+
+class BucketReader(DataSourceStreamReader):
+    """The driver side (``latestOffset``, ``partitions``) and the executor side (``read``)."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.bootstrap = options["bootstrap"]
+        self.layout = layout_of(options)
+        self.max_rows = int(options.get("max_rows", "0"))
+        self._admin: Any = None
+
+    def initialOffset(self) -> dict[str, int]:  # noqa: N802
+        # From the start of every partition: a copy written before the query's first
+        # batch is read (and dropped, if it is not live).
+        return {_name(t, p): 0 for t in self.layout.topics for p in range(self.layout.partitions)}
+
+    def getDefaultReadLimit(self) -> Any:  # noqa: N802
+        from pyspark.sql.streaming.datasource import (  # noqa: PLC0415
+            ReadAllAvailable,
+            ReadMaxRows,
+        )
+
+        return ReadMaxRows(self.max_rows) if self.max_rows > 0 else ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:  # noqa: N802
+        from pyspark.sql.streaming.datasource import ReadMaxRows  # noqa: PLC0415
+
+        ready = self._ready_ends(int(time.time() * 1000))
+        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end: dict[str, int] = {}
+        for name in sorted(ready, key=_bucket_order):  # smallest bucket first
+            begin = int(start.get(name, 0))
+            stop = max(begin, ready[name])
+            if budget is not None:
+                stop = begin + min(stop - begin, budget)
+                budget -= stop - begin
+            end[name] = stop
+        for name, offset in start.items():
+            end.setdefault(name, int(offset))  # a partition that is gone keeps its place
+        return end
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        out = []
+        for name, stop in sorted(end.items(), key=lambda item: _bucket_order(item[0])):
+            begin = int(start.get(name, 0))
+            if stop > begin:
+                topic, partition = _split(name)
+                out.append(BucketRange(topic, partition, begin, int(stop), self.bootstrap))
+        return out
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, BucketRange)
+        return read_range(partition)
+
+    def commit(self, end: dict[str, int]) -> None:
+        pass  # the copies stay until their topic's retention removes them
+
+    def stop(self) -> None:
+        self._admin = None
+
+    def _ready_ends(self, now_ms: int) -> dict[str, int]:
+        """Per bucket partition, the end of what is ready at ``now_ms``."""
+        from confluent_kafka import IsolationLevel, TopicPartition  # noqa: PLC0415
+        from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]  # noqa: PLC0415
+
+        from delayline.kafka.config import kafka_client_config  # noqa: PLC0415
+
+        if self._admin is None:
+            self._admin = AdminClient(kafka_client_config(self.bootstrap))
+        specs: dict[Any, Any] = {}
+        latest: dict[Any, Any] = {}
+        for bucket, topic in enumerate(self.layout.topics):
+            until = self.layout.ready_until_ms(bucket, now_ms)
+            for p in range(self.layout.partitions):
+                specs[TopicPartition(topic, p)] = OffsetSpec.for_timestamp(until + 1)
+                latest[TopicPartition(topic, p)] = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        kwargs = {"isolation_level": IsolationLevel.READ_COMMITTED, "request_timeout": 30}
+        by_time = self._admin.list_offsets(specs, **kwargs)
+        ends = self._admin.list_offsets(latest, **kwargs)
+        out: dict[str, int] = {}
+        for tp, future in by_time.items():
+            first_later = int(future.result().offset)
+            stable_end = int(ends[TopicPartition(tp.topic, tp.partition)].result().offset)
+            # -1: no copy written after the ready time; all up to the stable end is ready.
+            ready = stable_end if first_later < 0 else min(first_later, stable_end)
+            out[_name(tp.topic, tp.partition)] = ready
+        return out
+
+
+def read_range(part: BucketRange) -> Iterator[pa.RecordBatch]:
+    """The copies of one bucket partition range, as the gate's input rows.
+
+    Raises:
+        KafkaUnavailableError: the range could not be read within :data:`READ_TIMEOUT_S`.
+    """
+    from confluent_kafka import TopicPartition  # noqa: PLC0415
+
+    from delayline.errors import KafkaUnavailableError  # noqa: PLC0415
+    from delayline.kafka.reader import private_consumer  # noqa: PLC0415
+
+    consumer = private_consumer(part.bootstrap, "delayline-buckets")
+    rows = _Rows()
+    try:
+        consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
+        deadline = time.monotonic() + READ_TIMEOUT_S
+        done = False
+        while not done:
+            messages = consumer.consume(1000, 0.5)
+            for msg in messages:
+                if msg.error() is not None:
+                    raise KafkaUnavailableError(f"reading {part.topic}: {msg.error()}")
+                offset = int(msg.offset() or 0)
+                if offset >= part.end:
+                    done = True
+                    break
+                rows.add(msg.value(), part, offset)
+                if offset == part.end - 1:
+                    done = True
+                    break
+            if rows.size >= ROWS_PER_ARROW_BATCH:
+                yield rows.flush()
+            if not done and not messages:
+                # The range can end with transaction markers, which are never delivered.
+                position = consumer.position([TopicPartition(part.topic, part.partition)])
+                done = position[0].offset >= part.end
+            if not done and time.monotonic() > deadline:
+                raise KafkaUnavailableError(
+                    f"reading {part.topic}[{part.partition}] {part.start}..{part.end} "
+                    f"took over {READ_TIMEOUT_S:.0f}s"
+                )
+        if rows.size:
+            yield rows.flush()
+    finally:
+        consumer.close()
+
+
+class _Rows:
+    """Copies decoded into the gate's columns, flushed as Arrow batches."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, list[Any]] = {name: [] for name, _ in COLUMNS}
+        self.size = 0
+        self.skipped = 0
+
+    def add(self, value: bytes | None, part: BucketRange, offset: int) -> None:
+        from delayline.stores.buckets.copy import decode_copy  # noqa: PLC0415
+
+        try:
+            copy = decode_copy(value or b"")
+        except ValueError as exc:
+            # Not written by delayline: nothing in it can be delivered.
+            log.error("%s[%d]@%d is not a bucket copy (%s): skipped", part.topic, part.partition,
+                      offset, exc)  # fmt: skip
+            self.skipped += 1
+            return
+        gkey = copy.id.encode("utf-8")
+        c = self.columns
+        for name, item in (
+            ("kind", COPY),
+            ("topic", copy.src_topic),
+            ("gkey", gkey),
+            ("key", gkey),
+            ("value", copy.value),
+            ("partition", copy.src_partition),
+            ("offset", copy.src_offset),
+            ("timestamp_ms", copy.src_timestamp_ms),
+            ("headers", None),
+            ("id", copy.id),
+            ("due_ms", copy.due_ms),
+            ("target_topic", copy.target_topic),
+            ("target_key", copy.target_key),
+            ("fired_offset", None),
+            ("routed_at", copy.routed_at_ms),
+            ("enc_headers", copy.headers),
+        ):
+            c[name].append(item)
+        self.size += 1
+
+    def flush(self) -> pa.RecordBatch:
+        batch = to_arrow(self.columns)
+        self.columns = {name: [] for name, _ in COLUMNS}
+        self.size = 0
+        return batch
+
+
+def to_arrow(columns: dict[str, list[Any]]) -> pa.RecordBatch:
+    """The columns as an Arrow batch of :data:`COLUMNS`' types."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+    types = {
+        "STRING": pa.string(),
+        "BINARY": pa.binary(),
+        "INT": pa.int32(),
+        "BIGINT": pa.int64(),
+    }
+    fields = [
+        pa.field(name, pa.list_(header) if kind.startswith("ARRAY") else types[kind])
+        for name, kind in COLUMNS
+    ]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(columns[f.name], type=f.type) for f in fields], schema=pa.schema(fields)
+    )
+
+
+def _name(topic: str, partition: int) -> str:
+    return f"{topic}:{partition}"
+
+
+def _split(name: str) -> tuple[str, int]:
+    topic, _, partition = name.rpartition(":")
+    return topic, int(partition)
+
+
+def _bucket_order(name: str) -> tuple[str, int]:
+    topic, partition = _split(name)
+    return topic, partition  # bucket topics sort by their two-digit number

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from pyspark.sql import Row
 from tests.unit.holds.conftest import MAX_LATENESS_MS, TOPOLOGY, Driver, Seen, from_row
 from tests.unit.holds.test_contract_rules import *  # noqa: F403 - the suite itself
 from tests.unit.holds.test_rules import *  # noqa: F403
@@ -66,7 +67,7 @@ class BucketDriver:
             elif row["kind"] == r.SUPERSEDED:
                 continue
             elif row["kind"] == r.REWRITE and row["headers"] is None:
-                out.append(from_row(self._fetched(row.asDict())))
+                out.append(from_row(Row(**self._fetched(row.asDict()))))
             else:
                 out.append(from_row(row))
         return out
@@ -89,7 +90,7 @@ class BucketDriver:
             del waiting[:n]
         if not rows.size:
             return []
-        return rows.flush().to_pylist()
+        return list(rows.flush().to_pylist())
 
     def _fetched(self, row: dict[str, Any]) -> dict[str, Any]:
         """A REWRITE of a version held without its payload, as the fire stage fills it

@@ -6,6 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from delayline.cli._buckets import add_bucket_flags, buckets_from
 from delayline.cli._common import (
     add_topology,
     duration_arg,
@@ -206,9 +207,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="where pending schedules wait: jvm (Spark state in the checkpoint through a "
         "Java processor, durable), spark (the same through Python transformWithState: "
         "durable, several times slower), memory (the driver's memory: lost on restart; "
-        "for trying things out) or redis (a Redis sorted set at --redis-url, durable, "
-        "shared by every pipeline of one --redis-prefix)",
+        "for trying things out), redis (a Redis sorted set at --redis-url, durable, "
+        "shared by every pipeline of one --redis-prefix) or buckets (Kafka time-bucket "
+        "topics, durable; Spark state keeps only versions)",
     )
+    add_bucket_flags(p)
     env_flag(
         p,
         "--redis-url",
@@ -315,6 +318,7 @@ def _run(args: argparse.Namespace) -> int:
             lease_ms=args.redis_lease_ms,
             prefix=args.redis_prefix,
         ),
+        buckets=buckets_from(args),
     )
     level = LOG_LEVELS[args.log_level]
     # -v (on every command) still adds to the level asked for here.
@@ -322,6 +326,10 @@ def _run(args: argparse.Namespace) -> int:
         min(level, logging.getLogger().level) if args.verbose else level
     )
     ensure_topics(TopicsConfig(config.topology))  # each must exist with the right policy
+    if config.hold == "buckets":
+        from delayline.stores.buckets.topics import ensure_bucket_topics  # noqa: PLC0415
+
+        ensure_bucket_topics(config.topology.bootstrap_servers, config.buckets)
     stop = stop_on_signals(log, "finishing the batch in flight")
     pipeline = Pipeline(config, log_level=args.log_level)
     pipeline.start(rebuild=args.rebuild)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from delayline.cli._buckets import add_bucket_flags, buckets_from
 from delayline.cli._common import (
     add_timeout,
     add_topology,
@@ -13,6 +14,8 @@ from delayline.cli._common import (
     topology_from,
 )
 from delayline.kafka.topics import TopicsConfig, ensure_topics
+from delayline.stores.buckets.topics import ensure_bucket_topics
+from delayline.stores.hold import HOLDS
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,6 +54,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="also create this topic delayline delivers to, when missing (repeat for "
         "several; delayline never creates a target itself)",
     )
+    env_flag(
+        create,
+        "--hold",
+        env="DELAYLINE_HOLD",
+        default="jvm",
+        choices=tuple(HOLDS),
+        help="the hold the pipeline will run with: buckets also creates (and checks) its "
+        "bucket topics",
+    )
+    add_bucket_flags(create)
     add_timeout(create)
     create.set_defaults(func=_create)
 
@@ -66,4 +79,14 @@ def _create(args: argparse.Namespace) -> int:
     check_kafka(args)
     for name, what in ensure_topics(config).items():
         say(f"{name}: {what}")
+    if args.hold == "buckets":
+        layout = buckets_from(args)
+        outcome = ensure_bucket_topics(
+            config.topology.bootstrap_servers,
+            layout,
+            replication_factor=args.replication_factor,
+            timeout_s=args.timeout_ms / 1000,
+        )
+        for line, (name, what) in zip(layout.describe(), outcome.items(), strict=True):
+            say(f"{name}: {what} (bucket {line.partition(': ')[2]})")
     return 0

@@ -19,7 +19,11 @@ def test_a_copy_round_trips_every_field() -> None:
     assert (copy.src_topic, copy.src_partition, copy.src_offset, copy.src_timestamp_ms) == (
         "schedules", 3, 2**40, 17,
     )  # fmt: skip
-    assert (copy.id, copy.due_ms, copy.routed_at_ms) == ("ordre-é", 1_893_456_000_250, 1_893_456_000_000)
+    assert (copy.id, copy.due_ms, copy.routed_at_ms) == (
+        "ordre-é",
+        1_893_456_000_250,
+        1_893_456_000_000,
+    )
     assert (copy.target_topic, copy.target_key, copy.headers, copy.value) == (
         "out", b"", b"\x01", b"\x00payload",
     )  # fmt: skip

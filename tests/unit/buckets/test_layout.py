@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from delayline.errors import ConfigError
@@ -76,7 +78,7 @@ def test_boundaries_are_typed_as_durations() -> None:
         ({"retention_margin_ms": -1}, "retention-margin"),
     ],
 )
-def test_a_bad_layout_is_refused_with_the_flag_to_fix(kwargs: dict, message: str) -> None:
+def test_a_bad_layout_is_refused_with_the_flag_to_fix(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         BucketsConfig(**kwargs)
 

@@ -123,7 +123,7 @@ class BucketReader(DataSourceStreamReader):
     def initialOffset(self) -> dict[str, int]:  # noqa: N802
         # From the start of every partition: a copy written before the query's first
         # batch is read (and dropped, if it is not live).
-        return {_name(t, p): 0 for t in self.layout.topics for p in range(self.layout.partitions)}
+        return {_name(t, p): 0 for t, parts in self._partitions().items() for p in parts}
 
     def getDefaultReadLimit(self) -> Any:  # noqa: N802
         from pyspark.sql.streaming.datasource import (  # noqa: PLC0415
@@ -169,20 +169,40 @@ class BucketReader(DataSourceStreamReader):
     def stop(self) -> None:
         self._admin = None
 
-    def _ready_ends(self, now_ms: int) -> dict[str, int]:
-        """Per bucket partition, the end of what is ready at ``now_ms``."""
-        from confluent_kafka import IsolationLevel, TopicPartition  # noqa: PLC0415
-        from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]  # noqa: PLC0415
+    def _partitions(self) -> dict[str, list[int]]:
+        """Each bucket topic's partitions, as the cluster has them now (the fire stage
+        writes to all of them, however many were added).
 
+        Raises:
+            TopicConfigError: a bucket topic is missing.
+        """
+        from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+        from delayline.errors import TopicConfigError  # noqa: PLC0415
         from delayline.kafka.config import kafka_client_config  # noqa: PLC0415
 
         if self._admin is None:
             self._admin = AdminClient(kafka_client_config(self.bootstrap))
+        topics = self._admin.list_topics(timeout=30).topics
+        missing = [t for t in self.layout.topics if t not in topics]
+        if missing:
+            raise TopicConfigError(
+                f"bucket topic(s) {', '.join(missing)} missing: "
+                "run `delayline topics create --hold buckets`"
+            )
+        return {t: sorted(topics[t].partitions) for t in self.layout.topics}
+
+    def _ready_ends(self, now_ms: int) -> dict[str, int]:
+        """Per bucket partition, the end of what is ready at ``now_ms``."""
+        from confluent_kafka import IsolationLevel, TopicPartition  # noqa: PLC0415
+        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # noqa: PLC0415
+
+        partitions = self._partitions()
         specs: dict[Any, Any] = {}
         latest: dict[Any, Any] = {}
         for bucket, topic in enumerate(self.layout.topics):
             until = self.layout.ready_until_ms(bucket, now_ms)
-            for p in range(self.layout.partitions):
+            for p in partitions[topic]:
                 specs[TopicPartition(topic, p)] = OffsetSpec.for_timestamp(until + 1)
                 latest[TopicPartition(topic, p)] = OffsetSpec.latest()  # type: ignore[no-untyped-call]
         kwargs = {"isolation_level": IsolationLevel.READ_COMMITTED, "request_timeout": 30}

@@ -164,7 +164,22 @@ class BucketReader(DataSourceStreamReader):
         return read_range(partition)
 
     def commit(self, end: dict[str, int]) -> None:
-        pass  # the copies stay until their topic's retention removes them
+        """Delete the copies of committed batches: the batch after them starts at
+        ``end``, and a replay only ever replays that one. What is read costs no disk
+        past the segment it sits in; retention is the safety net for the rest."""
+        from confluent_kafka import TopicPartition  # noqa: PLC0415
+
+        done = [TopicPartition(*_split(name), int(offset)) for name, offset in end.items()]
+        done = [tp for tp in done if tp.offset > 0]
+        if not done or self._admin is None:
+            return
+        try:
+            for future in self._admin.delete_records(done, request_timeout=30).values():
+                future.result()
+        except Exception as exc:  # disk only: retention removes them later
+            log.warning(
+                "could not delete read copies (%s: %s); retention will", type(exc).__name__, exc
+            )
 
     def stop(self) -> None:
         self._admin = None

@@ -25,6 +25,9 @@ from delayline.stores.buckets.config import BucketsConfig
 
 log = logging.getLogger(__name__)
 
+SEGMENT_BYTES = 64 * 1024 * 1024
+SEGMENT_MS = 3_600_000
+
 
 def bucket_topic_config(layout: BucketsConfig, bucket: int) -> dict[str, str]:
     """The settings a bucket topic is created with."""
@@ -33,6 +36,10 @@ def bucket_topic_config(layout: BucketsConfig, bucket: int) -> dict[str, str]:
         "retention.ms": str(layout.retention_ms(bucket)),
         "retention.bytes": "-1",
         "message.timestamp.type": "CreateTime",
+        # Read copies are deleted (DeleteRecords) once their batch commits; a segment's
+        # disk is freed when all of it is, so segments stay small and roll hourly.
+        "segment.bytes": str(SEGMENT_BYTES),
+        "segment.ms": str(SEGMENT_MS),
     }
 
 

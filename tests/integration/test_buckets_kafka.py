@@ -8,7 +8,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from delayline.contract import OutgoingRecord
@@ -18,8 +18,9 @@ from delayline.errors import TopicConfigError
 from delayline.fire.rewrite import fill_rewrites
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.produce import produce_one
+from delayline.kafka.reader import private_consumer, read_topic
 from delayline.stores.buckets.config import BucketsConfig
-from delayline.stores.buckets.copy import encode_copy
+from delayline.stores.buckets.copy import decode_copy, encode_copy
 from delayline.stores.buckets.source import BucketReader, layout_options
 from delayline.stores.buckets.topics import ensure_bucket_topics
 
@@ -117,6 +118,17 @@ def test_the_source_reads_each_buckets_ready_prefix_and_nothing_uncommitted(
     assert reader.latestOffset(end, ReadAllAvailable()) == end, "nothing more is ready"
     # A read limit serves the smallest bucket first.
     assert reader.latestOffset(start, ReadMaxRows(1)) == {f"{small}:0": 2, f"{large}:0": 0}
+    # Once the batch commits, what it read is deleted; the rest stays.
+    reader.commit(end)
+    consumer = private_consumer(kafka_bootstrap, "check")
+    try:
+        low, _ = consumer.get_watermark_offsets(TopicPartition(large, 0), timeout=10)
+    finally:
+        consumer.close()
+    assert low == end[f"{large}:0"] == 2
+    assert [decode_copy(c.value or b"").id for c in read_topic(kafka_bootstrap, large)] == [
+        "c", "d",
+    ]  # fmt: skip
 
 
 def test_a_rewrite_of_a_version_held_without_payload_is_read_from_its_topic(

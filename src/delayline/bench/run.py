@@ -125,6 +125,10 @@ def start_pipeline(env: BenchEnv, *extra: str) -> float:
         ]  # fmt: skip
         if env.hold == "redis":
             args += ["--redis-url", env.redis_url or "", "--redis-prefix", env.redis_prefix]
+        if env.hold == "buckets":
+            from delayline.bench.buckets import bucket_prefix  # noqa: PLC0415
+
+            args += ["--bucket-topic-prefix", bucket_prefix(env.run)]
         env.pipeline = PipelineProcess(env.bootstrap, args, env.work_dir / "pipeline.log")
     env.pipeline.start()
     assert env.pipeline.proc is not None

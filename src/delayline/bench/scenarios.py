@@ -34,6 +34,8 @@ class Size:
     duration_s: int = 0
     count: int = 0
     pending: int = 0
+    pending_span_ms: int = 0
+    """The far-future schedules are due from a day out over this long (0: a second)."""
 
 
 SIZES: dict[str, tuple[Size, Size]] = {  # (full, quick)
@@ -108,7 +110,7 @@ def backlog(env: BenchEnv, size: Size) -> dict[str, Any]:
     far = time.time_ns() // 1_000_000 + DAY_MS
     progress(f"backlog: writing {size.pending:,} far-future schedules")
     write_schedules(
-        env, size.pending, lambda i, now: far + i, prefix="far", on_progress=_sent(size.pending)
+        env, size.pending, _far(far, size), prefix="far", on_progress=_sent(size.pending)
     )
     wait_accepted(env, size.pending, 7200, "backlog")
     idle = _idle_window(env, 10)
@@ -124,6 +126,14 @@ def backlog(env: BenchEnv, size: Size) -> dict[str, Any]:
     figures["pending_held"] = size.pending
     figures["small_batch_ms"] = _small_batches(env, size.pending + total)
     return figures
+
+
+def _far(far: int, size: Size) -> Any:
+    """Due times of the far-future schedules: from ``far`` on, a millisecond apart, or
+    evenly over ``size.pending_span_ms``."""
+    if not size.pending_span_ms:
+        return lambda i, now: far + i
+    return lambda i, now: far + i * size.pending_span_ms // max(size.pending, 1)
 
 
 def _batch_after(env: BenchEnv, seen: int, timeout_s: float = 60) -> dict[str, Any]:
@@ -162,7 +172,7 @@ def restart(env: BenchEnv, size: Size) -> dict[str, Any]:
     far = time.time_ns() // 1_000_000 + DAY_MS
     progress(f"restart: writing {size.pending:,} far-future schedules")
     write_schedules(
-        env, size.pending, lambda i, now: far + i, prefix="far", on_progress=_sent(size.pending)
+        env, size.pending, _far(far, size), prefix="far", on_progress=_sent(size.pending)
     )
     wait_accepted(env, size.pending, 7200, "restart")
     with DeliveryCollector(env.bootstrap, [env.target_topic]) as seen:
@@ -191,7 +201,7 @@ def restart(env: BenchEnv, size: Size) -> dict[str, Any]:
 def idle(env: BenchEnv, size: Size) -> dict[str, Any]:
     """Nothing due: the pipeline's CPU and memory while it waits."""
     far = time.time_ns() // 1_000_000 + DAY_MS
-    write_schedules(env, size.pending, lambda i, now: far + i, prefix="far")
+    write_schedules(env, size.pending, _far(far, size), prefix="far")
     wait_accepted(env, size.pending, 600, "idle")
     window = _idle_window(env, size.duration_s)
     assert env.sampler is not None

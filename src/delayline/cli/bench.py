@@ -8,9 +8,11 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from delayline.cli._common import env_bool, env_flag, one_of, positive_int, say
+from delayline.cli._common import duration_arg, env_bool, env_flag, one_of, positive_int, say
 from delayline.cli.extras import require_extras
+from delayline.core.units import parse_duration_ms
 from delayline.errors import ConfigError
 
 PENDING_SCENARIOS = ("backlog", "restart", "idle")
@@ -52,6 +54,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=positive_int,
         help="far-future schedules held during the scenario, instead of its own number "
         f"({', '.join(PENDING_SCENARIOS)})",
+    )
+    env_flag(
+        p,
+        "--pending-span",
+        env="DELAYLINE_BENCH_PENDING_SPAN",
+        default="0s",
+        type=duration_arg(parse_duration_ms),
+        dest="pending_span_ms",
+        metavar="DURATION",
+        help="the far-future schedules are due from a day out, evenly over this long "
+        "(0s: all within about a second)",
     )
     env_flag(
         p,
@@ -107,9 +120,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--hold",
         env="DELAYLINE_BENCH_HOLD",
         default="jvm",
-        type=one_of(("jvm", "redis", "spark", "memory")),
+        type=one_of(("jvm", "redis", "spark", "memory", "buckets")),
         help="the pipeline's hold (see delayline run --hold); redis starts a private Redis "
-        "unless --redis-url is given, and adds Redis's own baseline and memory",
+        "unless --redis-url is given, and adds Redis's own baseline and memory; buckets "
+        "adds the broker disk of its bucket topics (with a private broker)",
     )
     env_flag(
         p,
@@ -125,19 +139,11 @@ def _bench(args: argparse.Namespace) -> int:
     from delayline.bench import report  # noqa: PLC0415 - loads pyspark, matplotlib
     from delayline.bench.baseline import measure_baseline  # noqa: PLC0415
     from delayline.bench.run import close_env, open_env, progress, start_pipeline  # noqa: PLC0415
-    from delayline.bench.scenarios import SCENARIOS, SIZES  # noqa: PLC0415
+    from delayline.bench.scenarios import SCENARIOS  # noqa: PLC0415
 
-    if args.pending is not None and args.scenario not in PENDING_SCENARIOS:
-        raise ConfigError(f"--pending: the {args.scenario} scenario holds no backlog")
-    if args.rate is not None and args.scenario not in RATE_SCENARIOS:
-        raise ConfigError(f"--rate: the {args.scenario} scenario writes at no rate")
+    size = _size(args)
     if args.scenario == "catalog":
         return _catalog(args)
-    size = SIZES[args.scenario][1 if args.quick else 0]
-    if args.pending is not None:
-        size = dataclasses.replace(size, pending=args.pending)
-    if args.rate is not None:
-        size = dataclasses.replace(size, rate_per_s=args.rate)
     env = open_env(args.bootstrap_servers, args.work_dir, args.hold, args.redis_url)
     started = time.time()
     try:
@@ -156,6 +162,10 @@ def _bench(args: argparse.Namespace) -> int:
         figures = SCENARIOS[args.scenario](env, size)
         if env.redis_url is not None:
             figures["redis"] = bench_redis.memory(env.redis_url, env.redis_prefix)
+        if args.hold == "buckets" and env.broker is not None:
+            from delayline.bench.buckets import disk  # noqa: PLC0415
+
+            figures["buckets"] = disk(env.broker.log_dirs, env.run, size.pending)
     finally:
         close_env(env)
     result = {
@@ -181,6 +191,31 @@ def _bench(args: argparse.Namespace) -> int:
         report.plot(result, args.plot_path)
         say(f"wrote {args.plot_path}")
     return 0
+
+
+def _size(args: argparse.Namespace) -> Any:
+    """The scenario's size, with ``--pending``, ``--pending-span`` and ``--rate``.
+
+    Raises:
+        ConfigError: a flag the scenario has no use for.
+    """
+    from delayline.bench.scenarios import SIZES, Size  # noqa: PLC0415
+
+    backlog = args.pending is not None or args.pending_span_ms
+    if backlog and args.scenario not in PENDING_SCENARIOS:
+        raise ConfigError(f"--pending: the {args.scenario} scenario holds no backlog")
+    if args.rate is not None and args.scenario not in RATE_SCENARIOS:
+        raise ConfigError(f"--rate: the {args.scenario} scenario writes at no rate")
+    if args.scenario == "catalog":
+        return Size()
+    size = SIZES[args.scenario][1 if args.quick else 0]
+    if args.pending is not None:
+        size = dataclasses.replace(size, pending=args.pending)
+    if args.pending_span_ms:
+        size = dataclasses.replace(size, pending_span_ms=args.pending_span_ms)
+    if args.rate is not None:
+        size = dataclasses.replace(size, rate_per_s=args.rate)
+    return size
 
 
 def _catalog(args: argparse.Namespace) -> int:

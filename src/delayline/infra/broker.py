@@ -120,6 +120,11 @@ class LocalBroker:
         self._props = self.data_dir / "server.properties"
         self._log_dirs = self.data_dir / "kraft"
 
+    @property
+    def log_dirs(self) -> Path:
+        """Where the broker keeps its partitions (one directory per topic partition)."""
+        return self._log_dirs
+
     def status(self) -> BrokerStatus:
         """Report whether a broker owns this data directory, its PID and its address.
 

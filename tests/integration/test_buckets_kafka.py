@@ -83,9 +83,9 @@ def test_the_source_reads_each_buckets_ready_prefix_and_nothing_uncommitted(
     ensure_bucket_topics(kafka_bootstrap, buckets)
     now = time.time_ns() // 10**6
     small, large = buckets.topics
-    # The 10 s+ bucket: ready once written 10 s ago. The copy written 5 s ago is not,
-    # and neither is the one after it, whatever its time: a reader stops at the first.
-    for sid, written in (("a", now - 20_000), ("b", now - 15_000), ("c", now - 5_000),
+    # The 10 s+ bucket: ready once written 10 s ago. The copy stamped a minute ahead is
+    # not, and neither is the one after it, whatever its time: a reader stops at the first.
+    for sid, written in (("a", now - 20_000), ("b", now - 15_000), ("c", now + 60_000),
                          ("d", now - 12_000)):  # fmt: skip
         produce_one(kafka_bootstrap, OutgoingRecord(large, sid.encode(), copy_of(sid, written),
                                                     (), 0, written), 10_000)  # fmt: skip
@@ -116,8 +116,11 @@ def test_the_source_reads_each_buckets_ready_prefix_and_nothing_uncommitted(
     assert [r["id"] for r in rows] == ["e", "f", "a", "b"]
     assert {r["kind"] for r in rows} == {"copy"}
     assert reader.latestOffset(end, ReadAllAvailable()) == end, "nothing more is ready"
-    # A read limit serves the smallest bucket first.
-    assert reader.latestOffset(start, ReadMaxRows(1)) == {f"{small}:0": 2, f"{large}:0": 0}
+    # A read limit (in offsets: the small bucket's five hold an aborted copy and two
+    # transaction markers) serves the smallest bucket first.
+    assert end == {f"{small}:0": 5, f"{large}:0": 2}
+    assert reader.latestOffset(start, ReadMaxRows(3)) == {f"{small}:0": 3, f"{large}:0": 0}
+    assert reader.latestOffset(start, ReadMaxRows(6)) == {f"{small}:0": 5, f"{large}:0": 1}
     # Once the batch commits, what it read is deleted; the rest stays.
     reader.commit(end)
     consumer = private_consumer(kafka_bootstrap, "check")

@@ -24,8 +24,8 @@ from delayline.pipeline import rows as r
 from delayline.stores.buckets.config import BucketsConfig
 from delayline.stores.buckets.copy import encode_copy
 from delayline.stores.buckets.hold import gate_input
+from delayline.stores.buckets.read import SCHEMA_DDL, CopyRows, Span
 from delayline.stores.buckets.route import render_copy
-from delayline.stores.buckets.source import SCHEMA_DDL, BucketRange, _Rows
 from delayline.stores.jvm import holds_class
 
 
@@ -80,7 +80,7 @@ class BucketDriver:
 
     def _ready(self, now_ms: int) -> list[Any]:
         """The copies each bucket's reader would read at ``now_ms``: a prefix of each."""
-        rows = _Rows()
+        rows = CopyRows()
         for bucket, topic in enumerate(self.layout.topics):
             waiting = self.buckets[topic]
             until = self.layout.ready_until_ms(bucket, now_ms)
@@ -88,7 +88,7 @@ class BucketDriver:
             while n < len(waiting) and waiting[n][0] <= until:
                 n += 1
             for offset, (_, value) in enumerate(waiting[:n]):
-                rows.add(value, BucketRange(topic, 0, 0, n, ""), offset)
+                rows.add(value, Span(topic, 0, 0, n), offset)
             del waiting[:n]
         if not rows.size:
             return []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from delayline.stores.buckets.copy import decode_copy, encode_copy
-from delayline.stores.buckets.source import COLUMNS, BucketRange, _Rows
+from delayline.stores.buckets.read import COLUMNS, BucketRead, CopyRows, Span, plan_reads
 
 ROW = {
     "src_topic": "schedules", "src_partition": 3, "src_offset": 2**40, "src_timestamp_ms": 17,
@@ -45,8 +45,8 @@ def test_bytes_that_are_no_copy_are_refused(data: bytes) -> None:
 
 
 def test_the_reader_turns_copies_into_the_gates_columns_and_skips_foreign_bytes() -> None:
-    rows = _Rows()
-    part = BucketRange("delayline-bucket-03", 1, 0, 2, "")
+    rows = CopyRows()
+    part = Span("delayline-bucket-03", 1, 0, 2)
     rows.add(encode_copy(ROW), part, 0)
     rows.add(b"not a copy", part, 1)
     assert (rows.size, rows.skipped) == (1, 1)
@@ -59,3 +59,14 @@ def test_the_reader_turns_copies_into_the_gates_columns_and_skips_foreign_bytes(
     )  # fmt: skip
     assert (row["routed_at"], row["enc_headers"], row["headers"]) == (ROW["at_ms"], b"\x01", None)
     assert rows.size == 0
+
+
+def test_reads_are_shared_out_so_the_tasks_of_a_batch_take_about_as_long() -> None:
+    spans = [Span(f"b-{i:02d}", 0, 0, n) for i, n in enumerate([500, 100, 300, 200, 50])]
+    reads = plan_reads(spans, "kafka:9092", 2)
+    assert sorted(s.topic for r in reads for s in r.spans) == sorted(s.topic for s in spans)
+    loads = sorted(sum(s.end - s.start for s in r.spans) for r in reads)
+    assert loads == [550, 600]
+    assert {r.bootstrap for r in reads} == {"kafka:9092"}
+    assert plan_reads(spans[:1], "k", 4) == [BucketRead((spans[0],), "k")]
+    assert plan_reads([], "k", 2) == []

@@ -28,7 +28,8 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 from delayline.contract.columns import parsed
 from delayline.errors import ConfigError
 from delayline.pipeline import rows as r
-from delayline.stores.buckets.source import COLUMNS, NAME, BucketSource, layout_options
+from delayline.stores.buckets.read import COLUMNS
+from delayline.stores.buckets.source import NAME, BucketSource, layout_options
 from delayline.stores.hold import Hold
 from delayline.stores.jvm import holds_class
 
@@ -64,6 +65,7 @@ class BucketHold(Hold):
                     config.topology.bootstrap_servers,
                     config.buckets,
                     config.max_offsets_per_trigger,
+                    tasks=config.shuffle_partitions,
                 )
             )
             .load()

@@ -16,7 +16,6 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
@@ -26,6 +25,7 @@ from pyspark.sql.datasource import (
 )
 
 from delayline.stores.buckets.config import BucketsConfig
+from delayline.stores.buckets.read import SCHEMA_DDL, BucketRead, Span, plan_reads, read_spans
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -33,35 +33,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NAME = "delayline_buckets"
-COPY = "copy"
-"""The ``kind`` of a copy read back (the gate's ``BucketGate.COPY``)."""
-COLUMNS = (
-    ("kind", "STRING"),
-    ("topic", "STRING"),
-    ("gkey", "BINARY"),
-    ("key", "BINARY"),
-    ("value", "BINARY"),
-    ("partition", "INT"),
-    ("offset", "BIGINT"),
-    ("timestamp_ms", "BIGINT"),
-    ("headers", "ARRAY<STRUCT<key: STRING, value: BINARY>>"),
-    ("id", "STRING"),
-    ("due_ms", "BIGINT"),
-    ("target_topic", "STRING"),
-    ("target_key", "BINARY"),
-    ("fired_offset", "BIGINT"),
-    ("routed_at", "BIGINT"),
-    ("enc_headers", "BINARY"),
-)
-"""The gate's input columns, in order (a copy's ``partition``, ``offset`` and
-``timestamp_ms`` are its schedule's source, not where the copy sits)."""
-SCHEMA_DDL = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
-ROWS_PER_ARROW_BATCH = 10_000
-READ_TIMEOUT_S = 60.0
 
 
-def layout_options(bootstrap_servers: str, layout: BucketsConfig, max_rows: int) -> dict[str, str]:
-    """The source's options (Spark passes options as strings)."""
+def layout_options(
+    bootstrap_servers: str, layout: BucketsConfig, max_rows: int, tasks: int = 2
+) -> dict[str, str]:
+    """The source's options (Spark passes options as strings): at most ``max_rows``
+    offsets per micro-batch (0: no limit), read by at most ``tasks`` Spark tasks."""
     return {
         "bootstrap": bootstrap_servers,
         "layout": json.dumps(
@@ -73,6 +51,7 @@ def layout_options(bootstrap_servers: str, layout: BucketsConfig, max_rows: int)
             }
         ),
         "max_rows": str(max_rows),
+        "tasks": str(tasks),
     }
 
 
@@ -100,17 +79,6 @@ class BucketSource(DataSource):
         return BucketReader(dict(self.options))
 
 
-@dataclass(frozen=True)
-class BucketRange(InputPartition):
-    """One bucket partition's ready copies: offsets ``[start, end)``."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-    bootstrap: str
-
-
 class BucketReader(DataSourceStreamReader):
     """The driver side (``latestOffset``, ``partitions``) and the executor side (``read``)."""
 
@@ -118,6 +86,7 @@ class BucketReader(DataSourceStreamReader):
         self.bootstrap = options["bootstrap"]
         self.layout = layout_of(options)
         self.max_rows = int(options.get("max_rows", "0"))
+        self.tasks = int(options.get("tasks", "2"))
         self._admin: Any = None
 
     def initialOffset(self) -> dict[str, int]:  # noqa: N802
@@ -151,17 +120,17 @@ class BucketReader(DataSourceStreamReader):
         return end
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
-        out = []
-        for name, stop in sorted(end.items(), key=lambda item: _bucket_order(item[0])):
+        spans = []
+        for name, stop in end.items():
             begin = int(start.get(name, 0))
             if stop > begin:
                 topic, partition = _split(name)
-                out.append(BucketRange(topic, partition, begin, int(stop), self.bootstrap))
-        return out
+                spans.append(Span(topic, partition, begin, int(stop)))
+        return plan_reads(spans, self.bootstrap, self.tasks)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, BucketRange)
-        return read_range(partition)
+        assert isinstance(partition, BucketRead)
+        return read_spans(partition)
 
     def commit(self, end: dict[str, int]) -> None:
         """Delete the copies of committed batches: the batch after them starts at
@@ -231,122 +200,6 @@ class BucketReader(DataSourceStreamReader):
             ready = stable_end if first_later < 0 else min(first_later, stable_end)
             out[_name(tp.topic, tp.partition)] = ready
         return out
-
-
-def read_range(part: BucketRange) -> Iterator[pa.RecordBatch]:
-    """The copies of one bucket partition range, as the gate's input rows.
-
-    Raises:
-        KafkaUnavailableError: the range could not be read within :data:`READ_TIMEOUT_S`.
-    """
-    from confluent_kafka import TopicPartition  # noqa: PLC0415
-
-    from delayline.errors import KafkaUnavailableError  # noqa: PLC0415
-    from delayline.kafka.reader import private_consumer  # noqa: PLC0415
-
-    consumer = private_consumer(part.bootstrap, "delayline-buckets")
-    rows = _Rows()
-    try:
-        consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
-        deadline = time.monotonic() + READ_TIMEOUT_S
-        done = False
-        while not done:
-            messages = consumer.consume(1000, 0.5)
-            for msg in messages:
-                if msg.error() is not None:
-                    raise KafkaUnavailableError(f"reading {part.topic}: {msg.error()}")
-                offset = int(msg.offset() or 0)
-                if offset >= part.end:
-                    done = True
-                    break
-                rows.add(msg.value(), part, offset)
-                if offset == part.end - 1:
-                    done = True
-                    break
-            if rows.size >= ROWS_PER_ARROW_BATCH:
-                yield rows.flush()
-            if not done and not messages:
-                # The range can end with transaction markers, which are never delivered.
-                position = consumer.position([TopicPartition(part.topic, part.partition)])
-                done = position[0].offset >= part.end
-            if not done and time.monotonic() > deadline:
-                raise KafkaUnavailableError(
-                    f"reading {part.topic}[{part.partition}] {part.start}..{part.end} "
-                    f"took over {READ_TIMEOUT_S:.0f}s"
-                )
-        if rows.size:
-            yield rows.flush()
-    finally:
-        consumer.close()
-
-
-class _Rows:
-    """Copies decoded into the gate's columns, flushed as Arrow batches."""
-
-    def __init__(self) -> None:
-        self.columns: dict[str, list[Any]] = {name: [] for name, _ in COLUMNS}
-        self.size = 0
-        self.skipped = 0
-
-    def add(self, value: bytes | None, part: BucketRange, offset: int) -> None:
-        from delayline.stores.buckets.copy import decode_copy  # noqa: PLC0415
-
-        try:
-            copy = decode_copy(value or b"")
-        except ValueError as exc:
-            # Not written by delayline: nothing in it can be delivered.
-            log.error("%s[%d]@%d is not a bucket copy (%s): skipped", part.topic, part.partition,
-                      offset, exc)  # fmt: skip
-            self.skipped += 1
-            return
-        gkey = copy.id.encode("utf-8")
-        c = self.columns
-        for name, item in (
-            ("kind", COPY),
-            ("topic", copy.src_topic),
-            ("gkey", gkey),
-            ("key", gkey),
-            ("value", copy.value),
-            ("partition", copy.src_partition),
-            ("offset", copy.src_offset),
-            ("timestamp_ms", copy.src_timestamp_ms),
-            ("headers", None),
-            ("id", copy.id),
-            ("due_ms", copy.due_ms),
-            ("target_topic", copy.target_topic),
-            ("target_key", copy.target_key),
-            ("fired_offset", None),
-            ("routed_at", copy.routed_at_ms),
-            ("enc_headers", copy.headers),
-        ):
-            c[name].append(item)
-        self.size += 1
-
-    def flush(self) -> pa.RecordBatch:
-        batch = to_arrow(self.columns)
-        self.columns = {name: [] for name, _ in COLUMNS}
-        self.size = 0
-        return batch
-
-
-def to_arrow(columns: dict[str, list[Any]]) -> pa.RecordBatch:
-    """The columns as an Arrow batch of :data:`COLUMNS`' types."""
-    import pyarrow as pa  # noqa: PLC0415
-
-    header = pa.struct([("key", pa.string()), ("value", pa.binary())])
-    types = {
-        "STRING": pa.string(),
-        "BINARY": pa.binary(),
-        "INT": pa.int32(),
-        "BIGINT": pa.int64(),
-    }
-    fields = [
-        pa.field(name, pa.list_(header) if kind.startswith("ARRAY") else types[kind])
-        for name, kind in COLUMNS
-    ]
-    return pa.RecordBatch.from_arrays(
-        [pa.array(columns[f.name], type=f.type) for f in fields], schema=pa.schema(fields)
-    )
 
 
 def _name(topic: str, partition: int) -> str:

@@ -9,12 +9,16 @@ Only :class:`~delayline.fire.partition.PartitionReport` rows travel back to the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from delayline.core.clock import SystemClock
@@ -90,6 +94,45 @@ _FIRERS: dict[str, TransactionalFirer] = {}
 """This worker process's producers, by transactional id."""
 
 
+class _LastUser:
+    """Which process of this machine made the newest producer of each transactional id.
+
+    Spark runs a partition's task in whichever Python worker is free, so the workers of
+    one executor take turns with a partition's transactional id, and each new producer
+    fences the one before. A worker asks here before it reuses its own: a file per id
+    under the temporary directory names the last maker. Another machine's worker (a
+    cluster) is not seen; its fencing is then found by the attempt, as before.
+    """
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.gettempdir()) / "delayline-producers"
+
+    def _path(self, tx_id: str) -> Path:
+        return self.root / hashlib.sha256(tx_id.encode()).hexdigest()[:32]
+
+    @staticmethod
+    def _token(firer: TransactionalFirer) -> str:
+        return f"{os.getpid()}:{id(firer)}"
+
+    def claim(self, tx_id: str, firer: TransactionalFirer) -> None:
+        try:
+            self.root.mkdir(exist_ok=True)
+            staged = self._path(tx_id).with_suffix(f".{os.getpid()}")
+            staged.write_text(self._token(firer))
+            os.replace(staged, self._path(tx_id))
+        except OSError as exc:  # only an optimisation: the attempt finds fencing too
+            log.debug("cannot record the producer of %s: %s", tx_id, exc)
+
+    def holds(self, tx_id: str, firer: TransactionalFirer) -> bool:
+        try:
+            return self._path(tx_id).read_text() == self._token(firer)
+        except OSError:
+            return True  # not known: use it, and let the attempt judge
+
+
+_LAST_USER = _LastUser()
+
+
 def _fire_task(job: FireJob, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatch:
     import pyarrow as pa  # noqa: PLC0415 - executor side only
     from pyspark import TaskContext  # noqa: PLC0415
@@ -155,10 +198,18 @@ def _fire(
     config = job.config
     tx_id = f"{config.transactional_id}-p{partition}"
     firer = _FIRERS.get(tx_id)
+    if firer is not None and not _LAST_USER.holds(tx_id, firer):
+        # Another worker process of this machine fired this partition since: its
+        # producer fenced ours, and writing with ours would fail (a flush of a fenced
+        # producer hung for 30 s here) before a new one is made anyway.
+        _FIRERS.pop(tx_id, None)
+        firer.close()
+        firer = None
     fresh = firer is None
     if firer is None:
         with warn_if_slow(log, f"partition {partition}: a new producer"):
             firer = _FIRERS[tx_id] = new_firer(config, tx_id)
+        _LAST_USER.claim(tx_id, firer)
     # A producer new here fenced nothing that committed before it: another process
     # (a pipeline finishing this one's batch) may have, so the markers are read.
     refresh = refresh or (fresh and job.shared)
@@ -190,6 +241,7 @@ def _fire(
         )
     _FIRERS.pop(tx_id, None)
     firer = _FIRERS[tx_id] = new_firer(config, tx_id)
+    _LAST_USER.claim(tx_id, firer)
     return fire_rows(
         rows, partition, job.batch_id, job.run, config, firer, SystemClock(), refresh=True
     )
@@ -220,7 +272,8 @@ def _report_schema() -> pa.Schema:
 def log_to_stderr() -> None:
     """Warnings of a Python worker reach the pipeline's stderr (once per process)."""
     root = logging.getLogger("delayline")
-    if not root.handlers:
+    # The package's own NullHandler (a library's default) does not count.
+    if not any(not isinstance(h, logging.NullHandler) for h in root.handlers):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root.addHandler(handler)

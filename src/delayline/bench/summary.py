@@ -56,6 +56,7 @@ HOLD_FIGURES = (
     ("pipeline peak RSS (MiB)", "peak_rss_mb"),
     ("early / duplicates / lost", None),
     ("Redis bytes per pending schedule", "redis.bytes_per_pending"),
+    ("broker disk of the bucket topics per pending schedule (bytes)", "buckets.bytes_per_pending"),
 )
 """The figures the holds table compares."""
 

@@ -27,4 +27,16 @@ for scenario in burst steady backlog; do
     --json "benchmarks/results/redis-$scenario.json" --plot "benchmarks/results/redis-$scenario.png" \
     | tee "benchmarks/results/redis-$scenario.txt"
 done
+# The bucket hold (issue #14): burst and steady, then 10M pending due over 30 days, with
+# a SIGKILL and a restart (about an hour on its own).
+for scenario in burst steady; do
+  echo "== buckets-$scenario" >&2
+  .venv/bin/delayline bench --scenario "$scenario" --hold buckets \
+    --json "benchmarks/results/buckets-$scenario.json" --plot "benchmarks/results/buckets-$scenario.png" \
+    | tee "benchmarks/results/buckets-$scenario.txt"
+done
+echo "== buckets-restart" >&2
+.venv/bin/delayline bench --scenario restart --hold buckets --pending 10000000 --pending-span 30d \
+  --json benchmarks/results/buckets-restart.json --plot benchmarks/results/buckets-restart.png \
+  | tee benchmarks/results/buckets-restart.txt
 .venv/bin/python -m delayline.bench.summary

@@ -123,5 +123,6 @@ def _fmt(value: Any) -> str:
 if __name__ == "__main__":  # pragma: no cover
     results = Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results")
     print(markdown(results))
-    print()
-    print(holds_markdown(results))
+    for hold in ("redis", "buckets"):
+        print()
+        print(holds_markdown(results, hold))

@@ -93,7 +93,7 @@ def test_the_password_never_shows() -> None:
     assert config.safe_url == "redis://user:***@host:6379/0"
 
 
-def test_the_holds_table_puts_each_scenario_of_both_holds_side_by_side(tmp_path: Path) -> None:
+def test_the_holds_table_puts_each_scenario_of_every_hold_side_by_side(tmp_path: Path) -> None:
     def result(figures: dict[str, object], targets: list[dict[str, object]]) -> str:
         return json.dumps({"figures": figures, "targets": targets})
 
@@ -103,9 +103,16 @@ def test_the_holds_table_puts_each_scenario_of_both_holds_side_by_side(tmp_path:
     (tmp_path / "redis-burst.json").write_text(
         result({"ingest_per_s": 9000, "redis": {"bytes_per_pending": 412}, **zeros}, [target])
     )
+    (tmp_path / "buckets-restart.json").write_text(
+        result({"first_delivery_after_restart_s": 12.5, "pending_held": 10_000_000}, [])
+    )
     table = holds_markdown(tmp_path)
-    assert "| burst | ingest (schedules/s) | 3,648 | 9,000 |" in table
-    assert "| burst | early / duplicates / lost | 0 / 0 / 0 | 0 / 0 / 0 |" in table
-    assert "| burst | Redis bytes per pending schedule | - | 412 |" in table
+    assert "| scenario | figure | jvm | redis | buckets |" in table
+    assert "| burst | ingest (schedules/s) | 3,648 | 9,000 | - |" in table
+    assert "| burst | early / duplicates / lost | 0 / 0 / 0 | 0 / 0 / 0 | - |" in table
+    assert "| burst | Redis bytes per pending schedule | - | 412 | - |" in table
     assert "| redis-burst | ingest | 9,000 | >= 50000 | **no** |" in table
+    assert "| restart | pending schedules held | - | - | 10,000,000 |" in table
+    assert "| restart | first delivery after a restart (s) | - | - | 12.5 |" in table
+    assert "| restart | ingest" not in table
     assert "steady" not in table

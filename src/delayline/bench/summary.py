@@ -2,7 +2,7 @@
 
 python -m delayline.bench.summary benchmarks/results
 
-prints the targets table, then the holds side by side (``redis-<scenario>.json``).
+prints the targets table, then the holds side by side (``<hold>-<scenario>.json``).
 """
 
 from __future__ import annotations
@@ -54,36 +54,45 @@ HOLD_FIGURES = (
     ("lateness p50 (ms)", "lateness_ms.p50"),
     ("lateness p99 (ms)", "lateness_ms.p99"),
     ("pipeline peak RSS (MiB)", "peak_rss_mb"),
+    ("pending schedules held", "pending_held"),
+    ("first delivery after a restart (s)", "first_delivery_after_restart_s"),
     ("early / duplicates / lost", None),
     ("Redis bytes per pending schedule", "redis.bytes_per_pending"),
     ("broker disk of the bucket topics per pending schedule (bytes)", "buckets.bytes_per_pending"),
 )
 """The figures the holds table compares."""
 
+HOLDS = ("redis", "buckets")
+"""The holds benched beside the default one, each as ``<hold>-<scenario>.json``."""
 
-def holds_markdown(results_dir: Path, hold: str = "redis") -> str:
-    """The default hold and ``hold`` side by side: every scenario with a
-    ``<hold>-<name>.json`` beside its ``<name>.json``, then ``hold``'s own targets."""
-    rows = [f"| scenario | figure | jvm | {hold} |", "|---|---|---|---|"]
+
+def holds_markdown(results_dir: Path, holds: tuple[str, ...] = HOLDS) -> str:
+    """The default hold and ``holds`` side by side: every scenario that one of ``holds``
+    has a ``<hold>-<name>.json`` for, beside its ``<name>.json``; then each hold's own
+    targets. A figure no run of the scenario has is left out; one that some lack is ``-``."""
+    rows = ["| scenario | figure | jvm | " + " | ".join(holds) + " |",
+            "|---|---|" + "---|" * (len(holds) + 1)]  # fmt: skip
     targets = ["| scenario | target | measured | bound | met |", "|---|---|---|---|---|"]
     for name in ORDER:
-        path = results_dir / f"{hold}-{name}.json"
-        if not path.exists():
+        runs = [_load(results_dir / f"{hold}-{name}.json") for hold in holds]
+        if all(r is None for r in runs):
             continue
-        other = json.loads(path.read_text())
-        base_path = results_dir / f"{name}.json"
-        base = json.loads(base_path.read_text()) if base_path.exists() else None
+        base = _load(results_dir / f"{name}.json")
         for label, key in HOLD_FIGURES:
-            values = [None if r is None else _figure(r["figures"], key) for r in (base, other)]
-            if values[1] is None:
+            values = [None if r is None else _figure(r["figures"], key) for r in (base, *runs)]
+            if all(v is None for v in values[1:]):
                 continue
-            rows.append(f"| {name} | {label} | {_fmt(values[0])} | {_fmt(values[1])} |")
-        for t in other["targets"]:
-            met = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
-            targets.append(
-                f"| {hold}-{name} | {t['target']} | {_fmt(t['measured'])} | {t['bound']} | {met} |"
-            )
+            rows.append(f"| {name} | {label} | " + " | ".join(_fmt(v) for v in values) + " |")
+        for hold, run in zip(holds, runs, strict=True):
+            for t in [] if run is None else run["targets"]:
+                met = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
+                targets.append(f"| {hold}-{name} | {t['target']} | {_fmt(t['measured'])} "
+                               f"| {t['bound']} | {met} |")  # fmt: skip
     return "\n".join(rows) + "\n\n" + "\n".join(targets)
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text()) if path.exists() else None
 
 
 def _figure(figures: dict[str, Any], key: str | None) -> Any:
@@ -123,6 +132,5 @@ def _fmt(value: Any) -> str:
 if __name__ == "__main__":  # pragma: no cover
     results = Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results")
     print(markdown(results))
-    for hold in ("redis", "buckets"):
-        print()
-        print(holds_markdown(results, hold))
+    print()
+    print(holds_markdown(results))

@@ -63,11 +63,14 @@ def test_the_version_token_tells_versions_apart_and_never_looks_unchanged() -> N
     assert not encoded(0, 0).startswith(UNCHANGED)
 
 
+_HELD = encode_schedule(Schedule("a", 1, "x", None, b"payload", (), SourceRef("t", 0, 0, 0)))
+
+
 @pytest.mark.parametrize(
-    "data", [b"", b"\x02" + bytes(40), encode_schedule(
-        Schedule("a", 1, "x", None, b"payload", (), SourceRef("t", 0, 0, 0)))[:-3]]
+    "data", [b"", b"\x02" + bytes(40), _HELD[:-3], _HELD + b"\x00"],
+    ids=["empty", "unknown version", "truncated", "trailing"],
 )  # fmt: skip
-def test_unknown_or_truncated_encodings_are_refused(data: bytes) -> None:
+def test_unknown_truncated_or_overlong_encodings_are_refused(data: bytes) -> None:
     with pytest.raises(ValueError, match="held-schedule encoding"):
         decode_schedule(data)
 

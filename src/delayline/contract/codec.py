@@ -9,6 +9,7 @@ signed value length (-1 for null) and the value. No pickle.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 
 from delayline.core.model import Headers
 
@@ -65,3 +66,40 @@ def _length(data: bytes, pos: int) -> tuple[int, int]:
         raise ValueError("truncated header encoding (length)")
     (length,) = _LEN.unpack_from(data, pos)
     return length, pos + _LEN.size
+
+
+def pack_fields(fields: Iterable[bytes | None]) -> bytes:
+    """Each field as a 4-byte signed big-endian length (-1: null) and its bytes: the
+    variable part of every binary value delayline writes."""
+    parts: list[bytes] = []
+    for field in fields:
+        if field is None:
+            parts.append(_LEN.pack(-1))
+        else:
+            parts.append(_LEN.pack(len(field)))
+            parts.append(field)
+    return b"".join(parts)
+
+
+def unpack_fields(data: bytes, pos: int, count: int, what: str) -> list[bytes | None]:
+    """``count`` fields that :func:`pack_fields` wrote, from ``pos`` to the end of ``data``.
+
+    Raises:
+        ValueError: truncated data, or bytes after the last field (``what`` names the value).
+    """
+    fields: list[bytes | None] = []
+    for _ in range(count):
+        if pos + _LEN.size > len(data):
+            raise ValueError(f"truncated {what}")
+        (size,) = _LEN.unpack_from(data, pos)
+        pos += _LEN.size
+        if size < 0:
+            fields.append(None)
+            continue
+        if pos + size > len(data):
+            raise ValueError(f"truncated {what}")
+        fields.append(data[pos : pos + size])
+        pos += size
+    if pos != len(data):
+        raise ValueError(f"{what} with trailing bytes")
+    return fields

@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from delayline.contract.codec import pack_fields, unpack_fields
+
 FORMAT = 1
 _FIXED = struct.Struct(">Bqqqqq")
-_LEN = struct.Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,20 +54,15 @@ def encode_copy(row: Mapping[str, Any]) -> bytes:
             int(row["at_ms"]),
         )
     ]
-    for field in (
+    fields = (
         _text(row["src_topic"]),
         _text(row["id"]),
         _text(row["target_topic"]),
         row["target_key"],
         row["headers"],
         row["value"],
-    ):
-        if field is None:
-            parts.append(_LEN.pack(-1))
-        else:
-            data = bytes(field)
-            parts.append(_LEN.pack(len(data)))
-            parts.append(data)
+    )
+    parts.append(pack_fields(None if f is None else bytes(f) for f in fields))
     return b"".join(parts)
 
 
@@ -79,22 +75,7 @@ def decode_copy(data: bytes) -> Copy:
     if len(data) < _FIXED.size or data[0] != FORMAT:
         raise ValueError(f"not a bucket copy of format {FORMAT} ({len(data)} bytes)")
     _, partition, offset, timestamp, due, routed = _FIXED.unpack_from(data)
-    pos = _FIXED.size
-    fields: list[bytes | None] = []
-    for _ in range(6):
-        if pos + 4 > len(data):
-            raise ValueError("truncated bucket copy")
-        (size,) = _LEN.unpack_from(data, pos)
-        pos += 4
-        if size < 0:
-            fields.append(None)
-            continue
-        if pos + size > len(data):
-            raise ValueError("truncated bucket copy")
-        fields.append(data[pos : pos + size])
-        pos += size
-    if pos != len(data):
-        raise ValueError("bucket copy with trailing bytes")
+    fields = unpack_fields(data, _FIXED.size, 6, "bucket copy")
     topic, sid, target, target_key, headers, value = fields
     if topic is None or sid is None:
         raise ValueError("bucket copy without its source topic or id")

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import struct
 
-from delayline.contract.codec import decode_headers, encode_headers
+from delayline.contract.codec import decode_headers, encode_headers, pack_fields, unpack_fields
 from delayline.core.model import Schedule, SourceRef
 
 _VERSION = 1
 _FIXED = struct.Struct(">Biqqq")
-_LEN = struct.Struct(">i")
 TOKEN_BYTES = 13
 """Version byte, partition and offset: within one member (one source topic and id),
 equal tokens are the same record."""
@@ -28,19 +27,15 @@ def encode_schedule(schedule: Schedule) -> bytes:
     parts = [
         _FIXED.pack(_VERSION, source.partition, source.offset, source.timestamp_ms, schedule.due_ms)
     ]
-    for field in (
+    fields = (
         source.topic.encode(),
         schedule.id.encode(),
         schedule.target_topic.encode(),
         schedule.target_key,
         schedule.payload,
         encode_headers(schedule.headers),
-    ):
-        if field is None:
-            parts.append(_LEN.pack(-1))
-        else:
-            parts.append(_LEN.pack(len(field)))
-            parts.append(field)
+    )
+    parts.append(pack_fields(fields))
     return b"".join(parts)
 
 
@@ -53,20 +48,7 @@ def decode_schedule(data: bytes) -> Schedule:
     if len(data) < _FIXED.size or data[0] != _VERSION:
         raise ValueError(f"unknown held-schedule encoding (version byte {data[:1]!r})")
     _, partition, offset, timestamp_ms, due_ms = _FIXED.unpack_from(data)
-    pos = _FIXED.size
-    fields: list[bytes | None] = []
-    for _ in range(6):
-        if pos + _LEN.size > len(data):
-            raise ValueError("truncated held-schedule encoding")
-        (size,) = _LEN.unpack_from(data, pos)
-        pos += _LEN.size
-        if size < 0:
-            fields.append(None)
-            continue
-        if pos + size > len(data):
-            raise ValueError("truncated held-schedule encoding")
-        fields.append(data[pos : pos + size])
-        pos += size
+    fields = unpack_fields(data, _FIXED.size, 6, "held-schedule encoding")
     topic, sid, target_topic, target_key, payload, headers = fields
     return Schedule(
         id=(sid or b"").decode(),

@@ -75,6 +75,10 @@ class RedisServerError(InfraError):
     """The local Redis server (``delayline redis``) could not be started or stopped."""
 
 
+class SparkClusterError(InfraError):
+    """The local Spark cluster (``delayline cluster``) could not be started or stopped."""
+
+
 class RedisUnavailableError(DelaylineError):
     """Redis did not answer in time (the Redis hold); it may come back."""
 

@@ -67,12 +67,18 @@ def one_of(values: Iterable[str]) -> Callable[[str], str]:
 
 
 def stop_on_signals(logger: logging.Logger, what: str) -> threading.Event:
-    """An event set by SIGTERM or SIGINT (logged: ``<SIGNAL> received: <what>``)."""
+    """An event set by SIGTERM or SIGINT (logged: ``<SIGNAL> received: <what>``).
+
+    The handler never waits for a lock: a second signal can arrive while the first one's
+    ``Event.set`` holds the event's (non-reentrant) lock in the same thread, as when a
+    supervisor and a terminal both pass on one Ctrl-C, and setting the event there would
+    wait for itself forever. A short-lived thread sets it instead.
+    """
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         logger.info("%s received: %s", signal.Signals(signum).name, what)
-        stop.set()
+        threading.Thread(target=stop.set, name="delayline-stop", daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)

@@ -3,13 +3,17 @@ its producers (and whether another worker has fenced them since)."""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from delayline.fire import tasks
+from delayline.fire.partition import PartitionReport, merge
 
 
 def test_a_workers_warnings_reach_its_stderr_despite_the_packages_null_handler(
@@ -52,3 +56,33 @@ def test_a_producer_made_by_another_worker_since_is_known_fenced(
     assert not last.holds("tx-p0", mine)
     monkeypatch.setattr("os.getpid", lambda: 4_000_000)  # another process, same object
     assert not last.holds("tx-p0", theirs)
+
+
+def test_the_executor_label_is_the_standalone_executor_id_else_the_daemon_pid(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = "http://127.0.0.1:32939/logPage/?appId=app-20261123-0003&executorId=7&logType=stderr"
+    monkeypatch.setenv("SPARK_LOG_URL_STDERR", url)
+    assert tasks.executor_label().endswith("/7")
+    monkeypatch.delenv("SPARK_LOG_URL_STDERR")
+    assert tasks.executor_label().endswith(f"/pid-{os.getppid()}")
+
+
+def test_a_batch_report_adds_up_what_each_executor_did() -> None:
+    parts = [
+        PartitionReport(0, Counter({"fire": 3, "planned": 9}), executor="h/0"),
+        PartitionReport(1, Counter({"fire": 2, "handed": 4}), executor="h/1"),
+        PartitionReport(2, Counter({"fire": 1}), executor="h/0"),
+        PartitionReport(3, Counter({"fire": 5})),  # no label: not attributed
+    ]
+    report = merge(8, parts)
+    assert report.counts["fire"] == 11
+    assert report.executors == {
+        "h/0": Counter({"tasks": 2, "fire": 4, "handed": 0}),
+        "h/1": Counter({"tasks": 1, "fire": 2, "handed": 4}),
+    }
+    line = json.loads(report.to_json())
+    assert line["executors"] == {
+        "h/0": {"tasks": 2, "fire": 4, "handed": 0},
+        "h/1": {"tasks": 1, "fire": 2, "handed": 4},
+    }

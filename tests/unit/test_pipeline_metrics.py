@@ -135,3 +135,29 @@ def test_readyz_needs_a_recent_batch_and_kafka_answering() -> None:
         assert get(url) == (200, {"status": "ready"})
     finally:
         server.stop()
+
+
+def test_each_executors_tasks_and_writes_are_counted_by_label() -> None:
+    metrics = PipelineMetrics()
+    report = BatchReport(5, Counter({r.FIRE: 5}), [1] * 5)
+    report.executors = {
+        "h/0": Counter({"tasks": 1, r.FIRE: 3}),
+        "h/1": Counter({"tasks": 2, r.FIRE: 2, "handed": 4}),
+    }
+    metrics.observe_batch(report)
+    replayed = BatchReport(6, Counter({r.FIRE: 9}), committed=False)
+    replayed.executors = {"h/0": Counter({"tasks": 1, r.FIRE: 9})}
+    metrics.observe_batch(replayed)  # wrote nothing: not counted
+    labelled = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(generate_latest(metrics.registry).decode())
+        for sample in family.samples
+        if sample.labels
+    }
+    assert labelled[("delayline_executor_tasks_total", (("executor", "h/0"),))] == 1
+    assert labelled[("delayline_executor_tasks_total", (("executor", "h/1"),))] == 2
+    written = "delayline_executor_schedules_written_total"
+    assert labelled[(written, (("executor", "h/0"), ("kind", "fire")))] == 3
+    assert labelled[(written, (("executor", "h/1"), ("kind", "fire")))] == 2
+    assert labelled[(written, (("executor", "h/1"), ("kind", "handed")))] == 4
+    assert (written, (("executor", "h/0"), ("kind", "handed"))) not in labelled

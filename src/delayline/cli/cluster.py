@@ -24,8 +24,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "See docs/deployment.md for a real cluster.",
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    start = actions.add_parser("start", help="start the master and workers; wait until they register")
-    stop = actions.add_parser("stop", help="stop the workers and the master (SIGTERM, then SIGKILL)")
+    start = actions.add_parser(
+        "start", help="start the master and workers; wait until they register"
+    )
+    stop = actions.add_parser(
+        "stop", help="stop the workers and the master (SIGTERM, then SIGKILL)"
+    )
     status = actions.add_parser("status", help="say whether the cluster runs (exit 3 if not)")
     for p in (start, stop, status):
         env_flag(
@@ -96,7 +100,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _memory_mb(text: str) -> int:
     """``2g``, ``1536m`` or a number of MB."""
     value = text.strip().lower()
-    scale = {"g": 1024, "m": 1}.get(value[-1:], None)
+    scale = {"g": 1024, "m": 1}.get(value[-1:])
     number = value[:-1] if scale is not None else value
     try:
         mb = int(number) * (scale or 1)

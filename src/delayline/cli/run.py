@@ -60,7 +60,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="Spark checkpoint directory (state, offsets)",
     )
     env_flag(
-        p, "--master", env="DELAYLINE_SPARK_MASTER", default="local[2]", help="Spark master URL"
+        p,
+        "--master",
+        env="DELAYLINE_SPARK_MASTER",
+        default="local[2]",
+        help="Spark master URL: local[N], or spark://HOST:PORT of a standalone cluster "
+        "(`delayline cluster start` runs one here; see docs/deployment.md)",
     )
     env_flag(
         p,
@@ -126,6 +131,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=1024,
         type=int,
         help="Spark driver JVM heap",
+    )
+    env_flag(
+        p,
+        "--executor-memory-mb",
+        env="DELAYLINE_EXECUTOR_MEMORY_MB",
+        default=1024,
+        type=int,
+        help="JVM heap of each executor (with a cluster --master; must fit the worker's memory)",
     )
     env_flag(
         p,
@@ -300,6 +313,7 @@ def _run(args: argparse.Namespace) -> int:
         max_lateness_ms=args.max_lateness_ms,
         query_name=args.query_name,
         driver_memory_mb=args.driver_memory_mb,
+        executor_memory_mb=args.executor_memory_mb,
         progress_file=args.progress_file,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         metrics_port=args.metrics_port,

@@ -53,6 +53,7 @@ class PartitionReport:
             the task from all its events; :func:`fire_rows` sees only rows that write).
         notes: Log lines about dead letters and refusals: ids, sources, reasons.
         replay: The partition's records were committed before: nothing was written.
+        executor: Which executor ran the task (``<host>/<executor id>``).
     """
 
     partition: int
@@ -62,6 +63,7 @@ class PartitionReport:
     timers: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     replay: bool = False
+    executor: str = ""
 
 
 def merge(batch_id: int, parts: Sequence[PartitionReport]) -> BatchReport:
@@ -72,6 +74,11 @@ def merge(batch_id: int, parts: Sequence[PartitionReport]) -> BatchReport:
         report.lateness_ms.extend(part.lateness_ms)
         report.missed_lateness_ms.extend(part.missed_lateness_ms)
         report.committed = report.committed and not part.replay
+        if part.executor:
+            done = report.executors.setdefault(part.executor, Counter())
+            done["tasks"] += 1
+            for kind in (r.FIRE, HANDED):
+                done[kind] += part.counts.get(kind, 0)
     return report
 
 

@@ -32,6 +32,9 @@ class BatchReport:
         missed_lateness_ms: The same for schedules already past due when they arrived
             (``missed``, fired at once): how late they were written, not how late
             delayline was, so kept out of ``lateness_ms``.
+        executors: What each executor did in this batch: its ``tasks``, the
+            deliveries it wrote (``fire``) and the schedules it handed to the committer
+            (``handed``), by ``<host>/<executor id>``.
     """
 
     batch_id: int
@@ -40,6 +43,7 @@ class BatchReport:
     committed: bool = True
     finished_ms: int = 0
     missed_lateness_ms: list[int] = field(default_factory=list)
+    executors: dict[str, Counter[str]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """Counts with the lateness lists reduced to count, p50 and max (for ``/progress``)."""
@@ -67,6 +71,7 @@ class BatchReport:
                 "counts": dict(self.counts),
                 "lateness_ms": self.lateness_ms,
                 "missed_lateness_ms": self.missed_lateness_ms,
+                "executors": {name: dict(done) for name, done in self.executors.items()},
             }
         )
 

@@ -13,6 +13,8 @@ import hashlib
 import json
 import logging
 import os
+import re
+import socket
 import sys
 import tempfile
 from collections import Counter
@@ -39,7 +41,8 @@ log = logging.getLogger(__name__)
 
 REPORT_DDL = (
     "partition INT, counts STRING, lateness_ms ARRAY<BIGINT>, "
-    "missed_lateness_ms ARRAY<BIGINT>, timers ARRAY<BIGINT>, notes ARRAY<STRING>, replay BOOLEAN"
+    "missed_lateness_ms ARRAY<BIGINT>, timers ARRAY<BIGINT>, notes ARRAY<STRING>, "
+    "replay BOOLEAN, executor STRING"
 )
 
 
@@ -85,6 +88,7 @@ def fire_on_executors(events: DataFrame, job: FireJob) -> list[PartitionReport]:
             timers=list(row["timers"]),
             notes=list(row["notes"]),
             replay=bool(row["replay"]),
+            executor=str(row["executor"]),
         )
         for row in rows
     ]
@@ -161,6 +165,7 @@ def _fire_task(job: FireJob, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatc
                 "timers": report.timers,
                 "notes": report.notes,
                 "replay": report.replay,
+                "executor": executor_label(),
             }
         ],
         schema=_report_schema(),
@@ -265,8 +270,22 @@ def _report_schema() -> pa.Schema:
             ("timers", longs),
             ("notes", pa.list_(pa.string())),
             ("replay", pa.bool_()),
+            ("executor", pa.string()),
         ]
     )
+
+
+def executor_label() -> str:
+    """Which executor runs this task: ``<host>/<executor id>``.
+
+    A standalone worker names the executor in the log URLs it gives it
+    (``SPARK_LOG_URL_STDERR``, ``...&executorId=3&...``); elsewhere (local mode, other
+    cluster managers) the PID of the Python worker daemon stands for it, one per
+    executor JVM.
+    """
+    found = re.search(r"[?&]executorId=([^&]+)", os.environ.get("SPARK_LOG_URL_STDERR", ""))
+    executor = found.group(1) if found else f"pid-{os.getppid()}"
+    return f"{socket.gethostname()}/{executor}"
 
 
 def log_to_stderr() -> None:

@@ -158,8 +158,15 @@ class LocalCluster:
         try:
             self._spawn(
                 "master",
-                [MASTER_CLASS, "--host", "127.0.0.1", "--port", str(c.port)]
-                + ["--webui-port", str(c.ui_port)],
+                [
+                    MASTER_CLASS,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(c.port),
+                    "--webui-port",
+                    str(c.ui_port),
+                ],
             )
             progress(f"master starting at {c.master_url}, waiting for its web UI")
             self._wait(lambda: _alive_workers(c.ui_port) >= 0, "the master to answer")
@@ -168,9 +175,22 @@ class LocalCluster:
                 work.mkdir(parents=True, exist_ok=True)
                 self._spawn(
                     f"worker-{i}",
-                    [WORKER_CLASS, "--host", "127.0.0.1", "--port", "0", "--webui-port", "0"]
-                    + ["--cores", str(c.worker_cores), "--memory", f"{c.worker_memory_mb}m"]
-                    + ["--work-dir", str(work), c.master_url],
+                    [
+                        WORKER_CLASS,
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        "0",
+                        "--webui-port",
+                        "0",
+                        "--cores",
+                        str(c.worker_cores),
+                        "--memory",
+                        f"{c.worker_memory_mb}m",
+                        "--work-dir",
+                        str(work),
+                        c.master_url,
+                    ],
                 )
             progress(f"{c.workers} workers starting, waiting until they register")
             self._wait(lambda: _alive_workers(c.ui_port) >= c.workers, "every worker to register")

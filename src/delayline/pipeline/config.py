@@ -31,7 +31,9 @@ class PipelineConfig:
         topology: The cluster and the topics read (schedules) and written (dead
             letters, history, commit markers).
         checkpoint_dir: Spark checkpoint: offsets, state, commit log.
-        master: Spark master URL.
+        master: Spark master URL: ``local[N]`` runs everything in the driver's JVM;
+            ``spark://host:port`` (a standalone cluster, see :mod:`delayline.pipeline.placement`)
+            runs the state and the fire tasks on its executors.
         trigger_interval_ms: Micro-batch interval. Timers fire at batch
             boundaries, so this bounds lateness; smaller costs idle CPU.
         shuffle_partitions: Partitions of the state, each fired by its own task; about
@@ -39,6 +41,7 @@ class PipelineConfig:
         max_lateness_ms: Dead-letter schedules later than this; ``None`` fires all.
         query_name: Name of the streaming query; part of the transactional id.
         driver_memory_mb: JVM heap of the Spark driver (local mode runs all there).
+        executor_memory_mb: JVM heap of each executor (a cluster master only).
         progress_file: Append one JSON line per micro-batch here (for tools); ``None``: off.
         metrics_port: Serve Prometheus ``/metrics`` and JSON ``/progress`` on this port
             (0: any free port); ``None``: off.
@@ -90,6 +93,7 @@ class PipelineConfig:
     max_lateness_ms: int | None = None
     query_name: str = "delayline"
     driver_memory_mb: int = 1024
+    executor_memory_mb: int = 1024
     progress_file: Path | None = None
     max_offsets_per_trigger: int = 20_000
     metrics_port: int | None = None

@@ -87,6 +87,19 @@ class PipelineMetrics:
             "Schedules delivered (committed transactions only).",
             registry=self.registry,
         )
+        self.executor_tasks = Counter(
+            "delayline_executor_tasks",
+            "Fire tasks run, by executor (<host>/<executor id>): where the work happens.",
+            ["executor"],
+            registry=self.registry,
+        )
+        self.executor_written = Counter(
+            "delayline_executor_schedules_written",
+            "Schedules an executor's fire tasks delivered (kind=fire) or handed to the "
+            "committer (kind=handed), committed batches only.",
+            ["executor", "kind"],
+            registry=self.registry,
+        )
         self.lateness = Histogram(
             "delayline_lateness_seconds",
             "Commit time of a delivery minus its due time (schedules not yet due on arrival).",
@@ -136,6 +149,11 @@ class PipelineMetrics:
             if n:
                 self.events[name].inc(n)
         self.fired.inc(report.counts[r.FIRE])
+        for executor, done in report.executors.items():
+            self.executor_tasks.labels(executor).inc(done["tasks"])
+            for kind in (r.FIRE, HANDED):
+                if done[kind]:
+                    self.executor_written.labels(executor, kind).inc(done[kind])
         for late_ms in report.lateness_ms:
             self.lateness.observe(max(0, late_ms) / 1000)
         for late_ms in report.missed_lateness_ms:

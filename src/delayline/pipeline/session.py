@@ -19,6 +19,7 @@ from delayline.infra.cds import archive_options
 from delayline.infra.jars import resolve_jars
 from delayline.infra.jvm_hold import hold_jar
 from delayline.pipeline.config import PipelineConfig
+from delayline.pipeline.placement import executor_settings
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,7 @@ def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSe
         "spark.executor.extraClassPath": str(hold),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        **executor_settings(config.master, config.executor_memory_mb, config.java_options),
     }
 
     on_sigint = signal.getsignal(signal.SIGINT)

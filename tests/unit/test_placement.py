@@ -1,0 +1,94 @@
+"""Where Spark runs: local masters, cluster masters, and checkpoints a cluster can share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from delayline.errors import ConfigError
+from delayline.pipeline.placement import (
+    Mount,
+    check_checkpoint,
+    executor_settings,
+    is_cluster_master,
+    is_local_master,
+    mount_of,
+    read_mounts,
+)
+
+MOUNTS = [
+    Mount(Path("/"), "overlay"),
+    Mount(Path("/tmp"), "tmpfs"),
+    Mount(Path("/mnt/shared"), "nfs4"),
+    Mount(Path("/mnt/shared/local-cache"), "ext4"),
+    Mount(Path("/mnt/bucket"), "fuse.s3fs"),
+]
+
+
+@pytest.mark.parametrize(
+    ("master", "local", "cluster"),
+    [
+        ("local[2]", True, False),
+        ("local", True, False),
+        ("local-cluster[2,1,1024]", True, True),
+        ("spark://127.0.0.1:7077", True, True),
+        ("spark://localhost:7077,127.0.0.1:7078", True, True),
+        ("spark://10.0.0.5:7077", False, True),
+        ("spark://127.0.0.1:7077,spark-2:7077", False, True),
+        ("k8s://https://kube:6443", False, True),
+        ("yarn", False, True),
+    ],
+)
+def test_local_and_cluster_masters(master: str, local: bool, cluster: bool) -> None:
+    assert is_local_master(master) is local
+    assert is_cluster_master(master) is cluster
+
+
+def test_the_deepest_mount_holds_a_path() -> None:
+    assert mount_of(Path("/mnt/shared/cp"), MOUNTS) == Mount(Path("/mnt/shared"), "nfs4")
+    assert mount_of(Path("/mnt/shared/local-cache/cp"), MOUNTS) == MOUNTS[3]
+    assert mount_of(Path("/mnt/sharedx/cp"), MOUNTS) == MOUNTS[0]  # not under /mnt/shared
+    assert mount_of(Path("/tmp"), MOUNTS) == MOUNTS[1]
+
+
+def test_any_checkpoint_path_serves_a_master_on_this_machine() -> None:
+    for master in ("local[2]", "spark://127.0.0.1:7077"):
+        check_checkpoint(master, Path("relative/cp"), MOUNTS)
+        check_checkpoint(master, Path("/tmp/cp"), MOUNTS)
+
+
+@pytest.mark.parametrize(
+    ("path", "named"),
+    [
+        ("relative/cp", "is relative"),
+        ("/tmp/cp", "/tmp (tmpfs)"),
+        ("/var/lib/delayline/cp", "/ (overlay)"),
+        ("/mnt/shared/local-cache/cp", "(ext4)"),
+    ],
+)
+def test_a_remote_master_refuses_a_checkpoint_of_this_machine_only(path: str, named: str) -> None:
+    with pytest.raises(ConfigError, match="shared file system") as refused:
+        check_checkpoint("spark://10.0.0.5:7077", Path(path), MOUNTS)
+    assert named in str(refused.value)
+
+
+def test_a_remote_master_takes_a_checkpoint_on_a_shared_file_system() -> None:
+    check_checkpoint("spark://10.0.0.5:7077", Path("/mnt/shared/delayline/cp"), MOUNTS)
+    check_checkpoint("k8s://https://kube:6443", Path("/mnt/bucket/cp"), MOUNTS)
+
+
+def test_mounts_are_read_with_escaped_spaces(tmp_path: Path) -> None:
+    table = tmp_path / "mounts"
+    table.write_text("overlay / overlay rw 0 0\nserver:/x /mnt/my\\040share nfs4 rw 0 0\nbroken\n")
+    assert read_mounts(table) == [Mount(Path("/"), "overlay"), Mount(Path("/mnt/my share"), "nfs4")]
+    assert read_mounts(tmp_path / "absent") == []
+
+
+def test_executors_get_memory_jit_and_rolled_logs_only_on_a_cluster() -> None:
+    assert executor_settings("local[2]", 1024, "-XX:TieredStopAtLevel=1") == {}
+    settings = executor_settings("spark://127.0.0.1:7077", 1536, "-XX:TieredStopAtLevel=1")
+    assert settings["spark.executor.memory"] == "1536m"
+    assert settings["spark.executor.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
+    assert settings["spark.executor.logs.rolling.strategy"] == "size"
+    assert "spark.executor.extraJavaOptions" not in executor_settings("yarn", 1024, "")

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 
-from delayline.errors import ConfigError
+from delayline.errors import ConfigError, SparkClusterError
 from delayline.pipeline.placement import (
     Mount,
     check_checkpoint,
+    check_master,
     executor_settings,
     is_cluster_master,
     is_local_master,
@@ -92,3 +94,16 @@ def test_executors_get_memory_jit_and_rolled_logs_only_on_a_cluster() -> None:
     assert settings["spark.executor.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
     assert settings["spark.executor.logs.rolling.strategy"] == "size"
     assert "spark.executor.extraJavaOptions" not in executor_settings("yarn", 1024, "")
+
+
+def test_a_master_url_nobody_answers_fails_fast_with_the_way_out() -> None:
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        check_master(f"spark://127.0.0.1:{port}")  # answers
+        check_master(f"spark://127.0.0.1:1,127.0.0.1:{port}")  # one of an HA pair answers
+    with pytest.raises(SparkClusterError, match="delayline cluster start") as refused:
+        check_master(f"spark://127.0.0.1:{port}")  # closed now
+    assert f"127.0.0.1:{port}" in str(refused.value)
+    check_master("local[2]")  # nothing to reach

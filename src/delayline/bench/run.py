@@ -20,6 +20,7 @@ from delayline.core.topology import Topology
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
 from delayline.infra.redis_server import LocalRedis
+from delayline.infra.spark_cluster import executors_here
 from delayline.kafka.topics import TopicsConfig, create_topic, ensure_topics
 from delayline.pipeline.config import spark_progress_file
 
@@ -42,6 +43,8 @@ class BenchEnv:
     hold: str = "jvm"
     redis: LocalRedis | None = None
     redis_url: str | None = None
+    master: str | None = None
+    """A Spark cluster's master URL for the pipeline (``None``: local mode)."""
 
     @property
     def redis_prefix(self) -> str:
@@ -129,14 +132,29 @@ def start_pipeline(env: BenchEnv, *extra: str) -> float:
             from delayline.bench.buckets import bucket_prefix  # noqa: PLC0415
 
             args += ["--bucket-topic-prefix", bucket_prefix(env.run)]
+        if env.master is not None:
+            args += ["--master", env.master]
         env.pipeline = PipelineProcess(env.bootstrap, args, env.work_dir / "pipeline.log")
     env.pipeline.start()
     assert env.pipeline.proc is not None
     if env.sampler is None:
-        env.sampler = GroupSampler(env.pipeline.proc.pid).start()
+        # On a cluster of this machine the executors are the workers' children, not the
+        # pipeline's: measured with it.
+        also = executors_here if env.master is not None else None
+        env.sampler = GroupSampler(env.pipeline.proc.pid, also=also).start()
     else:  # a restart runs in a new process group
         env.sampler.retarget(env.pipeline.proc.pid)
     return env.pipeline.wait_ready()
+
+
+def stop_pipeline(env: BenchEnv) -> None:
+    """Stop the pipeline and its sampler, leaving the broker (and Redis) up."""
+    if env.pipeline is not None and env.pipeline.proc is not None:
+        env.pipeline.terminate()
+    for sampler in (env.sampler, env.broker_sampler):
+        if sampler is not None:
+            sampler.stop()
+    env.sampler = env.broker_sampler = None
 
 
 def close_env(env: BenchEnv) -> None:
@@ -182,6 +200,21 @@ def write_schedules(
             if on_progress is not None and i % 1000 == 0:
                 on_progress(i)
     return written
+
+
+def executor_work(env: BenchEnv) -> dict[str, dict[str, int]]:
+    """What each executor did over the run, from the progress file: fire ``tasks``,
+    deliveries written (``fire``), schedules handed to the committer (``handed``);
+    committed batches only, by ``<host>/<executor id>``."""
+    work: dict[str, Counter[str]] = {}
+    if not env.progress_file.exists():
+        return {}
+    for line in env.progress_file.read_text().splitlines():
+        report = json.loads(line)
+        if report["committed"]:
+            for name, done in report.get("executors", {}).items():
+                work.setdefault(name, Counter()).update(done)
+    return {name: dict(done) for name, done in sorted(work.items())}
 
 
 def accepted_timeline(env: BenchEnv) -> list[tuple[int, int]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,8 +39,16 @@ class GroupSampler:
     CPU time of processes that leave the tree is kept, so totals never go backwards.
     """
 
-    def __init__(self, pgid: int, interval_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        pgid: int,
+        interval_s: float = 0.5,
+        also: Callable[[], list[int]] | None = None,
+    ) -> None:
         self.pgid = pgid
+        self.also = also
+        """Roots of further trees sampled with this one, found afresh each time (the
+        executors of a cluster on this machine, which are not the pipeline's children)."""
         self.interval_s = interval_s
         self.samples: list[Sample] = []
         self._cpu_base_s = 0.0  # CPU of processes that left the tree
@@ -81,7 +90,7 @@ class GroupSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            sample = read_group(self.pgid)
+            sample = read_group(self.pgid, self.also() if self.also else ())
             if sample.cpu_s < self._last_raw_s:
                 # Processes left the tree (exited, or the pipeline was killed): keep
                 # their CPU time so the total never goes backwards.
@@ -92,13 +101,17 @@ class GroupSampler:
             self._stop.wait(self.interval_s)
 
 
-def read_group(root: int) -> Sample:
-    """Sum RSS and CPU time over the live processes descending from ``root`` (inclusive)."""
+def read_group(root: int, also: Iterable[int] = ()) -> Sample:
+    """Sum RSS and CPU time over the live processes descending from ``root`` and from
+    each of ``also`` (inclusive)."""
     stats = proc_stats()
     rss = 0
     cpu_ticks = 0
     by_role = [0] * len(ROLES)
-    for pid in tree(root, stats):
+    members = set(tree(root, stats))
+    for other in also:
+        members.update(tree(other, stats))
+    for pid in sorted(members):
         fields = stats[pid]
         cpu_ticks += int(fields[11]) + int(fields[12])
         pages = int(fields[21]) * _PAGE

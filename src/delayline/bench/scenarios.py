@@ -13,6 +13,7 @@ from delayline.bench.run import (
     accept_lags_ms,
     accepted_timeline,
     delivery_figures,
+    executor_work,
     progress,
     spark_batches,
     start_pipeline,
@@ -266,6 +267,7 @@ def _figures(
     if env.broker_sampler is not None:
         figures["broker_peak_rss_mb"] = round(env.broker_sampler.peak_rss_bytes() / 2**20)
     figures["_accepted"] = accepted_timeline(env)
+    figures["executors"] = executor_work(env)
     return figures
 
 

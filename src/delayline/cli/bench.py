@@ -127,6 +127,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     env_flag(
         p,
+        "--master",
+        env="DELAYLINE_BENCH_MASTER",
+        default=None,
+        help="also run the scenario with the pipeline on this Spark cluster "
+        "(spark://HOST:PORT; `delayline cluster start` runs one here), after local mode, "
+        "same broker, and print both side by side",
+    )
+    env_flag(
+        p,
+        "--lead",
+        env="DELAYLINE_BENCH_LEAD",
+        default=None,
+        help="the pipeline's --lead (default: delayline run's); 0 makes the executors write "
+        "the deliveries themselves",
+    )
+    env_flag(
+        p,
         "--redis-url",
         env="DELAYLINE_BENCH_REDIS_URL",
         help="an existing Redis for --hold redis (default: a private one)",
@@ -137,37 +154,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _bench(args: argparse.Namespace) -> int:
     require_extras("bench", "bench")  # the catalog scenario too: report.machine() needs pyspark
     from delayline.bench import report  # noqa: PLC0415 - loads pyspark, matplotlib
-    from delayline.bench.baseline import measure_baseline  # noqa: PLC0415
-    from delayline.bench.run import close_env, open_env, progress, start_pipeline  # noqa: PLC0415
-    from delayline.bench.scenarios import SCENARIOS  # noqa: PLC0415
 
     size = _size(args)
     if args.scenario == "catalog":
         return _catalog(args)
-    env = open_env(args.bootstrap_servers, args.work_dir, args.hold, args.redis_url)
+    if args.master is not None:
+        from delayline.pipeline.placement import check_master  # noqa: PLC0415
+
+        check_master(args.master)
     started = time.time()
-    try:
-        progress("measuring the raw broker (produce, consume, latency)")
-        baseline = measure_baseline(env.bootstrap, 20_000 if args.quick else 200_000)
-        if env.redis_url is not None:
-            from delayline.bench import redis as bench_redis  # noqa: PLC0415
-
-            progress("measuring the raw Redis (pipelined ZADD+SET, PING)")
-            baseline["redis"] = bench_redis.baseline(
-                env.redis_url, 20_000 if args.quick else 200_000
-            )
-        progress(f"starting the pipeline (log {env.work_dir / 'pipeline.log'})")
-        ready_s = start_pipeline(env, "--trigger-interval", args.trigger_interval)
-        progress(f"pipeline ready in {ready_s:.1f} s; running {args.scenario}")
-        figures = SCENARIOS[args.scenario](env, size)
-        if env.redis_url is not None:
-            figures["redis"] = bench_redis.memory(env.redis_url, env.redis_prefix)
-        if args.hold == "buckets" and env.broker is not None:
-            from delayline.bench.buckets import disk  # noqa: PLC0415
-
-            figures["buckets"] = disk(env.broker.log_dirs, env.run, size.pending)
-    finally:
-        close_env(env)
     result = {
         "scenario": args.scenario,
         "hold": args.hold,
@@ -176,14 +171,18 @@ def _bench(args: argparse.Namespace) -> int:
         if hasattr(size, "__dict__")
         else {k: getattr(size, k) for k in size.__slots__},
         "started_at": datetime.fromtimestamp(started, UTC).isoformat(),
+        **_measure(args, size),
         "wall_s": round(time.time() - started, 1),
         "machine": report.machine(),
-        "baseline": baseline,
-        "pipeline_ready_s": round(ready_s, 1),
         "trigger_interval": args.trigger_interval,
-        "figures": figures,
+        "lead": args.lead,
     }
     say(report.table(result))
+    if args.master is not None:
+        from delayline.bench.cluster import side_by_side  # noqa: PLC0415
+
+        say("")
+        say(side_by_side(result))
     if args.json_path:
         report.write_json(result, args.json_path)
         say(f"wrote {args.json_path}")
@@ -191,6 +190,52 @@ def _bench(args: argparse.Namespace) -> int:
         report.plot(result, args.plot_path)
         say(f"wrote {args.plot_path}")
     return 0
+
+
+def _measure(args: argparse.Namespace, size: Any) -> dict[str, Any]:
+    """The raw broker's figures, then the scenario's (and on ``--master`` too): the
+    ``baseline``, ``pipeline_ready_s``, ``figures`` (and ``cluster``) of the result."""
+    from delayline.bench.baseline import measure_baseline  # noqa: PLC0415
+    from delayline.bench.run import close_env, open_env, progress, start_pipeline  # noqa: PLC0415
+    from delayline.bench.scenarios import SCENARIOS  # noqa: PLC0415
+
+    env = open_env(args.bootstrap_servers, args.work_dir, args.hold, args.redis_url)
+    try:
+        progress("measuring the raw broker (produce, consume, latency)")
+        measured: dict[str, Any] = {
+            "baseline": measure_baseline(env.bootstrap, 20_000 if args.quick else 200_000)
+        }
+        if env.redis_url is not None:
+            from delayline.bench import redis as bench_redis  # noqa: PLC0415
+
+            progress("measuring the raw Redis (pipelined ZADD+SET, PING)")
+            measured["baseline"]["redis"] = bench_redis.baseline(
+                env.redis_url, 20_000 if args.quick else 200_000
+            )
+        extra = ["--trigger-interval", args.trigger_interval]
+        if args.lead is not None:
+            extra += ["--lead", args.lead]
+        progress(f"starting the pipeline (log {env.work_dir / 'pipeline.log'})")
+        ready_s = start_pipeline(env, *extra)
+        measured["pipeline_ready_s"] = round(ready_s, 1)
+        progress(f"pipeline ready in {ready_s:.1f} s; running {args.scenario}")
+        figures = measured["figures"] = SCENARIOS[args.scenario](env, size)
+        if env.redis_url is not None:
+            figures["redis"] = bench_redis.memory(env.redis_url, env.redis_prefix)
+        if args.hold == "buckets" and env.broker is not None:
+            from delayline.bench.buckets import disk  # noqa: PLC0415
+
+            figures["buckets"] = disk(env.broker.log_dirs, env.run, size.pending)
+        if args.master is not None:
+            from delayline.bench.cluster import on_cluster  # noqa: PLC0415
+            from delayline.bench.run import stop_pipeline  # noqa: PLC0415
+
+            stop_pipeline(env)  # two cores: one pipeline at a time
+            scenario = SCENARIOS[args.scenario]
+            measured["cluster"] = on_cluster(env, args.master, scenario, size, extra)
+    finally:
+        close_env(env)
+    return measured
 
 
 def _size(args: argparse.Namespace) -> Any:

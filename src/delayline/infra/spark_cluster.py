@@ -325,6 +325,21 @@ def executor_pids(worker_pid: int, stats: dict[int, list[str]] | None = None) ->
     return sorted(found)
 
 
+def executors_here() -> list[int]:
+    """Every executor JVM running on this machine, of any worker or application."""
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if EXECUTOR_CLASS.encode() in cmdline:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
 def _alive_workers(ui_port: int) -> int:
     """How many workers the master's ``/json`` view counts alive; -1 if it does not answer."""
     try:

@@ -32,7 +32,7 @@ from delayline.pipeline import rows as r
 from delayline.pipeline.config import OWN_WAKER, PipelineConfig, spark_progress_file
 from delayline.pipeline.interrupt import stoppable
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness
-from delayline.pipeline.placement import check_checkpoint, read_mounts
+from delayline.pipeline.placement import check_checkpoint, check_master, read_mounts
 from delayline.pipeline.session import build_session
 from delayline.pipeline.wake import Waker
 from delayline.stores.hold import Hold, hold_for
@@ -167,6 +167,7 @@ class Pipeline:
         """Start the streaming query (after wiping the checkpoint if ``rebuild``)."""
         config = self.config
         self._run = None
+        check_master(config.master)
         check_checkpoint(config.master, config.checkpoint_dir, read_mounts())
         if rebuild and config.checkpoint_dir.exists():
             log.warning("rebuild: deleting checkpoint %s", config.checkpoint_dir)

@@ -10,12 +10,13 @@ a FUSE mount of object storage...) mounted at the same path on every node.
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from delayline.errors import ConfigError
+from delayline.errors import ConfigError, SparkClusterError
 
 log = logging.getLogger(__name__)
 
@@ -143,3 +144,28 @@ def executor_settings(master: str, executor_memory_mb: int, java_options: str) -
     if java_options:
         settings["spark.executor.extraJavaOptions"] = java_options
     return settings
+
+
+def check_master(master: str, timeout_s: float = 2.0) -> None:
+    """Fail fast when no master of a ``spark://`` URL answers (Spark itself retries for
+    a minute and more before it gives up); other masters are not checked.
+
+    Raises:
+        SparkClusterError: no host of the URL accepts a connection.
+    """
+    if not master.startswith("spark://"):
+        return
+    tried = []
+    for part in master[len("spark://") :].split(","):
+        url = urlsplit(f"spark://{part}")
+        host, port = url.hostname or "", url.port or 7077
+        tried.append(f"{host}:{port}")
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return
+        except OSError:
+            continue
+    raise SparkClusterError(
+        f"no Spark master answers at {', '.join(tried)} ({master}): start one with "
+        "`delayline cluster start`, or check --master"
+    )

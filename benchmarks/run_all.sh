@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Re-run every bench scenario at full size, one after another, into benchmarks/results/.
-# Takes about 80 minutes on 2 cores; nothing else should run meanwhile.
+# Takes about 80 minutes (plus the holds and the cluster) on 2 cores; nothing else should run meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for scenario in trickle burst steady idle restart backlog backlog-2 backlog-3; do
@@ -39,4 +39,16 @@ echo "== buckets-restart" >&2
 .venv/bin/delayline bench --scenario restart --hold buckets --pending 10000000 --pending-span 30d \
   --json benchmarks/results/buckets-restart.json --plot benchmarks/results/buckets-restart.png \
   | tee benchmarks/results/buckets-restart.txt
+# The cluster (issue #15): the burst in local mode, then on a standalone master and two
+# workers of one core each on this machine, same broker; once with the default lead
+# (the committer delivers), once with --lead 0 (the executors deliver).
+.venv/bin/delayline cluster start --data-dir .delayline/bench-cluster
+trap '.venv/bin/delayline cluster stop --data-dir .delayline/bench-cluster' EXIT
+for lead in default 0; do
+  echo "== cluster-burst-lead-$lead" >&2
+  flags=(); [ "$lead" = default ] || flags=(--lead "$lead")
+  .venv/bin/delayline bench --scenario burst --master spark://127.0.0.1:7077 "${flags[@]}" \
+    --json "benchmarks/results/cluster-burst-lead-$lead.json" \
+    | tee "benchmarks/results/cluster-burst-lead-$lead.txt"
+done
 .venv/bin/python -m delayline.bench.summary

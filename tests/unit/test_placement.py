@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from delayline.errors import ConfigError, SparkClusterError
+from delayline.pipeline.config import PipelineConfig, spark_conf_from
 from delayline.pipeline.placement import (
     Mount,
     check_checkpoint,
@@ -107,3 +108,27 @@ def test_a_master_url_nobody_answers_fails_fast_with_the_way_out() -> None:
         check_master(f"spark://127.0.0.1:{port}")  # closed now
     assert f"127.0.0.1:{port}" in str(refused.value)
     check_master("local[2]")  # nothing to reach
+
+
+def test_spark_conf_pairs_from_flags_or_the_environment() -> None:
+    flags = ["spark.archives=env.tar.gz#env", "spark.pyspark.python=./env/bin/python"]
+    assert spark_conf_from(flags, "spark.x=1") == (
+        ("spark.archives", "env.tar.gz#env"),
+        ("spark.pyspark.python", "./env/bin/python"),
+    )
+    assert spark_conf_from(None, "spark.a=1, spark.b = x=y") == (
+        ("spark.a", "1"),
+        ("spark.b", "x=y"),
+    )
+    assert spark_conf_from(None, "") == ()
+    for bad in ("spark.a", "=1"):
+        with pytest.raises(ConfigError, match="KEY=VALUE"):
+            spark_conf_from([bad], "")
+
+
+def test_spark_conf_cannot_change_what_delayline_sets_by_its_own_flags() -> None:
+    PipelineConfig(spark_conf=(("spark.executor.cores", "1"),))
+    with pytest.raises(ConfigError, match="--shuffle-partitions"):
+        PipelineConfig(spark_conf=(("spark.sql.shuffle.partitions", "8"),))
+    with pytest.raises(ConfigError, match="--master"):
+        PipelineConfig(spark_conf=(("spark.master", "local[4]"),))

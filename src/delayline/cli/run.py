@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from pathlib import Path
 
 from delayline.cli._buckets import add_bucket_flags, buckets_from
@@ -26,6 +27,7 @@ from delayline.pipeline.config import (
     OWN_WAKER,
     WAKERS,
     PipelineConfig,
+    spark_conf_from,
 )
 from delayline.stores.hold import HOLDS
 from delayline.stores.redis.config import DEFAULT_URL, RedisHoldConfig
@@ -272,6 +274,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "which costs less CPU on a small machine; '' for the JVM's defaults; write "
         "--java-options=-X... as one word)",
     )
+    p.add_argument(
+        "--spark-conf",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a Spark setting of the session, e.g. spark.archives=env.tar.gz#env on a "
+        "cluster; repeatable (see docs/deployment.md) [env DELAYLINE_SPARK_CONF, "
+        "comma-separated]",
+    )
     env_flag(
         p,
         "--log-level",
@@ -324,6 +334,7 @@ def _run(args: argparse.Namespace) -> int:
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         hold=args.hold,
         java_options=args.java_options,
+        spark_conf=spark_conf_from(args.spark_conf, os.environ.get("DELAYLINE_SPARK_CONF", "")),
         lead_ms=args.lead_ms,
         engine_nice=args.engine_nice,
         redis=RedisHoldConfig(

@@ -17,6 +17,15 @@ schedule is handed over at most two batches after its raise time (the batch runn
 then, and its own), and batches took up to 2.6 s; with 3 s, 9 of 600 were handed over
 late; with 5 s, none."""
 MAX_LEAD_MS = 60_000
+OWN_SPARK_SETTINGS = {
+    "spark.master": "--master",
+    "spark.sql.shuffle.partitions": "--shuffle-partitions (frozen in the checkpoint)",
+    "spark.driver.memory": "--driver-memory-mb",
+    "spark.executor.memory": "--executor-memory-mb",
+    "spark.sql.streaming.stateStore.providerClass": "nothing: the holds need RocksDB",
+    "spark.sql.streaming.checkpointFileManagerClass": "nothing: delayline relies on it",
+}
+"""Spark settings ``--spark-conf`` may not change, and what does instead."""
 OWN_WAKER = "own"
 OSCILLATOR_WAKER = "oscillator"
 WAKERS = (OWN_WAKER, OSCILLATOR_WAKER)
@@ -79,6 +88,8 @@ class PipelineConfig:
             the engine keeps the cores busy, the committer's deliveries (this process)
             and a broker on the same host still get the CPU on time (trickle p99 96 and
             122 ms without, 68 ms with, measured here). 0 leaves it as this process's.
+        spark_conf: Further Spark settings of the session, as (key, value) pairs,
+            applied over delayline's own (:data:`OWN_SPARK_SETTINGS` excepted).
         java_options: Extra options of Spark's JVM. The default stops the JIT at its
             first tier: on two cores the optimising compiler took more CPU than the
             work during the first minutes (ingest 3,707/s with it off, 2,573/s on,
@@ -103,6 +114,7 @@ class PipelineConfig:
     heartbeat_interval_ms: int = 30_000
     hold: str = "jvm"
     java_options: str = DEFAULT_JAVA_OPTIONS
+    spark_conf: tuple[tuple[str, str], ...] = ()
     lead_ms: int = DEFAULT_LEAD_MS
     engine_nice: int = 10
     waker: str = OWN_WAKER
@@ -117,6 +129,7 @@ class PipelineConfig:
                 "stops it and it waits in the committer's memory; a batch rarely takes more "
                 "than a few seconds, so a longer lead buys nothing"
             )
+        _check_spark_conf(self.spark_conf)
         if self.waker not in WAKERS:
             raise ConfigError(f"unknown waker {self.waker!r}: choose one of {', '.join(WAKERS)}")
         if self.waker == OSCILLATOR_WAKER and not self.wake:
@@ -163,6 +176,29 @@ class PipelineConfig:
     def transactional_id(self) -> str:
         """Stable across restarts of this pipeline, distinct between pipelines."""
         return f"delayline-{self.query_name}"
+
+
+def _check_spark_conf(pairs: tuple[tuple[str, str], ...]) -> None:
+    for key, _ in pairs:
+        if key in OWN_SPARK_SETTINGS:
+            raise ConfigError(f"--spark-conf {key}: set it with {OWN_SPARK_SETTINGS[key]}")
+
+
+def spark_conf_from(flags: list[str] | None, env: str) -> tuple[tuple[str, str], ...]:
+    """``--spark-conf KEY=VALUE`` flags (or, without any, the comma-separated variable's
+    items) as pairs.
+
+    Raises:
+        ConfigError: an item without ``=`` or with an empty key.
+    """
+    items = flags if flags else [item for item in env.split(",") if item.strip()]
+    pairs = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--spark-conf {item!r}: write KEY=VALUE")
+        pairs.append((key.strip(), value.strip()))
+    return tuple(pairs)
 
 
 def spark_progress_file(progress_file: Path) -> Path:

@@ -129,6 +129,7 @@ def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSe
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         **executor_settings(config.master, config.executor_memory_mb, config.java_options),
+        **dict(config.spark_conf),
     }
 
     on_sigint = signal.getsignal(signal.SIGINT)

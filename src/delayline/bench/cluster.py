@@ -69,10 +69,8 @@ def side_by_side(result: dict[str, Any]) -> str:
     lines += ["", "work by executor on the cluster (committed batches):"]
     lines.append(f"  {'executor':<30} {'tasks':>8} {'delivered':>10} {'handed':>10}")
     for name, done in cluster.get("executors", {}).items():
-        lines.append(
-            f"  {name:<30} {done.get('tasks', 0):>8} {done.get('fire', 0):>10} "
-            f"{done.get('handed', 0):>10}"
-        )
+        tasks, fired, handed = (_fmt(done.get(k, 0)) for k in ("tasks", "fire", "handed"))
+        lines.append(f"  {name:<30} {tasks:>8} {fired:>10} {handed:>10}")
     return "\n".join(lines)
 
 

@@ -91,6 +91,38 @@ def holds_markdown(results_dir: Path, holds: tuple[str, ...] = HOLDS) -> str:
     return "\n".join(rows) + "\n\n" + "\n".join(targets)
 
 
+CLUSTER_RUNS = (("cluster-burst-lead-default", "lead 5 s"), ("cluster-burst-lead-0", "lead 0"))
+"""``delayline bench --master`` runs (``benchmarks/run_all.sh``), and their lead."""
+
+
+def cluster_markdown(results_dir: Path) -> str:
+    """Each cluster run's local and cluster figures side by side, then what each
+    executor of the cluster wrote (committed batches)."""
+    from delayline.bench.cluster import ROWS  # noqa: PLC0415 - imports the bench
+
+    runs = [(label, r) for name, label in CLUSTER_RUNS
+            if (r := _load(results_dir / f"{name}.json")) is not None]  # fmt: skip
+    if not runs:
+        return ""
+    head = "| figure | " + " | ".join(f"{label}, local | {label}, cluster" for label, _ in runs)
+    rows = [head + " |", "|---|" + "---|---|" * len(runs)]
+    ready = [(r["pipeline_ready_s"], r["cluster"]["pipeline_ready_s"]) for _, r in runs]
+    rows.append("| pipeline ready (s) | " + " | ".join(f"{a} | {b}" for a, b in ready) + " |")
+    for label, key in ROWS:
+        cells = [
+            f"{_fmt(_figure(r['figures'], key))} | {_fmt(_figure(r['cluster']['figures'], key))}"
+            for _, r in runs
+        ]
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+    work = ["| run | executor | tasks | delivered | handed to the committer |",
+            "|---|---|---|---|---|"]  # fmt: skip
+    for label, r in runs:
+        for executor, done in r["cluster"]["figures"].get("executors", {}).items():
+            counts = " | ".join(_fmt(done.get(k, 0)) for k in ("tasks", "fire", "handed"))
+            work.append(f"| {label} | {executor} | {counts} |")
+    return "\n".join(rows) + "\n\n" + "\n".join(work)
+
+
 def _load(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -134,3 +166,5 @@ if __name__ == "__main__":  # pragma: no cover
     print(markdown(results))
     print()
     print(holds_markdown(results))
+    print()
+    print(cluster_markdown(results))

@@ -324,7 +324,7 @@ class LocalBroker:
                     f"broker exited with code {proc.returncode}; last log lines:\n{tail}"
                 )
             # A listening socket first, so the admin client is not made to retry in a loop.
-            if admin is None and _accepts(self.config.host, self.config.port):
+            if admin is None and accepts(self.config.host, self.config.port):
                 admin = AdminClient(kafka_client_config(self.config.bootstrap_servers))
             if admin is not None:
                 with contextlib.suppress(KafkaException):
@@ -369,7 +369,8 @@ def _require_free_port(host: str, port: int) -> None:
             ) from None
 
 
-def _accepts(host: str, port: int) -> bool:
+def accepts(host: str, port: int) -> bool:
+    """Whether something accepts TCP connections on ``host:port`` (within 0.5 s)."""
     try:
         with socket.create_connection((host, port), timeout=0.5):
             return True

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from delayline.errors import ConfigError, RedisServerError
-from delayline.infra.broker import pid_alive
+from delayline.infra.broker import accepts, pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class LocalRedis:
                 "redis-server is not on PATH; install Debian's redis-server "
                 "(bash infra/system-packages.sh does)"
             )
-        if _accepts(self.config.port):
+        if accepts("127.0.0.1", self.config.port):
             raise RedisServerError(f"port {self.config.port} is in use; pick another with --port")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._write_config()
@@ -225,14 +225,6 @@ class LocalRedis:
             return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
-
-
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def _pong(port: int) -> bool:

@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -25,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from delayline.errors import ConfigError, SparkClusterError
-from delayline.infra.broker import pid_alive
+from delayline.infra.broker import accepts, pid_alive
 from delayline.infra.procs import proc_stats, tree
 
 log = logging.getLogger(__name__)
@@ -149,7 +148,7 @@ class LocalCluster:
                 "stop it with `delayline cluster stop`"
             )
         for name, port in (("--port", c.port), ("--ui-port", c.ui_port)):
-            if _accepts(port):
+            if accepts("127.0.0.1", port):
                 raise SparkClusterError(f"port {port} is in use; pick another with {name}")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._state.write_text(
@@ -347,14 +346,6 @@ def _alive_workers(ui_port: int) -> int:
             return int(json.load(answer).get("aliveworkers", 0))
     except (OSError, ValueError, urllib.error.URLError):
         return -1
-
-
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def _kill(pid: int) -> None:

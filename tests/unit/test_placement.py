@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from delayline.cli.jars import submit_args
 from delayline.errors import ConfigError, SparkClusterError
 from delayline.pipeline.config import PipelineConfig, spark_conf_from
 from delayline.pipeline.placement import (
@@ -132,3 +133,12 @@ def test_spark_conf_cannot_change_what_delayline_sets_by_its_own_flags() -> None
         PipelineConfig(spark_conf=(("spark.sql.shuffle.partitions", "8"),))
     with pytest.raises(ConfigError, match="--master"):
         PipelineConfig(spark_conf=(("spark.master", "local[4]"),))
+
+
+def test_spark_submit_gets_every_jar_and_the_hold_on_both_class_paths() -> None:
+    connector = [Path("/c/kafka-clients.jar"), Path("/c/spark-sql-kafka.jar")]
+    hold = Path("/c/delayline-hold.jar")
+    flags = submit_args(connector, hold).split()
+    assert flags[flags.index("--jars") + 1].split(",") == [*map(str, connector), str(hold)]
+    assert flags[flags.index("--driver-class-path") + 1] == str(hold)
+    assert f"spark.executor.extraClassPath={hold}" in flags

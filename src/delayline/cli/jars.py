@@ -32,10 +32,28 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=Path,
         help="jar cache directory",
     )
+    parser.add_argument(
+        "--submit-args",
+        action="store_true",
+        help="print only the spark-submit flags that give `delayline run` under spark-submit "
+        "its jars (the Kafka connector, the JVM hold), resolving them first; see "
+        "docs/deployment.md",
+    )
     parser.set_defaults(func=_jars)
 
 
+def submit_args(spark_jars: list[Path], hold: Path) -> str:
+    """The spark-submit flags for delayline's jars: under spark-submit the driver's JVM
+    starts before delayline runs, so the jars it would give that JVM go on the command
+    line (the Kafka source is looked up on the driver's own class path)."""
+    jars = ",".join(str(j) for j in [*spark_jars, hold])
+    return f"--jars {jars} --driver-class-path {hold} --conf spark.executor.extraClassPath={hold}"
+
+
 def _jars(args: argparse.Namespace) -> int:
+    if args.submit_args:
+        print(submit_args(resolve_jars("spark", args.cache_dir), hold_jar(args.cache_dir)))
+        return 0
     for profile in PROFILES if args.profile == "all" else (args.profile,):
         if profile in ("hold", "classes"):
             continue

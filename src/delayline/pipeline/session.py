@@ -207,7 +207,9 @@ def _launch_jvm(
         forwarder.join(timeout=5)  # the JVM is gone: its last words end in EOF
         raise
     SparkContext._ensure_initialized(gateway=gateway)
-    if nice:
+    # Under spark-submit, pyspark joins the JVM that spark-submit started (it names it in
+    # PYSPARK_GATEWAY_PORT) and there is no process of ours to renice.
+    if nice and gateway.proc is not None:
         renice(gateway.proc.pid, nice)
 
 

@@ -136,7 +136,7 @@ def test_lookup_walks_nested_keys() -> None:
 def test_sampler_cpu_never_goes_backwards(monkeypatch: pytest.MonkeyPatch) -> None:
     readings = iter([s.Sample(0, 10, 5.0), s.Sample(1, 10, 0.5), s.Sample(2, 10, 1.5)])
 
-    def fake_read(_root: int) -> s.Sample:
+    def fake_read(_root: int, _also: object = ()) -> s.Sample:
         try:
             return next(readings)
         except StopIteration:

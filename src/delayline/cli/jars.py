@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from delayline.cli._common import env_flag, say, warn
+from delayline.cli._common import env_bool, env_flag, say, warn
 from delayline.errors import InfraError
 from delayline.infra.cds import archive_path, build_archive
 from delayline.infra.jars import CACHE_ENV, PROFILES, default_cache_dir, resolve_jars
@@ -35,9 +35,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--submit-args",
         action="store_true",
+        default=env_bool("DELAYLINE_JARS_SUBMIT_ARGS"),
         help="print only the spark-submit flags that give `delayline run` under spark-submit "
         "its jars (the Kafka connector, the JVM hold), resolving them first; see "
-        "docs/deployment.md",
+        "docs/deployment.md [env DELAYLINE_JARS_SUBMIT_ARGS=1]",
     )
     parser.set_defaults(func=_jars)
 

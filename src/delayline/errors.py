@@ -49,6 +49,17 @@ class TopicConfigError(DelaylineError):
     """An existing topic is configured in a way delayline cannot work with."""
 
 
+class TopicMissingError(TopicConfigError):
+    """A topic delayline needs does not exist (yet): the pipeline, or ``delayline topics
+    create``, makes it; a retry after that succeeds."""
+
+    retriable = True
+
+
+class TargetNotAllowedError(DelaylineError):
+    """The target topic does not match ``--allowed-target-topics``."""
+
+
 class RetriesExhaustedError(DelaylineError):
     """A retry helper was asked for an attempt beyond the policy's maximum."""
 

@@ -63,7 +63,12 @@ def page(browser: Browser, stack: Stack, request: pytest.FixtureRequest) -> Iter
     context = browser.new_context(viewport={"width": 1366, "height": 820}, base_url=stack.url)
     opened = context.new_page()
     errors: list[str] = []
+    refused: list[str] = []  # what the page's Content-Security-Policy blocked
     opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    opened.on(
+        "console",
+        lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None,
+    )
     try:
         yield opened
     finally:
@@ -71,3 +76,4 @@ def page(browser: Browser, stack: Stack, request: pytest.FixtureRequest) -> Iter
         opened.screenshot(path=str(SHOTS / f"{request.node.name}.png"), full_page=True)
         context.close()
     assert errors == [], f"JavaScript errors on the page: {errors}"
+    assert refused == [], f"the page broke its own Content-Security-Policy: {refused}"

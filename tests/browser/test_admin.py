@@ -93,8 +93,16 @@ def test_schedule_due_in_five_seconds_is_delivered(page: Page, stack: Stack) -> 
 
 
 def test_dashboard_shows_figures_and_status(page: Page, stack: Stack) -> None:
-    page.goto("/ui/")
+    answer = page.goto("/ui/")
+    assert answer is not None
+    policy = answer.headers.get("content-security-policy", "")
+    assert "script-src 'self'" in policy, answer.headers  # the page runs under its CSP
+    assert answer.headers.get("x-frame-options") == "DENY"
     expect(page.get_by_test_id("pending-count")).to_have_text(re.compile(r"^\d+$"))
+    # The charts' bars are sized through the CSSOM, which the policy allows (an inline
+    # style attribute would be refused, and the page fixture fails on the refusal).
+    bar = page.locator(".chart .b").first
+    expect(bar).to_have_attribute("style", re.compile(r"height: [0-9.]+%"))
     expect(page.get_by_test_id("pipeline-status")).to_contain_text("running", timeout=20_000)
     page.screenshot(path=str(SHOTS / "dashboard.png"), full_page=True)
     page.keyboard.press("/")  # the search shortcut opens the list with the search focused

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -412,3 +413,68 @@ def test_a_past_due_time_is_accepted_with_a_warning(
     assert future.status_code == 202, future.text
     assert "warning" not in future.json()
     api.http.delete(f"/schedules/{sid}")
+
+
+def test_a_write_before_the_topics_exist_is_503_and_a_forbidden_target_403(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """A new user's first POST, before the pipeline (or `topics create`) made the topics:
+    try again later, not a server error. A target outside --allowed-target-topics is
+    refused before anything is written."""
+    missing = f"not-yet-{int(time.time() * 1000)}"
+    server = ApiServer(
+        ApiConfig(
+            topology=Topology(
+                kafka_bootstrap,
+                (missing,),
+                history_topic=None,
+                allowed_target_topics=r"orders\..*",
+            ),
+            catalog_path=tmp_path / "c.db",
+            port=0,
+            token=TOKEN,
+        )
+    )
+    server.start()
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        answer = httpx.post(
+            f"{server.url}/schedules", json=body("orders.eu", delay_ms=1), headers=auth, timeout=30
+        )
+        forbidden = httpx.post(
+            f"{server.url}/schedules", json=body("payments", delay_ms=1), headers=auth, timeout=30
+        )
+        replaced = httpx.put(
+            f"{server.url}/schedules/x", json=body("payments", delay_ms=1), headers=auth, timeout=30
+        )
+    finally:
+        server.stop()
+    for refused in (forbidden, replaced):
+        assert refused.status_code == 403, refused.text
+        assert "'payments' does not match --allowed-target-topics" in refused.json()["detail"]
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["retry-after"] == "5"
+    assert f"topic '{missing}' does not exist" in answer.json()["detail"]
+    assert "delayline topics create" in answer.json()["detail"]
+
+
+def test_a_30_mb_body_is_refused_413_before_it_is_read(api: Api) -> None:
+    began = time.monotonic()
+    answer = api.http.post(
+        "/schedules",
+        content=b'{"target_topic": "t", "payload": "' + b"A" * 30_000_000 + b'"}',
+        headers={"Content-Type": "application/json"},
+    )
+    assert answer.status_code == 413, answer.text[:200]
+    assert "--max-body-bytes" in answer.json()["detail"]
+    assert time.monotonic() - began < 10
+
+
+def test_the_token_never_reaches_the_log(api: Api, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    target = api.pipeline.target()
+    api.http.post("/schedules", json=body(target, delay_ms=600_000))
+    httpx.post(f"{api.url}/schedules", json=body(target), headers={"Authorization": "Bearer no"})
+    api.http.post("/schedules", json={"target_topic": ""})  # a 422 is logged too
+    assert caplog.records, "nothing was logged: the check would prove nothing"
+    assert TOKEN not in caplog.text

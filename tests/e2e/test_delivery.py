@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -390,3 +392,30 @@ def test_past_due_is_missed_not_late_and_each_dead_letter_is_one_log_line(
         dead[0],
     ), dead[0]
     assert "secret-payload" not in "\n".join(lines())
+
+
+def test_a_second_pipeline_on_the_same_checkpoint_refuses_and_the_first_goes_on(
+    pipeline: RunningPipeline,
+) -> None:
+    """The same command started twice (an operator's mistake): the second exits at once
+    with a message naming the first, before it creates a topic or a producer; the first
+    keeps delivering."""
+    running = pipeline.process.proc
+    assert running is not None
+    began = time.monotonic()
+    second = subprocess.run(
+        [sys.executable, "-m", "delayline", "run", "-b", pipeline.bootstrap,
+         *pipeline.process.args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert second.returncode != 0
+    assert "another pipeline runs on checkpoint" in second.stderr, second.stderr
+    assert f"pid {running.pid} " in second.stderr
+    assert time.monotonic() - began < 30  # refused before Spark started
+    assert running.poll() is None, "the running pipeline stopped"
+    target = pipeline.target()
+    with DeliveryCollector(pipeline.bootstrap, [target]) as seen:
+        with pipeline.client() as client:
+            client.schedule(f"after-second-{target}", b"still here", target, delay=1)
+        seen.wait_for(lambda d: len(d) >= 1, timeout_s=30)
+    assert running.poll() is None

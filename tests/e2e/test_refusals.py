@@ -4,6 +4,7 @@ the rest of its batch is delivered on time and the pipeline keeps running."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -22,7 +23,7 @@ from delayline.core.model import Schedule
 from delayline.dev.harness import Delivery, DeliveryCollector
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.kafka.reader import read_topic
-from tests.support import LATENESS_TOLERANCE_MS, RunningPipeline, eventually
+from tests.support import LATENESS_TOLERANCE_MS, RunningPipeline, eventually, running_pipeline
 
 
 def now_ms() -> int:
@@ -57,6 +58,21 @@ def deny_writes(bootstrap: str, topic: str) -> bool:
     return True
 
 
+ALLOWED = "(?!forbidden-).*"
+"""This module's pipeline delivers to any topic but those starting with ``forbidden-``."""
+
+
+@pytest.fixture(scope="module")
+def pipeline(
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningPipeline]:
+    checkpoint = tmp_path_factory.mktemp("checkpoint")
+    with running_pipeline(
+        kafka_bootstrap, checkpoint, "--allowed-target-topics", ALLOWED
+    ) as running:
+        yield running
+
+
 def test_refused_deliveries_are_dead_lettered_and_the_rest_of_the_batch_is_delivered(
     pipeline: RunningPipeline,
 ) -> None:
@@ -66,6 +82,7 @@ def test_refused_deliveries_are_dead_lettered_and_the_rest_of_the_batch_is_deliv
     small = create_topic(bootstrap, unique_topic("small"), config={"max.message.bytes": "1024"})
     missing = unique_topic("missing")  # never created
     writes_denied = create_topic(bootstrap, unique_topic("denied"))
+    forbidden = create_topic(bootstrap, unique_topic("forbidden"))  # exists, not allowed
     # None when the broker enforces no ACLs ($DELAYLINE_TEST_BOOTSTRAP): see the end.
     denied = writes_denied if deny_writes(bootstrap, writes_denied) else None
     watched = [good, small, topics.dead_letters, topics.history, *([denied] if denied else [])]
@@ -87,6 +104,7 @@ def test_refused_deliveries_are_dead_lettered_and_the_rest_of_the_batch_is_deliv
             schedule(f"small-ok-{tag}", b"fits", small)
             schedule(f"missing-{tag}", b"to nowhere", missing)
             schedule(f"big-{tag}", b"B" * 4000, small)
+            schedule(f"forbidden-{tag}", b"elsewhere", forbidden)
             if denied:
                 schedule(f"denied-{tag}", b"not allowed", denied)
         # A new user's mistake: an internal topic (the client refuses it; a raw producer does not).
@@ -148,6 +166,7 @@ def test_refused_deliveries_are_dead_lettered_and_the_rest_of_the_batch_is_deliv
         f"missing-{tag}": ("UNKNOWN_TOPIC_OR_PART", missing),
         f"big-{tag}": ("MSG_SIZE_TOO_LARGE", small),
         internal: ("internal", "__consumer_offsets"),
+        f"forbidden-{tag}": (f"does not match --allowed-target-topics '{ALLOWED}'", forbidden),
     }
     if denied:
         expected[f"denied-{tag}"] = ("TOPIC_AUTHORIZATION_FAILED", denied)

@@ -115,6 +115,20 @@ def test_precheck_refuses_internal_missing_too_large_and_keyless_on_compacted() 
     assert "'compacted'" in refused[4]
 
 
+def test_a_target_outside_the_allowed_pattern_is_refused_without_asking_the_cluster() -> None:
+    cluster = FakeDescribe({"orders.eu": TopicFacts(), "payments": TopicFacts()})
+    catalog = TopicCatalog(cluster, allowed=r"orders\..*|billing-.*")
+    deliveries = {0: rec("orders.eu"), 1: rec("payments"), 2: rec("orders"), 3: rec("xorders.eu")}
+    refused = catalog.check(deliveries)
+    assert set(refused) == {1, 2, 3}  # matched against the whole name
+    assert refused[1] == (
+        "delivery to topic 'payments' refused: the target topic is not allowed: 'payments' "
+        "does not match --allowed-target-topics 'orders\\..*|billing-.*'"
+    )
+    assert cluster.asked == [(("orders.eu",), True)]  # nothing about the refused ones
+    assert TopicCatalog(cluster).check({1: rec("payments")}) == {}  # no pattern: any topic
+
+
 def test_catalog_keeps_facts_that_allow_delivery_and_rereads_those_that_refuse() -> None:
     now = [0]
     cluster = FakeDescribe(

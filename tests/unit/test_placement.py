@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from delayline.cli.jars import submit_args
+from delayline.contract.topics import target_not_allowed
+from delayline.core.topology import Topology
 from delayline.errors import ConfigError, SparkClusterError
 from delayline.pipeline.config import PipelineConfig, spark_conf_from
 from delayline.pipeline.placement import (
@@ -142,3 +144,12 @@ def test_spark_submit_gets_every_jar_and_the_hold_on_both_class_paths() -> None:
     assert flags[flags.index("--jars") + 1].split(",") == [*map(str, connector), str(hold)]
     assert flags[flags.index("--driver-class-path") + 1] == str(hold)
     assert f"spark.executor.extraClassPath={hold}" in flags
+
+
+def test_the_allowed_target_pattern_must_be_a_regular_expression() -> None:
+    assert Topology(allowed_target_topics=r"orders\..*").allowed_target_topics == r"orders\..*"
+    with pytest.raises(ConfigError, match="--allowed-target-topics '\\(' is not a regular"):
+        Topology(allowed_target_topics="(")
+    assert target_not_allowed("anything", None) is None
+    assert target_not_allowed("orders.eu", r"orders\..*") is None
+    assert "does not match" in (target_not_allowed("orders", r"orders\..*") or "")

@@ -15,6 +15,7 @@ from fastapi.staticfiles import StaticFiles
 import delayline
 from delayline.api.auth import WritesDisabledError
 from delayline.api.config import ApiConfig
+from delayline.api.limits import BodyLimit, SecurityHeaders
 from delayline.api.metrics import ApiMetrics
 from delayline.api.routes import ops, schedules
 from delayline.api.state import ApiState
@@ -27,6 +28,8 @@ from delayline.errors import (
     ConfigError,
     DelaylineError,
     InvalidScheduleError,
+    TargetNotAllowedError,
+    TopicMissingError,
 )
 
 log = logging.getLogger(__name__)
@@ -84,6 +87,9 @@ def create_app(config: ApiConfig, clock: Clock | None = None) -> FastAPI:
             return await call_next(request)
         return await metrics.middleware(request, call_next)
 
+    # Added last, so outermost: an oversized body is refused before anything else runs.
+    app.add_middleware(SecurityHeaders)
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_exception_handler(DelaylineError, _delayline_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(UnicodeError, _unicode_error)
@@ -96,6 +102,7 @@ def _ui_dir() -> str:
 
 _STATUS: list[tuple[type[DelaylineError], int]] = [
     (WritesDisabledError, 403),
+    (TargetNotAllowedError, 403),
     (AuthError, 401),
     (InvalidScheduleError, 422),
     (ConfigError, 400),
@@ -111,7 +118,8 @@ async def _delayline_error(_request: Request, exc: Exception) -> JSONResponse:
         retriable = isinstance(exc, DelaylineError) and exc.retriable
         code = 503 if retriable else 500
         if retriable:
-            headers["Retry-After"] = "1"
+            # A missing topic comes once the pipeline (or `topics create`) makes it.
+            headers["Retry-After"] = "5" if isinstance(exc, TopicMissingError) else "1"
     if code == 401:
         headers["WWW-Authenticate"] = "Bearer"
     if code >= 500:

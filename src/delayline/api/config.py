@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from delayline.api.limits import DEFAULT_MAX_BODY_BYTES
 from delayline.core.topology import Topology
 from delayline.errors import ConfigError
 
@@ -26,19 +27,27 @@ class ApiConfig:
         request_timeout_ms: Bound on a write waiting for Kafka's acknowledgement.
         catalog_retention_ms: Forget versions of finished ids and dead letters older
             than this; ``None`` keeps everything.
+        max_body_bytes: Larger request bodies are refused with 413 before they are
+            read.
     """
 
     topology: Topology = field(default_factory=Topology)
     catalog_path: Path = field(default_factory=lambda: Path(".delayline/catalog.db"))
     host: str = "127.0.0.1"
     port: int = 8080
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)  # never in a log line
     reads_need_token: bool = False
     pipeline_url: str | None = None
     request_timeout_ms: int = 10_000
     catalog_retention_ms: int | None = 7 * 86_400_000
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
 
     def __post_init__(self) -> None:
+        if self.max_body_bytes < 1024:
+            raise ConfigError(
+                f"--max-body-bytes {self.max_body_bytes} is too small for any schedule: "
+                "give at least 1024"
+            )
         if self.reads_need_token and self.token is None:
             raise ConfigError(
                 "reads need a token (--reads-need-token) but none is set: "

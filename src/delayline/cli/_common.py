@@ -212,6 +212,16 @@ def add_topology(parser: argparse.ArgumentParser, schedules_help: str) -> None:
         default=DEFAULT_COMMITS_TOPIC,
         help="compacted topic of the pipeline's commit markers",
     )
+    env_flag(
+        parser,
+        "--allowed-target-topics",
+        env="DELAYLINE_ALLOWED_TARGET_TOPICS",
+        default=None,
+        metavar="REGEX",
+        help="only deliver to target topics matching this regular expression as a whole, "
+        "e.g. 'orders\\..*|billing-.*': the API refuses others (403) and the pipeline "
+        "dead-letters them (default: any topic; see docs/security.md)",
+    )
 
 
 def topology_from(args: argparse.Namespace) -> Topology:
@@ -231,6 +241,7 @@ def topology_from(args: argparse.Namespace) -> Topology:
             dead_letter_topic=args.dead_letter_topic,
             history_topic=args.history_topic or None,
             commits_topic=args.commits_topic,
+            allowed_target_topics=args.allowed_target_topics or None,
         )
     except ConfigError:
         raise

@@ -6,6 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from delayline.api.limits import DEFAULT_MAX_BODY_BYTES
 from delayline.cli._common import (
     add_topology,
     duration_arg,
@@ -81,6 +82,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="DURATION",
         help="how long a write waits for Kafka",
     )
+    env_flag(
+        p,
+        "--max-body-bytes",
+        env="DELAYLINE_API_MAX_BODY_BYTES",
+        default=DEFAULT_MAX_BODY_BYTES,
+        type=int,
+        help="larger request bodies are refused with 413 before they are read",
+    )
     p.set_defaults(func=_api)
 
 
@@ -99,6 +108,7 @@ def _api(args: argparse.Namespace) -> int:
         pipeline_url=args.pipeline_url or None,
         request_timeout_ms=args.request_timeout_ms,
         catalog_retention_ms=args.catalog_retention_ms or None,
+        max_body_bytes=args.max_body_bytes,
     )
     logging.getLogger("delayline").setLevel(min(logging.INFO, logging.getLogger().level))
     if config.token is None:

@@ -350,13 +350,14 @@ def _run(args: argparse.Namespace) -> int:
     logging.getLogger("delayline").setLevel(
         min(level, logging.getLogger().level) if args.verbose else level
     )
+    pipeline = Pipeline(config, log_level=args.log_level)
+    pipeline.claim_checkpoint()  # before anything is created: a second start changes nothing
     ensure_topics(TopicsConfig(config.topology))  # each must exist with the right policy
     if config.hold == "buckets":
         from delayline.stores.buckets.topics import ensure_bucket_topics  # noqa: PLC0415
 
         ensure_bucket_topics(config.topology.bootstrap_servers, config.buckets)
     stop = stop_on_signals(log, "finishing the batch in flight")
-    pipeline = Pipeline(config, log_level=args.log_level)
     pipeline.start(rebuild=args.rebuild)
     pipeline.run_until(stop)
     return 0

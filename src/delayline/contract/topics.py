@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 MAX_TOPIC_NAME_LENGTH = 249
@@ -49,3 +50,27 @@ def target_topic_problem(name: str) -> str | None:
 
 def _shown(name: str) -> str:
     return repr(name if len(name) <= 60 else name[:60] + "...")
+
+
+def allowed_targets_problem(pattern: str) -> str | None:
+    """Why ``pattern`` cannot restrict target topics, or ``None`` if it can: it must be
+    a regular expression (matched against the whole topic name)."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"not a regular expression: {exc}"
+    return None
+
+
+def target_not_allowed(name: str, pattern: str | None) -> str | None:
+    """Why ``name`` is not an allowed target under ``pattern`` (``--allowed-target-topics``,
+    matched against the whole name), or ``None`` if it is (any name, without a pattern).
+    The result completes "the target topic is ..."."""
+    if pattern is None or _compiled(pattern).fullmatch(name):
+        return None
+    return f"not allowed: {_shown(name)} does not match --allowed-target-topics '{pattern}'"
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)

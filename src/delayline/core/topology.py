@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from delayline.contract.contracts import ENVELOPE, HEADER, TIMER_REQUEST, Contract
 from delayline.contract.ids import parse_derived_id
-from delayline.contract.topics import topic_name_problem
+from delayline.contract.topics import allowed_targets_problem, topic_name_problem
 from delayline.errors import ConfigError
 
 DEFAULT_BOOTSTRAP_SERVERS = "127.0.0.1:9092"
@@ -35,6 +35,9 @@ class Topology:
         envelope_topics: Topics of JSON envelopes (:mod:`delayline.contract.envelope`).
         timer_request_topics: Topics of timer requests
             (:mod:`delayline.contract.timer_request`).
+        allowed_target_topics: A regular expression every target topic must match as a
+            whole (``--allowed-target-topics``): the API refuses other targets (403) and
+            the pipeline dead-letters them when due; ``None`` allows any.
 
     Raises:
         ConfigError: no schedules topic, an invalid topic name, or two roles
@@ -48,8 +51,15 @@ class Topology:
     commits_topic: str = DEFAULT_COMMITS_TOPIC
     envelope_topics: tuple[str, ...] = ()
     timer_request_topics: tuple[str, ...] = ()
+    allowed_target_topics: str | None = None
 
     def __post_init__(self) -> None:
+        if self.allowed_target_topics is not None:
+            problem = allowed_targets_problem(self.allowed_target_topics)
+            if problem is not None:
+                raise ConfigError(
+                    f"--allowed-target-topics {self.allowed_target_topics!r} is {problem}"
+                )
         if not self.bootstrap_servers.strip():
             raise ConfigError("give Kafka bootstrap servers, host:port[,host:port]")
         if not self.schedules_topics:

@@ -85,6 +85,8 @@ class CommitterConfig:
         lanes: Transactional writers whose groups overlap (:mod:`delayline.fire.lanes`).
         max_lateness_ms: Later than this, a schedule is dead-lettered as ``expired``
             instead of delivered (as the hold does); ``None``: never.
+        allowed_targets: ``--allowed-target-topics``: deliveries to other topics are
+            dead-lettered.
     """
 
     bootstrap_servers: str
@@ -100,6 +102,7 @@ class CommitterConfig:
     poll_ms: int = 100
     lanes: int = 2
     max_lateness_ms: int | None = None
+    allowed_targets: str | None = None
 
 
 class Committer:
@@ -175,7 +178,9 @@ class Committer:
         if self._sessions:  # measured again: the host's clock may have been stepped
             self._offset = broker_clock.measure(config.bootstrap_servers, config.inflight_topic)
         self._sessions += 1
-        topics = TopicCatalog(AdminDescriber(config.bootstrap_servers, 30_000))
+        topics = TopicCatalog(
+            AdminDescriber(config.bootstrap_servers, 30_000), allowed=config.allowed_targets
+        )
         firers = [
             TransactionalFirer(
                 FireConfig(

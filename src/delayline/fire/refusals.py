@@ -28,7 +28,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from delayline.contract import OutgoingRecord
-from delayline.contract.topics import target_topic_problem
+from delayline.contract.topics import target_not_allowed, target_topic_problem
 from delayline.kafka.config import kafka_client_config
 
 log = logging.getLogger(__name__)
@@ -134,18 +134,21 @@ def record_problem(record: OutgoingRecord, facts: TopicFacts) -> Failure | None:
 
 
 def precheck(
-    deliveries: Mapping[int, OutgoingRecord], facts: Mapping[str, TopicFacts | None]
+    deliveries: Mapping[int, OutgoingRecord],
+    facts: Mapping[str, TopicFacts | None],
+    allowed: str | None = None,
 ) -> dict[int, str]:
     """The deliveries known to be refused, with the reason.
 
     Args:
         deliveries: Deliveries by the position of their firing in the batch.
         facts: Facts about their topics; a topic missing here is not judged.
+        allowed: ``--allowed-target-topics``: deliveries to other topics are refused.
     """
     refused: dict[int, str] = {}
     for i, delivery in deliveries.items():
         topic = delivery.topic
-        problem = target_topic_problem(topic)
+        problem = target_topic_problem(topic) or target_not_allowed(topic, allowed)
         if problem is not None:
             refused[i] = f"delivery to topic {topic!r} refused: the target topic is {problem}"
             continue
@@ -174,8 +177,14 @@ class TopicCatalog:
     """
 
     def __init__(
-        self, describe: Describe, ttl_ms: int = 60_000, clock: Callable[[], int] = _monotonic_ms
+        self,
+        describe: Describe,
+        ttl_ms: int = 60_000,
+        clock: Callable[[], int] = _monotonic_ms,
+        allowed: str | None = None,
     ) -> None:
+        self.allowed = allowed
+        """``--allowed-target-topics``: deliveries to other topics are refused."""
         self._describe = describe
         self._ttl_ms = ttl_ms
         self._clock = clock
@@ -183,7 +192,12 @@ class TopicCatalog:
 
     def check(self, deliveries: Mapping[int, OutgoingRecord]) -> dict[int, str]:
         """The deliveries to dead-letter before producing anything (see :func:`precheck`)."""
-        topics = {d.topic for d in deliveries.values() if target_topic_problem(d.topic) is None}
+        topics = {
+            d.topic
+            for d in deliveries.values()
+            if target_topic_problem(d.topic) is None
+            and target_not_allowed(d.topic, self.allowed) is None
+        }
         now = self._clock()
         facts: dict[str, TopicFacts | None] = {}
         for topic in topics:
@@ -194,12 +208,12 @@ class TopicCatalog:
         # can end it with a fatal INVALID_TXN_STATE instead of a refusal we can judge.
         fresh = self._read(topics - facts.keys(), authorization=True)
         facts.update(fresh)
-        refused = precheck(deliveries, facts)
+        refused = precheck(deliveries, facts, self.allowed)
         # A refusal from a cached fact is read again before it counts.
         stale = {deliveries[i].topic for i in refused} & (topics - fresh.keys())
         if stale:
             facts.update(self._read(stale, authorization=True))
-            refused = precheck(deliveries, facts)
+            refused = precheck(deliveries, facts, self.allowed)
         return refused
 
     def stale(self, topics: Collection[str], within_ms: int) -> set[str]:

@@ -254,7 +254,14 @@ def _fire(
 
 def new_firer(config: PipelineConfig, tx_id: str) -> TransactionalFirer:
     topology = config.topology
-    return TransactionalFirer(FireConfig(topology.bootstrap_servers, topology.commits_topic, tx_id))
+    return TransactionalFirer(
+        FireConfig(
+            topology.bootstrap_servers,
+            topology.commits_topic,
+            tx_id,
+            allowed_targets=topology.allowed_target_topics,
+        )
+    )
 
 
 def _report_schema() -> pa.Schema:

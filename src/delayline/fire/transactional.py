@@ -133,6 +133,8 @@ class FireConfig:
         transaction_timeout_ms: Broker aborts a transaction left open this long.
         timeout_ms: Bound on init, commit and marker reads.
         linger_ms: How long the producer gathers records before sending them.
+        allowed_targets: ``--allowed-target-topics``: deliveries to other topics are
+            dead-lettered (with the topic catalog this writer makes).
     """
 
     bootstrap_servers: str
@@ -141,6 +143,7 @@ class FireConfig:
     transaction_timeout_ms: int = 60_000
     timeout_ms: int = 30_000
     linger_ms: int = 5
+    allowed_targets: str | None = None
 
 
 class TransactionalFirer:
@@ -161,7 +164,8 @@ class TransactionalFirer:
     ) -> None:
         self.config = config
         self._topics = topics or TopicCatalog(
-            describe or AdminDescriber(config.bootstrap_servers, config.timeout_ms)
+            describe or AdminDescriber(config.bootstrap_servers, config.timeout_ms),
+            allowed=config.allowed_targets,
         )
         self._fatal = False
         self._producer = self._new_producer()

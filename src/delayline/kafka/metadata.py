@@ -7,7 +7,7 @@ from typing import Protocol
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ClusterMetadata  # type: ignore[attr-defined]
 
-from delayline.errors import KafkaUnavailableError, TopicConfigError
+from delayline.errors import KafkaUnavailableError, TopicMissingError
 
 
 class _HasMetadata(Protocol):
@@ -28,7 +28,7 @@ def topic_partitions(
 
     Raises:
         KafkaUnavailableError: no answer within ``timeout_s``.
-        TopicConfigError: the topic does not exist.
+        TopicMissingError: the topic does not exist.
     """
     try:
         metadata = client.list_topics(topic, timeout=timeout_s)
@@ -38,5 +38,5 @@ def topic_partitions(
         ) from exc
     info = metadata.topics.get(topic)
     if info is None or info.error is not None or not info.partitions:
-        raise TopicConfigError(f"topic {topic!r} does not exist on {bootstrap_servers}{hint}")
+        raise TopicMissingError(f"topic {topic!r} does not exist on {bootstrap_servers}{hint}")
     return sorted(info.partitions)

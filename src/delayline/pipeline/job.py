@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from delayline.kafka.topics import (
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import OWN_WAKER, PipelineConfig, spark_progress_file
 from delayline.pipeline.interrupt import stoppable
+from delayline.pipeline.lock import CheckpointLock, clear_checkpoint
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness
 from delayline.pipeline.placement import check_checkpoint, check_master, read_mounts
 from delayline.pipeline.session import build_session
@@ -162,16 +162,31 @@ class Pipeline:
         self._run: str | None = None
         self._committer: Committer | None = None
         self.hold: Hold = hold_for(config)
+        self._lock = CheckpointLock(config.checkpoint_dir, config.query_name)
+
+    def claim_checkpoint(self) -> None:
+        """Check where Spark runs and take the checkpoint's lock, before anything is
+        created or written (:meth:`start` does it too, if not done).
+
+        Raises:
+            CheckpointLockedError: another pipeline runs on this checkpoint.
+            ConfigError: the checkpoint cannot serve the master's executors.
+            SparkClusterError: no Spark master answers the master URL.
+        """
+        config = self.config
+        check_master(config.master)
+        check_checkpoint(config.master, config.checkpoint_dir, read_mounts())
+        self._lock.acquire()
 
     def start(self, *, rebuild: bool = False) -> None:
         """Start the streaming query (after wiping the checkpoint if ``rebuild``)."""
         config = self.config
         self._run = None
-        check_master(config.master)
-        check_checkpoint(config.master, config.checkpoint_dir, read_mounts())
-        if rebuild and config.checkpoint_dir.exists():
+        if not self._lock.held:
+            self.claim_checkpoint()
+        if rebuild:
             log.warning("rebuild: deleting checkpoint %s", config.checkpoint_dir)
-            shutil.rmtree(config.checkpoint_dir)
+            clear_checkpoint(config.checkpoint_dir)
         config.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         self._spark = build_session(config, log_level=self.log_level)
         if config.metrics_port is not None and self._metrics_server is None:
@@ -283,6 +298,7 @@ class Pipeline:
         if self._metrics_server is not None:
             self._metrics_server.stop()
             self._metrics_server = None
+        self._lock.release()
 
     def _start_committer(self) -> Committer:
         """Started whatever the lead: an earlier run may have handed schedules over."""
@@ -298,6 +314,7 @@ class Pipeline:
                 dead_letter_topic=topology.dead_letter_topic,
                 history_topic=topology.history_topic,
                 max_lateness_ms=config.max_lateness_ms,
+                allowed_targets=topology.allowed_target_topics,
             ),
             on_delivered=self.metrics.observe_committed,
         )

@@ -26,18 +26,28 @@ from delayline.api.schemas import (
 from delayline.api.state import api_state
 from delayline.catalog import MAX_PAGE, PendingQuery
 from delayline.contract.contracts import Contract
+from delayline.contract.topics import target_not_allowed
 from delayline.core.clock import datetime_to_ms
 from delayline.core.topology import Topology, cancel_place
-from delayline.errors import InvalidScheduleError
+from delayline.errors import InvalidScheduleError, TargetNotAllowedError
 
 router = APIRouter(tags=["schedules"])
 
 ERRORS: dict[int | str, dict[str, object]] = {
     400: {"model": Problem, "description": "A parameter is invalid."},
     401: {"model": Problem, "description": "Token missing or wrong."},
+    403: {
+        "model": Problem,
+        "description": "Writes are disabled (no --token), or the target topic is not allowed "
+        "(--allowed-target-topics).",
+    },
     404: {"model": Problem, "description": "No such schedule."},
+    413: {"model": Problem, "description": "The body is over --max-body-bytes."},
     422: {"model": Problem, "description": "The request breaks the schedule contract."},
-    503: {"model": Problem, "description": "Kafka or the catalog is unavailable; retry."},
+    503: {
+        "model": Problem,
+        "description": "Kafka, a topic or the catalog is unavailable; retry after Retry-After.",
+    },
 }
 
 
@@ -129,6 +139,7 @@ async def create_schedule(request: Request, body: ScheduleCreate) -> Written:
     any producer. Answers once Kafka acknowledged the record; a due time already past
     is accepted (it fires at once) with a ``warning``."""
     state = api_state(request)
+    _check_target(state.config.topology, body.target_topic)
     schedule_id = body.id or str(uuid.uuid4())
     topic, partition = await run_in_threadpool(state.place_of, schedule_id)
     return await state.writers.schedule(topic, schedule_id, body, partition)
@@ -147,8 +158,16 @@ async def replace_schedule(request: Request, schedule_id: str, body: ScheduleIn)
     """Write a new version of ``schedule_id`` (created if it is not pending)."""
     _check_id(schedule_id)
     state = api_state(request)
+    _check_target(state.config.topology, body.target_topic)
     topic, partition = await run_in_threadpool(state.place_of, schedule_id)
     return await state.writers.schedule(topic, schedule_id, body, partition)
+
+
+def _check_target(topology: Topology, target_topic: str) -> None:
+    """Refuse (403) a target that ``--allowed-target-topics`` does not allow."""
+    problem = target_not_allowed(target_topic, topology.allowed_target_topics)
+    if problem is not None:
+        raise TargetNotAllowedError(f"the target topic is {problem}")
 
 
 @router.delete(

@@ -44,6 +44,14 @@ READY_BATCH_AGE_MS = 60_000
 two heartbeat intervals, if longer): the API reports such a pipeline as stalled."""
 
 
+_REBUILD_HINT = (
+    "\n\nThe query failed before its first batch, while it read the checkpoint {}. If the "
+    "checkpoint is damaged (a disk that filled up, a truncated or edited file), start with "
+    "--rebuild: it deletes the checkpoint and rebuilds the pending schedules from the "
+    "schedules topics, and nothing already delivered is delivered again."
+)
+
+
 class PipelineError(DelaylineError):
     """The streaming query stopped with an error; restarting resumes from the checkpoint."""
 
@@ -247,6 +255,7 @@ class Pipeline:
         """
         query = self._require_query()
         announced = False
+        rebuild_hint = _REBUILD_HINT.format(self.config.checkpoint_dir)
         try:
             while not stop.is_set():
                 if query.awaitTermination(poll_s):
@@ -256,7 +265,8 @@ class Pipeline:
                     log.info("pipeline %s ready: first batch done", self.config.query_name)
             exc = query.exception()
             if exc is not None:
-                raise PipelineError(f"streaming query failed: {exc}")
+                hint = "" if announced else rebuild_hint
+                raise PipelineError(f"streaming query failed: {exc}{hint}")
         finally:
             self.stop()
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.streaming.listener import StreamingQueryListener
@@ -258,8 +259,11 @@ class Pipeline:
         rebuild_hint = _REBUILD_HINT.format(self.config.checkpoint_dir)
         try:
             while not stop.is_set():
-                if query.awaitTermination(poll_s):
-                    break
+                try:
+                    if query.awaitTermination(poll_s):
+                        break
+                except StreamingQueryException:
+                    break  # it failed: query.exception() says why, below
                 if not announced and query.lastProgress is not None:
                     announced = True
                     log.info("pipeline %s ready: first batch done", self.config.query_name)

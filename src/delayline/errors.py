@@ -50,10 +50,9 @@ class TopicConfigError(DelaylineError):
 
 
 class TopicMissingError(TopicConfigError):
-    """A topic delayline needs does not exist (yet): the pipeline, or ``delayline topics
-    create``, makes it; a retry after that succeeds."""
-
-    retriable = True
+    """A topic delayline needs does not exist: the pipeline, or ``delayline topics
+    create``, makes it (the API answers 503 with ``Retry-After``; elsewhere it is more
+    often a misspelt name than a topic about to appear)."""
 
 
 class TargetNotAllowedError(DelaylineError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from delayline.client import ClientConfig, Scheduler
@@ -98,11 +99,48 @@ def _report(deliveries: list[Delivery], due: dict[str, int], started_ms: int) ->
 def test_rebuild_from_the_topic_after_deleting_the_checkpoint(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    process, target, client_config = setup(kafka_bootstrap, tmp_path, "rebuild", partitions=1)
-    checkpoint = tmp_path / "checkpoint"
+    def delete(_pipeline: PipelineProcess, checkpoint: Path) -> None:
+        shutil.rmtree(checkpoint)
+
+    _damage_then_rebuild(kafka_bootstrap, tmp_path, "rebuild", delete)
+
+
+def test_a_corrupt_checkpoint_names_rebuild_and_a_rebuild_delivers_what_was_pending(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The newest offsets file of the checkpoint overwritten (as a disk that filled up
+    mid-write leaves it): the pipeline exits with an error that names --rebuild and the
+    checkpoint; the rebuild delivers every pending schedule once and nothing already
+    delivered."""
+
+    def corrupt(pipeline: PipelineProcess, checkpoint: Path) -> None:
+        offsets = max((checkpoint / "offsets").iterdir(), key=lambda p: int(p.name))
+        offsets.write_bytes(b"\x00\x00 not an offsets log")
+        pipeline.start()
+        assert pipeline.proc is not None
+        code = pipeline.proc.wait(timeout=180)
+        refused = pipeline.log_since_start()
+        assert code != 0, refused[-2000:]
+        assert "start with --rebuild" in refused, refused[-2000:]
+        assert str(checkpoint) in refused
+        assert "Traceback" not in refused, refused[-2000:]
+
+    _damage_then_rebuild(kafka_bootstrap, tmp_path, "corrupt", corrupt)
+
+
+def _damage_then_rebuild(
+    bootstrap: str,
+    tmp_path: Path,
+    name: str,
+    damage: Callable[[PipelineProcess, Path], None],
+) -> None:
+    """Five schedules delivered, five pending and one cancelled; the pipeline stopped,
+    ``damage`` done to its checkpoint, then ``--rebuild``: the five pending delivered
+    once, nothing delivered twice, the cancelled one never."""
+    process, target, client_config = setup(bootstrap, tmp_path, name, partitions=1)
     with (
         process as pipeline,
-        DeliveryCollector(kafka_bootstrap, [target]) as seen,
+        DeliveryCollector(bootstrap, [target]) as seen,
     ):
         pipeline.start()
         pipeline.wait_ready()
@@ -114,53 +152,9 @@ def test_rebuild_from_the_topic_after_deleting_the_checkpoint(
             client.schedule("cancelled", b"never", target, delay=45)
             client.cancel("cancelled")
         seen.wait_for(lambda d: len(d) >= 5, timeout_s=60)
-        assert pipeline.terminate() == 0
-        shutil.rmtree(checkpoint)
-        pipeline.start("--rebuild")
-        pipeline.wait_ready()
-        seen.wait_for(lambda d: len(d) >= 10, timeout_s=120)
-        time.sleep(3)
-        deliveries = seen.snapshot()
-        assert pipeline.terminate() == 0
-    counts = Counter(d.schedule_id for d in deliveries)
-    assert counts == Counter(
-        {f"fired-{i}": 1 for i in range(5)} | {f"pending-{i}": 1 for i in range(5)}
-    )
-
-
-def test_a_corrupt_checkpoint_names_rebuild_and_a_rebuild_delivers_what_was_pending(
-    kafka_bootstrap: str, tmp_path: Path
-) -> None:
-    """The newest offsets file of the checkpoint overwritten (as a disk that filled up
-    mid-write leaves it): the pipeline exits with an error that names --rebuild; the
-    rebuild delivers every pending schedule once and nothing already delivered."""
-    process, target, client_config = setup(kafka_bootstrap, tmp_path, "corrupt", partitions=1)
-    checkpoint = tmp_path / "checkpoint"
-    with (
-        process as pipeline,
-        DeliveryCollector(kafka_bootstrap, [target]) as seen,
-    ):
-        pipeline.start()
-        pipeline.wait_ready()
-        with Scheduler(client_config) as client:
-            for i in range(5):
-                client.schedule(f"fired-{i}", b"now", target, delay=0)
-            for i in range(5):
-                client.schedule(f"pending-{i}", b"later", target, delay=40)
-            client.schedule("cancelled", b"never", target, delay=40)
-            client.cancel("cancelled")
-        seen.wait_for(lambda d: len(d) >= 5, timeout_s=60)
         time.sleep(3)  # the cancel's batch too
         assert pipeline.terminate() == 0
-        offsets = max((checkpoint / "offsets").iterdir(), key=lambda p: int(p.name))
-        offsets.write_bytes(b"\x00\x00 not an offsets log")
-        pipeline.start()
-        assert pipeline.proc is not None
-        code = pipeline.proc.wait(timeout=180)
-        refused = pipeline.log_since_start()
-        assert code != 0, refused[-2000:]
-        assert "--rebuild" in refused, refused[-2000:]
-        assert str(checkpoint) in refused
+        damage(pipeline, tmp_path / "checkpoint")
         pipeline.start("--rebuild")
         pipeline.wait_ready()
         seen.wait_for(lambda d: len(d) >= 10, timeout_s=120)

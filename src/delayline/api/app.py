@@ -107,7 +107,11 @@ _STATUS: list[tuple[type[DelaylineError], int]] = [
     (InvalidScheduleError, 422),
     (ConfigError, 400),
     (CatalogError, 503),
+    # The pipeline (or `delayline topics create`) makes it: try again in a moment.
+    (TopicMissingError, 503),
 ]
+RETRY_AFTER_S: list[tuple[type[DelaylineError], int]] = [(TopicMissingError, 5)]
+"""``Retry-After`` of a 503, by error (1 s otherwise)."""
 
 
 async def _delayline_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -117,9 +121,9 @@ async def _delayline_error(_request: Request, exc: Exception) -> JSONResponse:
         # Kafka unavailable, delivery failed: the caller may retry.
         retriable = isinstance(exc, DelaylineError) and exc.retriable
         code = 503 if retriable else 500
-        if retriable:
-            # A missing topic comes once the pipeline (or `topics create`) makes it.
-            headers["Retry-After"] = "5" if isinstance(exc, TopicMissingError) else "1"
+    if code == 503:
+        retry_s = next((s for kind, s in RETRY_AFTER_S if isinstance(exc, kind)), 1)
+        headers["Retry-After"] = str(retry_s)
     if code == 401:
         headers["WWW-Authenticate"] = "Bearer"
     if code >= 500:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from delayline.infra.broker import BrokerConfig, LocalBroker, free_port, pid_alive
-from delayline.infra.procs import tree
+from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
+from delayline.infra.procs import kill_until_gone, tree
 from tests.readme import README, REPO, Block, read_blocks
 from tests.support import ARTIFACTS
 
@@ -198,7 +198,7 @@ class Stack:
             try:
                 out, _ = proc.communicate(timeout=FOREGROUND_TIMEOUT_S)
             except subprocess.TimeoutExpired:
-                _kill(tree(proc.pid))
+                kill_until_gone(tree(proc.pid))
                 out, _ = proc.communicate()
                 problem = f"did not return within {FOREGROUND_TIMEOUT_S} s"
                 raise AssertionError(
@@ -259,18 +259,9 @@ def _interrupt(running: Background) -> str | None:
     except subprocess.TimeoutExpired:
         output = running.log.read_text(errors="replace")
         problem = _report(running.block, f"Ctrl-C did not stop it in {STOP_TIMEOUT_S} s", output)
-    _kill(members)  # stragglers, such as Spark's Python workers (a group of their own)
+    kill_until_gone(members)  # stragglers, such as Spark's Python workers (a group of their own)
     proc.wait()
     return problem
-
-
-def _kill(pids: list[int], timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while (alive := [p for p in pids if pid_alive(p)]) and time.monotonic() < deadline:
-        for pid in alive:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.1)
 
 
 def _report(block: Block, problem: str, output: str, lines: int = 60) -> str:

@@ -63,9 +63,14 @@ def test_the_executor_label_is_the_standalone_executor_id_else_the_daemon_pid(
 ) -> None:
     url = "http://127.0.0.1:32939/logPage/?appId=app-20261123-0003&executorId=7&logType=stderr"
     monkeypatch.setenv("SPARK_LOG_URL_STDERR", url)
+    tasks.executor_label.cache_clear()  # read once per process: each case is a new one
     assert tasks.executor_label().endswith("/7")
+    monkeypatch.setenv("SPARK_LOG_URL_STDERR", url.replace("=7", "=8"))
+    assert tasks.executor_label().endswith("/7")  # kept for the worker's life
     monkeypatch.delenv("SPARK_LOG_URL_STDERR")
+    tasks.executor_label.cache_clear()
     assert tasks.executor_label().endswith(f"/pid-{os.getppid()}")
+    tasks.executor_label.cache_clear()
 
 
 def test_a_batch_report_adds_up_what_each_executor_did() -> None:

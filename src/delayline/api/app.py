@@ -110,8 +110,6 @@ _STATUS: list[tuple[type[DelaylineError], int]] = [
     # The pipeline (or `delayline topics create`) makes it: try again in a moment.
     (TopicMissingError, 503),
 ]
-RETRY_AFTER_S: list[tuple[type[DelaylineError], int]] = [(TopicMissingError, 5)]
-"""``Retry-After`` of a 503, by error (1 s otherwise)."""
 
 
 async def _delayline_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -122,8 +120,7 @@ async def _delayline_error(_request: Request, exc: Exception) -> JSONResponse:
         retriable = isinstance(exc, DelaylineError) and exc.retriable
         code = 503 if retriable else 500
     if code == 503:
-        retry_s = next((s for kind, s in RETRY_AFTER_S if isinstance(exc, kind)), 1)
-        headers["Retry-After"] = str(retry_s)
+        headers["Retry-After"] = "5" if isinstance(exc, TopicMissingError) else "1"
     if code == 401:
         headers["WWW-Authenticate"] = "Bearer"
     if code >= 500:

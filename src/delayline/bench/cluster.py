@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from delayline.bench.report import lookup
+from delayline.bench.report import fmt, lookup
 from delayline.bench.run import BenchEnv, close_env, open_env, progress, start_pipeline
 from delayline.bench.sampler import GroupSampler
 
@@ -63,22 +63,10 @@ def side_by_side(result: dict[str, Any]) -> str:
         f"{result['cluster']['pipeline_ready_s']:>12}",
     ]
     for label, path in ROWS:
-        lines.append(
-            f"{label:<32} {_fmt(lookup(local, path)):>12} {_fmt(lookup(cluster, path)):>12}"
-        )
+        lines.append(f"{label:<32} {fmt(lookup(local, path)):>12} {fmt(lookup(cluster, path)):>12}")
     lines += ["", "work by executor on the cluster (committed batches):"]
     lines.append(f"  {'executor':<30} {'tasks':>8} {'delivered':>10} {'handed':>10}")
     for name, done in cluster.get("executors", {}).items():
-        tasks, fired, handed = (_fmt(done.get(k, 0)) for k in ("tasks", "fire", "handed"))
+        tasks, fired, handed = (fmt(done.get(k, 0)) for k in ("tasks", "fire", "handed"))
         lines.append(f"  {name:<30} {tasks:>8} {fired:>10} {handed:>10}")
     return "\n".join(lines)
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.1f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)

@@ -186,7 +186,7 @@ def table(result: dict[str, Any]) -> str:
     if redis is not None:
         rows += [
             ("Redis memory used / peak (MiB)",
-             f"{_fmt(redis['used_memory_mb'])}/{_fmt(redis['peak_memory_mb'])}", None, ""),
+             f"{fmt(redis['used_memory_mb'])}/{fmt(redis['peak_memory_mb'])}", None, ""),
             ("Redis pending at the end", redis["pending"], None, ""),
             ("Redis bytes per pending schedule", redis["bytes_per_pending"], None, ""),
         ]  # fmt: skip
@@ -205,24 +205,24 @@ def table(result: dict[str, Any]) -> str:
             if isinstance(value, int | float) and isinstance(limit, int | float) and limit
             else ""
         )
-        lines.append(f"{name:<36} {_fmt(value):>14} {_fmt(limit):>10}  {ratio:>7}  {what}")
+        lines.append(f"{name:<36} {fmt(value):>14} {fmt(limit):>10}  {ratio:>7}  {what}")
     lines += ["", f"{'target':<46} {'measured':>12} {'bound':>10}  met"]
     for row in evaluate(result):
         met = {True: "yes", False: "NO", None: "n/a"}[row["met"]]
-        lines.append(f"{row['target']:<46} {_fmt(row['measured']):>12} {row['bound']:>10}  {met}")
+        lines.append(f"{row['target']:<46} {fmt(row['measured']):>12} {row['bound']:>10}  {met}")
     return "\n".join(lines)
 
 
 def _roles(rss: dict[str, int] | None) -> str | None:
     if not rss:
         return None
-    return "/".join(_fmt(rss.get(role)) for role in ("jvm", "driver", "python workers"))
+    return "/".join(fmt(rss.get(role)) for role in ("jvm", "driver", "python workers"))
 
 
 def _p50_p99_max(values: dict[str, Any] | None) -> str | None:
     if not values:
         return None
-    return "/".join(_fmt(values.get(k)) for k in ("p50", "p99", "max"))
+    return "/".join(fmt(values.get(k)) for k in ("p50", "p99", "max"))
 
 
 def write_json(result: dict[str, Any], path: Path) -> None:
@@ -273,7 +273,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def _fmt(value: Any) -> str:
+def fmt(value: Any) -> str:
+    """A figure for a table: ``-`` for none, thousands separated for whole numbers."""
     if value is None:
         return "-"
     if isinstance(value, int):

@@ -159,11 +159,7 @@ def stop_pipeline(env: BenchEnv) -> None:
 
 def close_env(env: BenchEnv) -> None:
     """Stop everything the run started."""
-    if env.pipeline is not None and env.pipeline.proc is not None:
-        env.pipeline.terminate()
-    for sampler in (env.sampler, env.broker_sampler):
-        if sampler is not None:
-            sampler.stop()
+    stop_pipeline(env)
     if env.broker is not None:
         env.broker.stop()
     if env.redis is not None:

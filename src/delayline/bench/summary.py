@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from delayline.bench.report import fmt
+
 ORDER = ("trickle", "steady-1000", "steady", "burst", "backlog", "backlog-2", "backlog-3",
          "restart", "restart-1k", "idle", "catalog")  # fmt: skip
 """Result files (``<name>.json``) in table order; ``backlog-2``/``-3`` repeat the backlog,
@@ -34,9 +36,7 @@ def markdown(results_dir: Path) -> str:
         machine = result["machine"]
         for t in result["targets"]:
             met = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
-            rows.append(
-                f"| {name} | {t['target']} | {_fmt(t['measured'])} | {t['bound']} | {met} |"
-            )
+            rows.append(f"| {name} | {t['target']} | {fmt(t['measured'])} | {t['bound']} | {met} |")
     rows.extend(_rss_spread(results_dir))
     head = (
         f"Measured on {machine.get('cores')} cores ({machine.get('cpu')}), "
@@ -82,11 +82,11 @@ def holds_markdown(results_dir: Path, holds: tuple[str, ...] = HOLDS) -> str:
             values = [None if r is None else _figure(r["figures"], key) for r in (base, *runs)]
             if all(v is None for v in values[1:]):
                 continue
-            rows.append(f"| {name} | {label} | " + " | ".join(_fmt(v) for v in values) + " |")
+            rows.append(f"| {name} | {label} | " + " | ".join(fmt(v) for v in values) + " |")
         for hold, run in zip(holds, runs, strict=True):
             for t in [] if run is None else run["targets"]:
                 met = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
-                targets.append(f"| {hold}-{name} | {t['target']} | {_fmt(t['measured'])} "
+                targets.append(f"| {hold}-{name} | {t['target']} | {fmt(t['measured'])} "
                                f"| {t['bound']} | {met} |")  # fmt: skip
     return "\n".join(rows) + "\n\n" + "\n".join(targets)
 
@@ -110,7 +110,7 @@ def cluster_markdown(results_dir: Path) -> str:
     rows.append("| pipeline ready (s) | " + " | ".join(f"{a} | {b}" for a, b in ready) + " |")
     for label, key in ROWS:
         cells = [
-            f"{_fmt(_figure(r['figures'], key))} | {_fmt(_figure(r['cluster']['figures'], key))}"
+            f"{fmt(_figure(r['figures'], key))} | {fmt(_figure(r['cluster']['figures'], key))}"
             for _, r in runs
         ]
         rows.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -118,7 +118,7 @@ def cluster_markdown(results_dir: Path) -> str:
             "|---|---|---|---|---|"]  # fmt: skip
     for label, r in runs:
         for executor, done in r["cluster"]["figures"].get("executors", {}).items():
-            counts = " | ".join(_fmt(done.get(k, 0)) for k in ("tasks", "fire", "handed"))
+            counts = " | ".join(fmt(done.get(k, 0)) for k in ("tasks", "fire", "handed"))
             work.append(f"| {label} | {executor} | {counts} |")
     return "\n".join(rows) + "\n\n" + "\n".join(work)
 
@@ -153,12 +153,6 @@ def _rss_spread(results_dir: Path) -> list[str]:
 def rss_spread_pct(peaks: list[int]) -> float:
     """(highest - lowest) / lowest, in percent, one decimal."""
     return round(100 * (max(peaks) - min(peaks)) / min(peaks), 1)
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, int):
-        return f"{value:,}"
-    return "-" if value is None else str(value)
 
 
 if __name__ == "__main__":  # pragma: no cover

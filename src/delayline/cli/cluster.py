@@ -139,7 +139,7 @@ def _start(args: argparse.Namespace) -> int:
 
 def _stop(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
-    if not cluster.status().running and not cluster.status().worker_pids:
+    if not cluster.daemons():
         say(f"spark cluster not running (data dir {args.data_dir}); nothing to stop")
         return 0
     pids = cluster.stop()

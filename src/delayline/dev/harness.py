@@ -18,8 +18,7 @@ from types import TracebackType
 
 from delayline.contract.headers import KEY
 from delayline.core.clock import Clock, SystemClock
-from delayline.infra.broker import pid_alive
-from delayline.infra.procs import tree
+from delayline.infra.procs import kill_until_gone, tree
 from delayline.kafka.reader import private_consumer, to_consumed_record
 
 
@@ -78,7 +77,7 @@ class PipelineProcess:
         members = tree(self.proc.pid)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        _kill_until_gone(members)
+        kill_until_gone(members)
         self.proc.wait()
         self.proc = None
 
@@ -88,7 +87,7 @@ class PipelineProcess:
         members = tree(self.proc.pid)
         self.proc.send_signal(signal.SIGTERM)
         code = self.proc.wait(timeout_s)
-        _kill_until_gone(members)  # stragglers only: a clean stop leaves none
+        kill_until_gone(members)  # stragglers only: a clean stop leaves none
         self.proc = None
         return code
 
@@ -98,7 +97,7 @@ class PipelineProcess:
         members = tree(self.proc.pid)
         os.killpg(self.proc.pid, signal.SIGINT)
         code = self.proc.wait(timeout_s)
-        _kill_until_gone(members)  # stragglers only: a clean stop leaves none
+        kill_until_gone(members)  # stragglers only: a clean stop leaves none
         self.proc = None
         return code
 
@@ -124,18 +123,6 @@ class PipelineProcess:
         tb: TracebackType | None,
     ) -> None:
         self.kill()
-
-
-def _kill_until_gone(pids: list[int], timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        alive = [p for p in pids if pid_alive(p)]
-        if not alive:
-            return
-        for pid in alive:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -133,6 +133,12 @@ def record_problem(record: OutgoingRecord, facts: TopicFacts) -> Failure | None:
     return None
 
 
+def name_problem(topic: str, allowed: str | None) -> str | None:
+    """Why a delivery to ``topic`` is refused by its name alone (no need to ask the
+    cluster): not a valid target, or outside ``--allowed-target-topics``."""
+    return target_topic_problem(topic) or target_not_allowed(topic, allowed)
+
+
 def precheck(
     deliveries: Mapping[int, OutgoingRecord],
     facts: Mapping[str, TopicFacts | None],
@@ -148,7 +154,7 @@ def precheck(
     refused: dict[int, str] = {}
     for i, delivery in deliveries.items():
         topic = delivery.topic
-        problem = target_topic_problem(topic) or target_not_allowed(topic, allowed)
+        problem = name_problem(topic, allowed)
         if problem is not None:
             refused[i] = f"delivery to topic {topic!r} refused: the target topic is {problem}"
             continue
@@ -193,10 +199,7 @@ class TopicCatalog:
     def check(self, deliveries: Mapping[int, OutgoingRecord]) -> dict[int, str]:
         """The deliveries to dead-letter before producing anything (see :func:`precheck`)."""
         topics = {
-            d.topic
-            for d in deliveries.values()
-            if target_topic_problem(d.topic) is None
-            and target_not_allowed(d.topic, self.allowed) is None
+            d.topic for d in deliveries.values() if name_problem(d.topic, self.allowed) is None
         }
         now = self._clock()
         facts: dict[str, TopicFacts | None] = {}

@@ -9,6 +9,7 @@ Only :class:`~delayline.fire.partition.PartitionReport` rows travel back to the 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -282,13 +283,14 @@ def _report_schema() -> pa.Schema:
     )
 
 
+@functools.cache
 def executor_label() -> str:
     """Which executor runs this task: ``<host>/<executor id>``.
 
     A standalone worker names the executor in the log URLs it gives it
     (``SPARK_LOG_URL_STDERR``, ``...&executorId=3&...``); elsewhere (local mode, other
     cluster managers) the PID of the Python worker daemon stands for it, one per
-    executor JVM.
+    executor JVM. Read once per worker process: a worker serves one executor for life.
     """
     found = re.search(r"[?&]executorId=([^&]+)", os.environ.get("SPARK_LOG_URL_STDERR", ""))
     executor = found.group(1) if found else f"pid-{os.getppid()}"

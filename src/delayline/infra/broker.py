@@ -36,6 +36,7 @@ from delayline.errors import (
     InfraError,
 )
 from delayline.infra.jars import classpath, resolve_jars
+from delayline.infra.procs import pid_alive
 from delayline.kafka.config import kafka_client_config
 
 log = logging.getLogger(__name__)
@@ -369,29 +370,13 @@ def _require_free_port(host: str, port: int) -> None:
             ) from None
 
 
-def accepts(host: str, port: int) -> bool:
-    """Whether something accepts TCP connections on ``host:port`` (within 0.5 s)."""
+def accepts(host: str, port: int, timeout_s: float = 0.5) -> bool:
+    """Whether something accepts TCP connections on ``host:port`` within ``timeout_s``."""
     try:
-        with socket.create_connection((host, port), timeout=0.5):
+        with socket.create_connection((host, port), timeout=timeout_s):
             return True
     except OSError:
         return False
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` runs. A zombie (exited, not yet reaped) counts as gone."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child of this very process still answers kill(0); check its state.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def _is_our_broker(pid: int, data_dir: Path) -> bool:

@@ -6,6 +6,11 @@ group of its own, so a group misses the workers that hold much of the memory.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -41,3 +46,38 @@ def tree(root: int, stats: dict[int, list[str]] | None = None) -> list[int]:
         if stats[pid][0] != "Z":
             out.append(pid)
     return out
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs. A zombie (exited, not yet reaped) counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of this very process still answers kill(0); check its state.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def kill_until_gone(pids: Iterable[int], timeout_s: float = 30) -> list[int]:
+    """SIGKILL each of ``pids`` still alive, again and again until all are gone or
+    ``timeout_s`` passed (a process may fork while it is killed).
+
+    Returns:
+        Those that were still alive when called (those it killed).
+    """
+    alive = [p for p in pids if pid_alive(p)]
+    deadline = time.monotonic() + timeout_s
+    left = alive
+    while left and time.monotonic() < deadline:
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+        left = [p for p in left if pid_alive(p)]
+    return alive

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from delayline.errors import ConfigError, SparkClusterError
-from delayline.infra.broker import accepts, pid_alive
-from delayline.infra.procs import proc_stats, tree
+from delayline.infra.broker import accepts
+from delayline.infra.procs import kill_until_gone, pid_alive, proc_stats, tree
 
 log = logging.getLogger(__name__)
 
@@ -208,27 +208,28 @@ class LocalCluster:
         Raises:
             SparkClusterError: no master runs on the directory.
         """
-        if self._running_pid("master") is None and not self.status().worker_pids:
+        if not self.daemons():
             raise SparkClusterError(f"no Spark cluster runs on {self.data_dir}")
         return self._stop_all(signal.SIGTERM)
 
-    def _stop_all(self, sig: signal.Signals) -> list[int]:
+    def daemons(self) -> dict[str, int]:
+        """The PIDs of this directory's daemons that run, by name (workers first, the
+        master last): no HTTP, no process table."""
         recorded = int(self._recorded().get("workers", self.config.workers))
         names = [f"worker-{i}" for i in range(recorded)] + ["master"]
+        return {name: pid for name in names if (pid := self._running_pid(name)) is not None}
+
+    def _stop_all(self, sig: signal.Signals) -> list[int]:
         stopped: list[int] = []
-        for name in names:
-            pid = self._running_pid(name)
-            if pid is None:
-                continue
+        for name, pid in self.daemons().items():
             members = tree(pid)  # its executors and their Python workers too
             os.kill(pid, sig)
             deadline = time.monotonic() + self.config.stop_timeout_ms / 1000
             while time.monotonic() < deadline and pid_alive(pid):
                 time.sleep(0.05)
-            for member in members:
-                if pid_alive(member):
-                    log.warning("%s process %d outlived the stop; killing it", name, member)
-                    _kill(member)
+            outlived = kill_until_gone(members, timeout_s=10)
+            if outlived:
+                log.warning("%s: %d process(es) outlived the stop; killed", name, len(outlived))
             (self.data_dir / f"{name}.pid").unlink(missing_ok=True)
             stopped.append(pid)
         for proc in self._processes:
@@ -346,16 +347,6 @@ def _alive_workers(ui_port: int) -> int:
             return int(json.load(answer).get("aliveworkers", 0))
     except (OSError, ValueError, urllib.error.URLError):
         return -1
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + 10
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
 
 
 def _name_of(data_dir: Path, pid: int) -> str:

@@ -10,13 +10,13 @@ a FUSE mount of object storage...) mounted at the same path on every node.
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from delayline.errors import ConfigError, SparkClusterError
+from delayline.infra.broker import accepts
 
 log = logging.getLogger(__name__)
 
@@ -160,11 +160,8 @@ def check_master(master: str, timeout_s: float = 2.0) -> None:
         url = urlsplit(f"spark://{part}")
         host, port = url.hostname or "", url.port or 7077
         tried.append(f"{host}:{port}")
-        try:
-            with socket.create_connection((host, port), timeout=timeout_s):
-                return
-        except OSError:
-            continue
+        if accepts(host, port, timeout_s):
+            return
     raise SparkClusterError(
         f"no Spark master answers at {', '.join(tried)} ({master}): start one with "
         "`delayline cluster start`, or check --master"

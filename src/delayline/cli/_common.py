@@ -263,6 +263,21 @@ def add_timeout(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_start_timeout(parser: argparse.ArgumentParser, env: str, default: str, what: str) -> None:
+    """``--start-timeout DURATION`` (``dest="start_timeout_ms"``) of a ``start`` command
+    that waits for ``what``."""
+    env_flag(
+        parser,
+        "--start-timeout",
+        env=env,
+        default=default,
+        type=duration_arg(parse_duration_ms),
+        dest="start_timeout_ms",
+        metavar="DURATION",
+        help=f"how long to wait for {what}",
+    )
+
+
 def duration_arg(parse: Callable[[str], int]) -> Callable[[str], int]:
     """Wrap a parser so argparse reports its ValueError text verbatim."""
 

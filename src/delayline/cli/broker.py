@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from delayline.cli._common import duration_arg, env_flag, say
+from delayline.cli._common import add_start_timeout, duration_arg, env_flag, say
 from delayline.core.units import parse_duration_ms
 from delayline.errors import BrokerAlreadyRunningError, BrokerNotRunningError
 from delayline.infra.broker import BrokerConfig, LocalBroker
@@ -55,15 +55,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=int,
         help="JVM heap of the broker",
     )
-    env_flag(
-        start,
-        "--start-timeout",
-        env="DELAYLINE_BROKER_START_TIMEOUT",
-        default="90s",
-        type=duration_arg(parse_duration_ms),
-        dest="start_timeout_ms",
-        metavar="DURATION",
-        help="how long to wait for the broker to accept requests",
+    add_start_timeout(
+        start, "DELAYLINE_BROKER_START_TIMEOUT", "90s", "the broker to accept requests"
     )
     env_flag(
         stop,

@@ -7,8 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from delayline.cli._common import duration_arg, env_flag, positive_int, say
-from delayline.core.units import parse_duration_ms
+from delayline.cli._common import add_start_timeout, env_flag, positive_int, say
 from delayline.infra.spark_cluster import ClusterConfig, LocalCluster
 
 DEFAULT_DATA_DIR = Path(".delayline/cluster")
@@ -82,16 +81,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=int,
         help="the master's web UI port (workers and applications at a glance)",
     )
-    env_flag(
-        start,
-        "--start-timeout",
-        env="DELAYLINE_CLUSTER_START_TIMEOUT",
-        default="90s",
-        type=duration_arg(parse_duration_ms),
-        dest="start_timeout_ms",
-        metavar="DURATION",
-        help="how long to wait for every worker to register",
-    )
+    add_start_timeout(start, "DELAYLINE_CLUSTER_START_TIMEOUT", "90s", "every worker to register")
     start.set_defaults(func=_start)
     stop.set_defaults(func=_stop)
     status.set_defaults(func=_status)

@@ -7,8 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from delayline.cli._common import duration_arg, env_flag, one_of, say
-from delayline.core.units import parse_duration_ms
+from delayline.cli._common import add_start_timeout, env_flag, one_of, say
 from delayline.infra.redis_server import FSYNC_POLICIES, LocalRedis, RedisServerConfig
 
 DEFAULT_DATA_DIR = Path(".delayline/redis")
@@ -55,16 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="always: every write is on disk before Redis answers (nothing acknowledged is "
         "lost on a crash); everysec: up to a second of writes may be lost (see docs/redis.md)",
     )
-    env_flag(
-        start,
-        "--start-timeout",
-        env="DELAYLINE_REDIS_START_TIMEOUT",
-        default="30s",
-        type=duration_arg(parse_duration_ms),
-        dest="start_timeout_ms",
-        metavar="DURATION",
-        help="how long to wait for Redis to answer PING",
-    )
+    add_start_timeout(start, "DELAYLINE_REDIS_START_TIMEOUT", "30s", "Redis to answer PING")
     start.set_defaults(func=_start)
     stop.set_defaults(func=_stop)
     status.set_defaults(func=_status)

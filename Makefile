@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup system jars js lint test test-unit test-integration test-browser api demo broker-start broker-stop clean
+.PHONY: setup system jars js lint test test-long test-unit test-integration test-browser api demo broker-start broker-stop clean
 
 # Create the venv and install delayline with its dev tools; redone when pyproject changes.
 $(STAMP): pyproject.toml
@@ -40,7 +40,11 @@ lint: $(STAMP) js
 	node --test tests/js/
 
 test: setup lint
-	$(BIN)/pytest tests
+	$(BIN)/pytest tests -m 'not long'
+
+# The fault scenarios that take minutes each (tests marked long); not in `make test`.
+test-long: setup
+	$(BIN)/pytest tests -m long
 
 test-unit: $(STAMP)
 	$(BIN)/pytest tests/unit

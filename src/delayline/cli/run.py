@@ -215,6 +215,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     env_flag(
         p,
+        "--outage-timeout",
+        env="DELAYLINE_OUTAGE_TIMEOUT",
+        default="5m",
+        type=duration_arg(parse_duration_ms),
+        dest="outage_timeout_ms",
+        metavar="DURATION",
+        help="how long to ride out Kafka being away (the query fails and is started "
+        "again, replaying the failed batch) before exiting with the error; 0 exits at once",
+    )
+    env_flag(
+        p,
         "--hold",
         env="DELAYLINE_HOLD",
         default="jvm",
@@ -332,6 +343,7 @@ def _run(args: argparse.Namespace) -> int:
         wake_topic=args.wake_topic or None,
         waker=args.waker,
         heartbeat_interval_ms=args.heartbeat_interval_ms,
+        outage_timeout_ms=args.outage_timeout_ms,
         hold=args.hold,
         java_options=args.java_options,
         spark_conf=spark_conf_from(args.spark_conf, os.environ.get("DELAYLINE_SPARK_CONF", "")),

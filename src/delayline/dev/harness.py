@@ -149,7 +149,9 @@ class Delivery:
 
 class DeliveryCollector:
     """Consumes topics from the beginning with ``read_committed`` in a thread; each
-    delivery is stamped with its arrival time from ``clock``."""
+    delivery is stamped with its arrival time from ``clock``. A record read again (the
+    consumer group rewound by a broker restart) is kept once: a duplicate counted here
+    is a second record, never the same one twice."""
 
     def __init__(
         self, bootstrap_servers: str, topics: Sequence[str], clock: Clock | None = None
@@ -160,6 +162,7 @@ class DeliveryCollector:
         )
         self._consumer.subscribe(list(topics))
         self._seen: list[Delivery] = []
+        self._positions: set[tuple[str, int, int]] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -197,6 +200,9 @@ class DeliveryCollector:
                 continue
             arrival = self.clock.now_ms()
             r = to_consumed_record(msg)
+            if (r.topic, r.partition, r.offset) in self._positions:
+                continue
+            self._positions.add((r.topic, r.partition, r.offset))
             delivery = Delivery(
                 r.topic, r.partition, r.offset, r.timestamp_ms, arrival, r.key, r.value, r.headers
             )

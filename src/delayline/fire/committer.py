@@ -16,9 +16,9 @@ topic and delivers each schedule in a transaction committed at its due time:
   wrote to, which is why it opens only just before its due time, not a lead ahead.
 * A group with a target topic stamped on append (``LogAppendTime``) is written only
   once due, so the broker's stamp is never before the due time.
-* Exactly once: the transaction also writes each in-flight record's tombstone and, once
-  a second, commits the committer's consumer offset (never past a schedule not yet
-  delivered).
+* Exactly once: the transaction also writes each in-flight record's tombstone. Once a
+  second, after a transaction, the committer commits its consumer offset (never past a
+  schedule not yet delivered); it only bounds what a restart reads again.
   After a crash, a new committer fences the old one (same transactional id), reads
   the topic from that offset to its end before delivering anything, and skips what a
   tombstone shows delivered. What was pending is delivered at once if already due.
@@ -36,6 +36,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+from confluent_kafka import TopicPartition
+
 from delayline.contract import OutgoingRecord
 from delayline.core.clock import Clock, SystemClock
 from delayline.fire import clock as broker_clock
@@ -45,7 +47,7 @@ from delayline.fire.inflight_reader import InflightReader
 from delayline.fire.lanes import Job, Lanes
 from delayline.fire.refusals import AdminDescriber, TopicCatalog
 from delayline.fire.report import Delivered
-from delayline.fire.transactional import FireConfig, Firing, Offsets, TransactionalFirer
+from delayline.fire.transactional import FireConfig, Firing, TransactionalFirer
 from delayline.stores.fold import EXPIRED
 
 log = logging.getLogger(__name__)
@@ -78,8 +80,8 @@ class CommitterConfig:
             writing took longer lately (the slowest of the last groups plus this).
         max_write_ahead_ms: The most: an open transaction holds back ``read_committed``
             readers of its partitions.
-        offsets_interval_ms: How often the consumer offset goes with a transaction (each
-            costs a round trip; a restart re-reads at most this much, skipping what its
+        offsets_interval_ms: How often the consumer offset is committed after a
+            transaction (a restart re-reads at most this much, skipping what its
             tombstone shows delivered).
         poll_ms: Longest wait for new in-flight records while nothing is due.
         lanes: Transactional writers whose groups overlap (:mod:`delayline.fire.lanes`).
@@ -135,6 +137,8 @@ class Committer:
         self._lookups = ThreadPoolExecutor(1, thread_name_prefix="delayline-lookups")
         self._warming: Future[None] | None = None
         self._offsets_at = 0.0
+        self._offsets_after: deque[list[TopicPartition] | None] = deque()
+        """Per group submitted and not yet reported: the offsets to commit after it."""
         self._sessions = 0
 
     def start(self) -> None:
@@ -196,6 +200,7 @@ class Committer:
         lanes = Lanes(firers, topics)
         try:
             self._plan = DuePlan()
+            self._offsets_after.clear()
             reader = InflightReader(
                 config.bootstrap_servers,
                 config.inflight_topic,
@@ -212,10 +217,11 @@ class Committer:
             log.info("committer ready: %d schedule(s) pending", len(self._plan))
             while not self._finished(reader, lanes):
                 self._step(reader, lanes)
+            lanes.close()
+            self._report(lanes, reader)  # the last groups, done while closing
         finally:
             lanes.close()
             reader.close()
-        self._report(lanes)  # the last groups, done while closing
 
     def _warm(self, reader: InflightReader, lanes: Lanes) -> None:
         """Look up new target topics beside the deliveries (facts expire; a lookup at
@@ -248,7 +254,7 @@ class Committer:
         wait_ms = self.config.poll_ms if write_at is None else write_at - now
         reader.poll(min(max(wait_ms, 0), self.config.poll_ms) / 1000)
         self._warm(reader, lanes)
-        self._report(lanes)
+        self._report(lanes, reader)
         due = self._plan.next_due_ms()
         if due is None:
             return
@@ -261,18 +267,25 @@ class Committer:
             return
         group = self._plan.take(self._broker_time(now), self.config.group_width_ms)
         if group is not None:
-            lanes.submit(self._job(group, self._offsets(reader)))
+            lanes.submit(self._job(group))
+            self._offsets_after.append(self._offsets(reader))
 
-    def _report(self, lanes: Lanes) -> None:
-        """Take the reports of the groups done (raises what failed one)."""
+    def _report(self, lanes: Lanes, reader: InflightReader) -> None:
+        """Take the reports of the groups done (raises what failed one), and commit the
+        consumer offsets that went with them (on this thread: the reader's consumer is
+        polled here, and a commit from a lane's thread stalled it for a minute)."""
+        offsets = None
         for delivered in lanes.finished():
+            offsets = self._offsets_after.popleft() or offsets
             if delivered.write_ms:
                 self._writes.append(delivered.write_ms)
             self.on_delivered(delivered)
             self._log_summary(delivered)
+        if offsets is not None:
+            reader.commit(offsets)
 
-    def _offsets(self, reader: InflightReader) -> Offsets | None:
-        """The consumer offsets to commit with the next group, now and then. Groups
+    def _offsets(self, reader: InflightReader) -> list[TopicPartition] | None:
+        """The consumer offsets to commit after the next group, now and then. Groups
         taken before commit before it, or fail it: these offsets pass no schedule that
         is not delivered by the time they are committed."""
         if time.monotonic() - self._offsets_at < self.config.offsets_interval_ms / 1000:
@@ -280,15 +293,11 @@ class Committer:
         self._offsets_at = time.monotonic()
         return reader.offsets()
 
-    def _job(self, group: Group, offsets: Offsets | None) -> Job:
-        return lambda firer, after_before: self._deliver(group, offsets, firer, after_before)
+    def _job(self, group: Group) -> Job:
+        return lambda firer, after_before: self._deliver(group, firer, after_before)
 
     def _deliver(
-        self,
-        group: Group,
-        offsets: Offsets | None,
-        firer: TransactionalFirer,
-        after_before: Callable[[], None],
+        self, group: Group, firer: TransactionalFirer, after_before: Callable[[], None]
     ) -> Delivered:
         """Deliver one group (on a lane's thread)."""
         config = self.config
@@ -333,7 +342,6 @@ class Committer:
             extra=[render_inflight_tombstone(p.record) for p in group.items],
             label=f"committer group of {len(group.items)} due at {group.commit_ms}",
             before_commit=written,
-            offsets=offsets,
         )
         done = self.clock.now_ms()
         dead = [*((live[i], why) for i, why in sorted(refused.items()))]

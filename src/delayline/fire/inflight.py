@@ -6,8 +6,8 @@ and its tombstone to the schedules topic, in the batch's transaction with the ba
 marker, so the hand-off is exactly once like any other write of a batch. The
 committer (:mod:`delayline.fire.committer`) reads this topic and delivers each
 schedule at its due time, in a transaction that also writes the in-flight record's
-tombstone and the committer's consumer offset: so a delivery happens exactly once
-across crashes, and compaction forgets what was delivered.
+tombstone: so a delivery happens exactly once across crashes (a restart skips what a
+tombstone shows delivered), and compaction forgets what was delivered.
 
 A record here: key ``<source topic>/<partition>/<offset>`` (one per schedule version),
 value the payload, headers the schedule's own headers then :data:`HEADER` (JSON: id,

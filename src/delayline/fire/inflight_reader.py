@@ -1,7 +1,7 @@
 """The committer's reader of the in-flight topic (:mod:`delayline.fire.inflight`).
 
 A ``read_committed`` consumer in the committer's own group, assigned every partition
-from the group's committed offsets (which the committer commits inside its delivery
+from the group's committed offsets (which the committer commits after its delivery
 transactions). Everything it reads goes into a :class:`DuePlan`.
 """
 
@@ -11,12 +11,18 @@ import logging
 import time
 from collections.abc import Callable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from delayline.core.clock import Clock
 from delayline.fire.due_plan import DuePlan
 from delayline.fire.inflight import InflightRecordError, read_inflight
-from delayline.fire.transactional import Offsets
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import to_consumed_record, watermarks
 
@@ -123,13 +129,25 @@ class InflightReader:
             }
         return all(self._at_end.get(p, -1) >= end for p, end in self._stop_ends.items())
 
-    def offsets(self) -> Offsets:
-        """The offsets a restart may resume from, to commit with a transaction."""
-        positions = [
+    def offsets(self) -> list[TopicPartition]:
+        """The offsets a restart may resume from, as of now (see :meth:`commit`)."""
+        return [
             TopicPartition(self.topic, partition, offset)
             for partition, offset in sorted(self.plan.offsets().items())
         ]
-        return positions, self._consumer.consumer_group_metadata()
+
+    def commit(self, positions: list[TopicPartition]) -> None:
+        """Commit ``positions`` (from :meth:`offsets`), without waiting.
+
+        Call only once every group taken before ``positions`` was read has committed:
+        they pass no schedule still pending then. A commit that is lost (Kafka away)
+        or lands out of order only makes a restart read more; the tombstones it reads
+        show what was delivered. Safe to call from another thread than the one reading.
+        """
+        try:
+            self._consumer.commit(offsets=positions, asynchronous=True)
+        except KafkaException as exc:
+            log.warning("committer offsets of %s not committed: %s", self.topic, exc)
 
     def close(self) -> None:
         """Release the consumer."""

@@ -5,7 +5,7 @@ the groups of a busy second are apart; one writer would fall behind. Each lane i
 thread with its own transactional producer (``<id>-<lane>``): while one lane's group
 waits for its due time, the next lane writes the next group. Commits stay in due
 order: a lane commits only after the group before it did, and a lane whose previous
-group failed fails too, so a consumer offset committed with a group never passes a
+group failed fails too, so a consumer offset committed after a group never passes a
 schedule of an earlier group that was not delivered.
 """
 

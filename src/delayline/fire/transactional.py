@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from delayline.contract import (
     ConsumedRecord,
@@ -48,9 +48,6 @@ from delayline.kafka.produce import produce
 from delayline.kafka.reader import read_topic
 
 log = logging.getLogger(__name__)
-
-Offsets = tuple[list[TopicPartition], Any]
-"""Consumer positions and the consumer's group metadata, committed with a transaction."""
 
 
 class FireError(DelaylineError):
@@ -281,7 +278,6 @@ class TransactionalFirer:
         extra: Sequence[OutgoingRecord] = (),
         label: str,
         before_commit: Callable[[], None] | None = None,
-        offsets: Offsets | None = None,
     ) -> dict[int, str]:
         """Write ``records`` and ``extra`` in one transaction, refusals dead-lettered.
 
@@ -299,7 +295,6 @@ class TransactionalFirer:
             label: Names the transaction in logs and errors.
             before_commit: Called once everything is written and acknowledged, right
                 before the commit (the committer waits for the due time there).
-            offsets: Consumer offsets committed with the transaction.
 
         Returns:
             Each refused firing's position in ``records``, to the reason.
@@ -316,7 +311,7 @@ class TransactionalFirer:
         extras = [Sent(record) for record in extra]
         while True:
             plan = [*_plan(records, refused), *extras]
-            failed = self._attempt(label, plan, serial, before_commit, offsets)
+            failed = self._attempt(label, plan, serial, before_commit)
             if failed is None:
                 return dict(refused)
             sent, txn_error = failed
@@ -358,7 +353,6 @@ class TransactionalFirer:
         plan: list[Sent],
         serial: set[str],
         before_commit: Callable[[], None] | None,
-        offsets: Offsets | None,
     ) -> tuple[list[Sent], Failure | None] | None:
         """One transaction: ``None`` once committed, else each record's fate and the
         transaction's own error. Records to ``serial`` topics go one per batch."""
@@ -391,7 +385,7 @@ class TransactionalFirer:
             # With records purged only, the transaction failed and the commit says why
             # (librdkafka fails the commit of a transaction with any failed delivery).
             if all(e.code in COLLATERAL for e in errors.values()):
-                self._commit(label, before_commit, offsets)
+                self._commit(label, before_commit)
                 if not errors:
                     return None
         except KafkaException as exc:
@@ -401,13 +395,12 @@ class TransactionalFirer:
         ]
         return fates, txn_error
 
-    def _commit(
-        self, label: str, before_commit: Callable[[], None] | None, offsets: Offsets | None
-    ) -> None:
+    def _commit(self, label: str, before_commit: Callable[[], None] | None) -> None:
+        # No consumer offsets go with the transaction: librdkafka's
+        # send_offsets_to_transaction can block past its timeout once the group
+        # coordinator restarts (confluentinc/librdkafka#5456); here it hung the
+        # committer for minutes after a broker restart. Readers commit theirs after.
         timeout_s = self.config.timeout_ms / 1000
-        if offsets is not None:
-            positions, group = offsets
-            self._producer.send_offsets_to_transaction(positions, group, timeout_s)
         if before_commit is not None:
             try:
                 before_commit()

@@ -161,6 +161,8 @@ class LocalBroker:
             InfraError: Java or the jars are missing.
         """
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self._process is not None and self._process.poll() is not None:
+            self._process = None  # the broker this object started died (was killed): reaped
         lock_fd = os.open(self._lock_file, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             try:

@@ -94,6 +94,11 @@ class PipelineConfig:
             first tier: on two cores the optimising compiler took more CPU than the
             work during the first minutes (ingest 3,707/s with it off, 2,573/s on,
             measured here on a fresh pipeline).
+        outage_timeout_ms: How long the pipeline rides out a failure that waiting may
+            cure (Kafka away: a fire task's transaction or Spark's Kafka source timed
+            out) by starting the streaming query again, before it exits with the error.
+            Timed from the first failure after a completed batch; 0 exits at once.
+            Nothing is lost either way: the failed batch is replayed.
     """
 
     topology: Topology = field(default_factory=Topology)
@@ -120,6 +125,7 @@ class PipelineConfig:
     waker: str = OWN_WAKER
     redis: RedisHoldConfig = field(default_factory=RedisHoldConfig)
     buckets: BucketsConfig = field(default_factory=BucketsConfig)
+    outage_timeout_ms: int = 300_000
 
     def __post_init__(self) -> None:
         if not 0 <= self.lead_ms <= MAX_LEAD_MS:
@@ -142,6 +148,8 @@ class PipelineConfig:
             raise ConfigError("max lateness must not be negative")
         if self.heartbeat_interval_ms < 1_000:
             raise ConfigError("heartbeat interval must be at least 1 s")
+        if self.outage_timeout_ms < 0:
+            raise ConfigError("outage timeout must not be negative")
         if self.hold in ("memory", "redis") and not self.wake:
             # Its query keeps no Spark state, so Spark runs no batch without input.
             raise ConfigError(f"the {self.hold} hold needs the waker: drop --no-wake")

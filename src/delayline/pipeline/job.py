@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from delayline.pipeline.interrupt import stoppable
 from delayline.pipeline.lock import CheckpointLock, clear_checkpoint
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness
 from delayline.pipeline.placement import check_checkpoint, check_master, read_mounts
+from delayline.pipeline.recovery import NO_SPACE, Failure, Recovery, diagnose
 from delayline.pipeline.session import build_session
 from delayline.pipeline.wake import Waker
 from delayline.stores.hold import Hold, hold_for
@@ -51,6 +53,18 @@ _REBUILD_HINT = (
     "--rebuild: it deletes the checkpoint and rebuilds the pending schedules from the "
     "schedules topics, and nothing already delivered is delivered again."
 )
+
+
+def _no_space(checkpoint: Path, failure: Failure) -> str:
+    try:
+        free = f"{shutil.disk_usage(checkpoint).free // 1024} KiB free there now"
+    except OSError as exc:
+        free = f"its filesystem: {exc.strerror}"
+    return (
+        f"No space left on device: the checkpoint {checkpoint} ({free}) or Spark's local "
+        "directories filled up. Free space there and start the pipeline again: the "
+        f"failed batch is replayed and nothing is lost. ({failure.message})"
+    )
 
 
 class PipelineError(DelaylineError):
@@ -170,6 +184,8 @@ class Pipeline:
         self._waker: Waker | None = None
         self._run: str | None = None
         self._committer: Committer | None = None
+        self._sink: FireSink | None = None
+        self._events: DataFrame | None = None
         self.hold: Hold = hold_for(config)
         self._lock = CheckpointLock(config.checkpoint_dir, config.query_name)
 
@@ -222,15 +238,9 @@ class Pipeline:
         elif config.wake:  # ticks of an oscillator wake it; nothing of ours is written there
             ensure_oscillator_topic(config.topology.bootstrap_servers, config.wake_topic_name)
         on_timers = None if self._waker is None else self._waker.add
-        sink = FireSink(config, self._run_id, on_batch, on_timers, hold=self.hold)
-        events = self.hold.stage(read_schedules(self._spark, config))
-        self._query = (
-            events.writeStream.queryName(config.query_name)
-            .option("checkpointLocation", str(config.checkpoint_dir))
-            .trigger(processingTime=f"{config.trigger_interval_ms} milliseconds")
-            .foreachBatch(stoppable(sink))
-            .start()
-        )
+        self._sink = FireSink(config, self._run_id, on_batch, on_timers, hold=self.hold)
+        self._events = self.hold.stage(read_schedules(self._spark, config))
+        self._start_query()
         if self._waker is not None:
             # Read after the first batch so it is not delayed; the waker wakes every
             # trigger interval until the timers are in.
@@ -248,31 +258,85 @@ class Pipeline:
             config.checkpoint_dir,
         )
 
+    def _start_query(self) -> None:
+        config = self.config
+        if self._events is None or self._sink is None:
+            raise PipelineError("pipeline not started")
+        self._query = (
+            self._events.writeStream.queryName(config.query_name)
+            .option("checkpointLocation", str(config.checkpoint_dir))
+            .trigger(processingTime=f"{config.trigger_interval_ms} milliseconds")
+            .foreachBatch(stoppable(self._sink))
+            .start()
+        )
+
     def run_until(self, stop: threading.Event, poll_s: int = 1) -> None:
-        """Block until ``stop`` is set or the query fails; then stop cleanly.
+        """Block until ``stop`` is set or the query fails for good; then stop cleanly.
+
+        A failure that waiting may cure (Kafka away) starts the query again, replaying
+        the failed batch, for up to ``outage_timeout_ms`` (see
+        :mod:`delayline.pipeline.recovery`).
 
         Raises:
-            PipelineError: the query terminated with an error.
+            PipelineError: the query terminated with an error it could not ride out.
         """
-        query = self._require_query()
+        recovery = Recovery(self.config.outage_timeout_ms)
         announced = False
-        rebuild_hint = _REBUILD_HINT.format(self.config.checkpoint_dir)
         try:
             while not stop.is_set():
-                try:
-                    if query.awaitTermination(poll_s):
-                        break
-                except StreamingQueryException:
-                    break  # it failed: query.exception() says why, below
-                if not announced and query.lastProgress is not None:
-                    announced = True
-                    log.info("pipeline %s ready: first batch done", self.config.query_name)
-            exc = query.exception()
-            if exc is not None:
-                hint = "" if announced else rebuild_hint
-                raise PipelineError(f"streaming query failed: {exc}{hint}")
+                query = self._require_query()
+                progressed = False
+                while not stop.is_set():
+                    try:
+                        if query.awaitTermination(poll_s):
+                            break
+                    except StreamingQueryException:
+                        break  # it failed: query.exception() says why, below
+                    if not progressed and query.lastProgress is not None:
+                        progressed = True
+                        recovery.progressed()
+                        if not announced or recovery.restarts:
+                            log.info(
+                                "pipeline %s %s: first batch done",
+                                self.config.query_name,
+                                "resumed" if announced else "ready",
+                            )
+                        announced = True
+                exc = query.exception()
+                if exc is None:
+                    return
+                self._recover(recovery, diagnose(str(exc)), announced, stop)
         finally:
             self.stop()
+
+    def _recover(
+        self, recovery: Recovery, failure: Failure, announced: bool, stop: threading.Event
+    ) -> None:
+        """Start the query again after ``failure``, or raise it as a :class:`PipelineError`."""
+        pause_ms = recovery.failed(failure, int(time.monotonic() * 1000))
+        if pause_ms is None:
+            if failure.retriable and self.config.outage_timeout_ms:
+                cause = (
+                    f"{failure} (still failing after "
+                    f"{format_duration_ms(self.config.outage_timeout_ms)} of restarts; "
+                    "nothing was lost: start the pipeline again once Kafka answers)"
+                )
+            elif failure.name == NO_SPACE:
+                cause = _no_space(self.config.checkpoint_dir, failure)
+            else:
+                cause = str(failure)
+            hint = "" if announced else _REBUILD_HINT.format(self.config.checkpoint_dir)
+            raise PipelineError(f"streaming query failed: {cause}{hint}")
+        log.warning(
+            "streaming query failed (%s); nothing is lost: starting it again in %s "
+            "(restart %d; giving up after %s of failures)",
+            failure,
+            format_duration_ms(pause_ms),
+            recovery.restarts,
+            format_duration_ms(self.config.outage_timeout_ms),
+        )
+        if not stop.wait(pause_ms / 1000):
+            self._start_query()
 
     def stop(self, drain_timeout_s: float = 60.0) -> None:
         """Let the batch in flight finish, then stop the query and Spark."""

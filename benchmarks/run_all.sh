@@ -10,6 +10,11 @@ for scenario in trickle burst steady idle restart backlog backlog-2 backlog-3; d
     --json "benchmarks/results/$scenario.json" --plot "benchmarks/results/$scenario.png" \
     | tee "benchmarks/results/$scenario.txt"
 done
+# The soak (issue #16): 20 minutes at 1,000/s with three SIGKILLs of the pipeline.
+echo "== soak" >&2
+.venv/bin/delayline bench --scenario soak \
+  --json benchmarks/results/soak.json --plot benchmarks/results/soak.png \
+  | tee benchmarks/results/soak.txt
 # The precision target at 1,000/s (the steady scenario's own rate is 5,000/s).
 echo "== steady-1000" >&2
 .venv/bin/delayline bench --scenario steady --rate 1000 \

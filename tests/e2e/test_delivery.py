@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from confluent_kafka import KafkaError, Message, Producer
 
@@ -394,12 +395,12 @@ def test_past_due_is_missed_not_late_and_each_dead_letter_is_one_log_line(
     assert "secret-payload" not in "\n".join(lines())
 
 
-def test_a_second_pipeline_on_the_same_checkpoint_refuses_and_the_first_goes_on(
-    pipeline: RunningPipeline,
+def test_a_second_pipeline_on_the_same_checkpoint_or_name_refuses_and_the_first_goes_on(
+    pipeline: RunningPipeline, tmp_path: Path
 ) -> None:
-    """The same command started twice (an operator's mistake): the second exits at once
-    with a message naming the first, before it creates a topic or a producer; the first
-    keeps delivering."""
+    """The same command started twice (an operator's mistake), then once more on another
+    checkpoint: each exits at once with a message naming the first, before it creates a
+    topic or a producer; the first keeps delivering."""
     running = pipeline.process.proc
     assert running is not None
     began = time.monotonic()
@@ -417,6 +418,20 @@ def test_a_second_pipeline_on_the_same_checkpoint_refuses_and_the_first_goes_on(
     ], second.stderr
     # Measured here: refused in 1.0-1.3 s on an idle machine (Python and pyspark imports).
     assert time.monotonic() - began < 30
+    assert running.poll() is None, "the running pipeline stopped"
+    # The same query name on a checkpoint of its own: the lease in Kafka refuses it.
+    args = list(pipeline.process.args)
+    args[args.index("--checkpoint-dir") + 1] = str(tmp_path / "elsewhere")
+    began = time.monotonic()
+    third = subprocess.run(
+        [sys.executable, "-m", "delayline", "run", "-b", pipeline.bootstrap, *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert third.returncode != 0
+    assert "another pipeline runs with query name" in third.stderr, third.stderr
+    assert f"pid {running.pid} " in third.stderr
+    assert time.monotonic() - began < 30
+    assert not (tmp_path / "elsewhere" / "commits").exists(), "it wrote a checkpoint"
     assert running.poll() is None, "the running pipeline stopped"
     target = pipeline.target()
     with DeliveryCollector(pipeline.bootstrap, [target]) as seen:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import random
 import subprocess
 import sys
 import time
@@ -13,6 +15,7 @@ import pytest
 from delayline.bench import sampler as s
 from delayline.bench.report import evaluate, lookup, table
 from delayline.bench.run import accept_lags_ms, delivery_figures
+from delayline.bench.soak import KILL_GAP, kill_times_s, rss_per_minute
 from delayline.bench.stats import percentile, summary
 from delayline.bench.summary import rss_spread_pct
 from delayline.dev.harness import Delivery
@@ -186,3 +189,19 @@ def test_a_child_python_counts_as_a_worker_every_time() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_soak_kills_fall_mid_run_far_enough_apart() -> None:
+    for seed in range(50):
+        times = kill_times_s(1200, random.Random(seed))
+        assert len(times) == 3
+        assert all(120 <= t <= 1080 for t in times)
+        assert all(b - a >= KILL_GAP * 1200 for a, b in itertools.pairwise(times))
+
+
+def test_soak_rss_is_the_peak_of_each_minute_from_the_start() -> None:
+    mib = 2**20
+    samples = [(99.0, 9 * mib), (100.0, 100 * mib), (130.0, 300 * mib), (159.9, 200 * mib),
+               (220.0, 50 * mib)]  # fmt: skip
+    assert rss_per_minute(samples, began_s=100.0) == [300, 0, 50]
+    assert rss_per_minute([], began_s=0.0) == []

@@ -244,7 +244,13 @@ def plot(result: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     f = result["figures"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    if "_rss" in f:
+        from delayline.bench.soak import plot_over_time  # noqa: PLC0415
+
+        fig, ((left, right), (below_left, below_right)) = plt.subplots(2, 2, figsize=(12, 9))
+        plot_over_time(f, below_left, below_right)
+    else:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     lateness = f.get("_lateness") or []
     left.hist(lateness, bins=50, color="#3b7dd8")
     left.set(

@@ -49,6 +49,7 @@ SIZES: dict[str, tuple[Size, Size]] = {  # (full, quick)
     ),
     "restart": (Size(pending=1_000_000, count=3_000), Size(pending=10_000, count=600)),
     "idle": (Size(pending=1_000, duration_s=60), Size(pending=100, duration_s=20)),
+    "soak": (Size(rate_per_s=1000, duration_s=1200), Size(rate_per_s=100, duration_s=90)),
 }  # fmt: skip
 
 
@@ -229,9 +230,16 @@ def idle(env: BenchEnv, size: Size) -> dict[str, Any]:
     return figures
 
 
+def soak(env: BenchEnv, size: Size) -> dict[str, Any]:
+    """Minutes of a steady rate with SIGKILLs of the pipeline (:mod:`delayline.bench.soak`)."""
+    from delayline.bench.soak import soak as run  # noqa: PLC0415 - it builds on this module
+
+    return run(env, size)
+
+
 SCENARIOS: dict[str, Callable[[BenchEnv, Size], dict[str, Any]]] = {
     "steady": steady, "trickle": trickle, "burst": burst, "backlog": backlog,
-    "restart": restart, "idle": idle,
+    "restart": restart, "idle": idle, "soak": soak,
 }  # fmt: skip
 
 

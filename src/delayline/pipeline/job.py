@@ -32,6 +32,7 @@ from delayline.kafka.topics import (
 from delayline.pipeline import rows as r
 from delayline.pipeline.config import OWN_WAKER, PipelineConfig, spark_progress_file
 from delayline.pipeline.interrupt import stoppable
+from delayline.pipeline.lease import QueryLease
 from delayline.pipeline.lock import CheckpointLock, clear_checkpoint
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness
 from delayline.pipeline.placement import check_checkpoint, check_master, read_mounts
@@ -188,6 +189,9 @@ class Pipeline:
         self._events: DataFrame | None = None
         self.hold: Hold = hold_for(config)
         self._lock = CheckpointLock(config.checkpoint_dir, config.query_name)
+        self._lease = QueryLease(
+            config.topology.bootstrap_servers, config.query_name, str(config.checkpoint_dir)
+        )
 
     def claim_checkpoint(self) -> None:
         """Check where Spark runs and take the checkpoint's lock, before anything is
@@ -195,6 +199,7 @@ class Pipeline:
 
         Raises:
             CheckpointLockedError: another pipeline runs on this checkpoint.
+            QueryNameInUseError: another pipeline runs with this query name.
             ConfigError: the checkpoint cannot serve the master's executors.
             SparkClusterError: no Spark master answers the master URL.
         """
@@ -202,6 +207,11 @@ class Pipeline:
         check_master(config.master)
         check_checkpoint(config.master, config.checkpoint_dir, read_mounts())
         self._lock.acquire()
+        try:
+            self._lease.check()
+        except Exception:
+            self._lock.release()
+            raise
 
     def start(self, *, rebuild: bool = False) -> None:
         """Start the streaming query (after wiping the checkpoint if ``rebuild``)."""
@@ -232,6 +242,7 @@ class Pipeline:
             metrics = None if self._metrics_server is None else self.metrics
             self._spark.streams.addListener(_ProgressListener(metrics, spark_file))
         on_batch = self._on_batch if self._metrics_server is None else self._on_batch_observed
+        self._lease.hold(config.topology.commits_topic)
         self._committer = self._start_committer()
         if config.wake and config.waker == OWN_WAKER:
             self._waker = self._start_waker()
@@ -376,6 +387,7 @@ class Pipeline:
         if self._metrics_server is not None:
             self._metrics_server.stop()
             self._metrics_server = None
+        self._lease.release()
         self._lock.release()
 
     def _start_committer(self) -> Committer:

@@ -97,9 +97,11 @@ def plot_over_time(figures: dict[str, Any], lateness_ax: Any, rss_ax: Any) -> No
     t0 = min([a / 1000 for a, _ in at[:1]] + [s for s, _ in rss[:1]], default=0.0)
     if at:
         lateness_ax.scatter([a / 1000 - t0 for a, _ in at], [late for _, late in at], s=1)
-    lateness_ax.set(title="lateness over time", xlabel="s", ylabel="ms after due")
+    lateness_ax.set(title="lateness over time", xlabel="s since the pipeline started",
+                    ylabel="ms after due")  # fmt: skip
     rss_ax.plot([s - t0 for s, _ in rss], [b / 2**20 for _, b in rss])
-    rss_ax.set(title="pipeline RSS over time", xlabel="s", ylabel="MiB")
+    rss_ax.set(title="pipeline RSS over time", xlabel="s since the pipeline started",
+               ylabel="MiB")  # fmt: skip
     for kill in figures.get("_kills_at") or []:
         for ax in (lateness_ax, rss_ax):
             ax.axvline(kill - t0, color="#d83b3b", linestyle="--", linewidth=1)

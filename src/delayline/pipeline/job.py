@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
-from pyspark.sql.streaming.listener import StreamingQueryListener
 from pyspark.sql.streaming.query import StreamingQuery
 
 from delayline.contract.arrow import with_contracts
 from delayline.core.units import format_duration_ms
 from delayline.errors import DelaylineError
 from delayline.fire.committer import Committer, CommitterConfig
-from delayline.fire.report import HANDED, REFUSED, BatchReport
+from delayline.fire.report import BatchReport
 from delayline.fire.sink import FireSink, checkpoint_query_id
 from delayline.kafka.topics import (
     cluster_brokers,
@@ -29,14 +24,14 @@ from delayline.kafka.topics import (
     ensure_oscillator_topic,
     ensure_wake_topic,
 )
-from delayline.pipeline import rows as r
 from delayline.pipeline.config import OWN_WAKER, PipelineConfig, spark_progress_file
 from delayline.pipeline.interrupt import stoppable
 from delayline.pipeline.lease import QueryLease
 from delayline.pipeline.lock import CheckpointLock, clear_checkpoint
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness
 from delayline.pipeline.placement import check_checkpoint, check_master, read_mounts
-from delayline.pipeline.recovery import NO_SPACE, Failure, Recovery, diagnose
+from delayline.pipeline.progress import ProgressListener, log_batch
+from delayline.pipeline.recovery import NO_SPACE, Failure, Recovery, diagnose, no_space_message
 from delayline.pipeline.session import build_session
 from delayline.pipeline.wake import Waker
 from delayline.stores.hold import Hold, hold_for
@@ -54,18 +49,6 @@ _REBUILD_HINT = (
     "--rebuild: it deletes the checkpoint and rebuilds the pending schedules from the "
     "schedules topics, and nothing already delivered is delivered again."
 )
-
-
-def _no_space(checkpoint: Path, failure: Failure) -> str:
-    try:
-        free = f"{shutil.disk_usage(checkpoint).free // 1024} KiB free there now"
-    except OSError as exc:
-        free = f"its filesystem: {exc.strerror}"
-    return (
-        f"No space left on device: the checkpoint {checkpoint} ({free}) or Spark's local "
-        "directories filled up. Free space there and start the pipeline again: the "
-        f"failed batch is replayed and nothing is lost. ({failure.message})"
-    )
 
 
 class PipelineError(DelaylineError):
@@ -116,45 +99,6 @@ def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
 def _last_batch_id(query: StreamingQuery) -> int:
     progress = query.lastProgress
     return -1 if progress is None else int(progress["batchId"])
-
-
-class _ProgressListener(StreamingQueryListener):
-    """Feeds Spark's progress reports to the metrics and the Spark progress file (runs on
-    a py4j callback thread)."""
-
-    def __init__(self, metrics: PipelineMetrics | None, progress_file: Path | None) -> None:
-        self.metrics = metrics
-        self.progress_file = progress_file
-
-    def onQueryStarted(self, event: Any) -> None:
-        pass
-
-    def onQueryProgress(self, event: Any) -> None:
-        if self.metrics is not None:
-            self.metrics.observe_progress([event.progress])
-        if self.progress_file is not None:
-            progress = json.loads(event.progress.json)
-            line = {
-                "batch_id": progress.get("batchId"),
-                "num_input_rows": progress.get("numInputRows"),
-                "duration_ms": progress.get("durationMs"),
-                "state": [
-                    {k: op.get(k) for k in _STATE_FIGURES}
-                    for op in progress.get("stateOperators") or []
-                ],
-            }
-            with self.progress_file.open("a") as out:
-                out.write(json.dumps(line) + "\n")
-
-    def onQueryIdle(self, event: Any) -> None:
-        pass
-
-    def onQueryTerminated(self, event: Any) -> None:
-        pass
-
-
-_STATE_FIGURES = ("numRowsTotal", "numRowsUpdated", "allUpdatesTimeMs", "allRemovalsTimeMs",
-                  "commitTimeMs", "memoryUsedBytes", "customMetrics")  # fmt: skip
 
 
 class Pipeline:
@@ -240,7 +184,7 @@ class Pipeline:
                 None if config.progress_file is None else spark_progress_file(config.progress_file)
             )
             metrics = None if self._metrics_server is None else self.metrics
-            self._spark.streams.addListener(_ProgressListener(metrics, spark_file))
+            self._spark.streams.addListener(ProgressListener(metrics, spark_file))
         on_batch = self._on_batch if self._metrics_server is None else self._on_batch_observed
         self._lease.hold(config.topology.commits_topic)
         self._committer = self._start_committer()
@@ -333,7 +277,7 @@ class Pipeline:
                     "nothing was lost: start the pipeline again once Kafka answers)"
                 )
             elif failure.name == NO_SPACE:
-                cause = _no_space(self.config.checkpoint_dir, failure)
+                cause = no_space_message(self.config.checkpoint_dir, failure)
             else:
                 cause = str(failure)
             hint = "" if announced else _REBUILD_HINT.format(self.config.checkpoint_dir)
@@ -467,40 +411,7 @@ class Pipeline:
         self._on_batch(report)
 
     def _report_batch(self, report: BatchReport) -> None:
-        self._log_batch(report)
+        log_batch(report)
         if self.config.progress_file is not None:
             with self.config.progress_file.open("a") as out:
                 out.write(report.to_json() + "\n")
-
-    def _log_batch(self, report: BatchReport) -> None:
-        c = report.counts
-        if not c or set(c) == {r.OWN_TOMBSTONE}:
-            return
-        lateness = ""
-        if late := sorted(report.lateness_ms):
-            p50, worst = format_duration_ms(late[len(late) // 2]), format_duration_ms(late[-1])
-            lateness = f" (lateness p50 {p50}, max {worst})"
-        past_due = ""
-        if report.missed_lateness_ms:
-            past_due = f" (up to {format_duration_ms(max(report.missed_lateness_ms))} past due)"
-        replay = "" if report.committed else " (replay, skipped)"
-        log.info(
-            "batch %d: fired %d%s, handed to the committer %d, planned %d, updated %d, "
-            "cancelled %d, unknown cancels %d, missed %d%s, invalid %d, expired %d, refused %d, "
-            "stale %d%s",
-            report.batch_id,
-            c[r.FIRE],
-            lateness,
-            c[HANDED],
-            c[r.PLANNED],
-            c[r.UPDATED],
-            c[r.CANCELLED],
-            c[r.UNKNOWN_CANCEL],
-            c[r.MISSED],
-            past_due,
-            c[r.INVALID],
-            c[r.EXPIRED],
-            c[REFUSED],
-            c[r.STALE],
-            replay,
-        )

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import importlib
 import re
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 from delayline.errors import DelaylineError
 
@@ -123,3 +125,16 @@ class Recovery:
     def progressed(self) -> None:
         """A batch completed: the next failure begins a new streak."""
         self._streak_began = None
+
+
+def no_space_message(checkpoint: Path, failure: Failure) -> str:
+    """What to do about a full disk, naming the checkpoint and the space left there."""
+    try:
+        free = f"{shutil.disk_usage(checkpoint).free // 1024} KiB free there now"
+    except OSError as exc:
+        free = f"its filesystem: {exc.strerror}"
+    return (
+        f"No space left on device: the checkpoint {checkpoint} ({free}) or Spark's local "
+        "directories filled up. Free space there and start the pipeline again: the "
+        f"failed batch is replayed and nothing is lost. ({failure.message})"
+    )

@@ -70,6 +70,7 @@ def test_only_classes_of_the_delayline_package_count_and_unknown_ones_are_not_re
 def test_an_unrecognised_error_gives_its_first_line() -> None:
     failure = diagnose("\n  java.lang.IllegalStateException: boom\n\tat x\n")
     assert failure == Failure("unknown", "java.lang.IllegalStateException: boom", False)
+    assert str(failure) == "java.lang.IllegalStateException: boom"
 
 
 RETRIABLE = Failure("KafkaUnavailableError", "timed out", retriable=True)

@@ -15,7 +15,7 @@ from typing import Any
 from delayline.bench.report import fmt
 
 ORDER = ("trickle", "steady-1000", "steady", "burst", "backlog", "backlog-2", "backlog-3",
-         "restart", "restart-1k", "idle", "catalog")  # fmt: skip
+         "restart", "restart-1k", "idle", "soak", "catalog")  # fmt: skip
 """Result files (``<name>.json``) in table order; ``backlog-2``/``-3`` repeat the backlog,
 ``restart-1k`` is the restart scenario with ``--pending 1000``, ``steady-1000`` the steady
 one with ``--rate 1000`` (``benchmarks/run_all.sh``)."""

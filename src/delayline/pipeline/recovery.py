@@ -22,6 +22,8 @@ from delayline.errors import DelaylineError
 FIRST_PAUSE_MS = 2_000
 """The pause before the first restart of a streak; it doubles up to :data:`MAX_PAUSE_MS`."""
 MAX_PAUSE_MS = 30_000
+UNKNOWN = "unknown"
+"""The :attr:`Failure.name` of an error the text does not name in a known way."""
 NO_SPACE = "NoSpaceLeft"
 """The :attr:`Failure.name` of a full disk (an ``IOException`` has no class of ours)."""
 
@@ -58,7 +60,7 @@ class Failure:
     retriable: bool
 
     def __str__(self) -> str:
-        return f"{self.name}: {self.message}"
+        return self.message if self.name == UNKNOWN else f"{self.name}: {self.message}"
 
 
 def diagnose(text: str) -> Failure:
@@ -77,7 +79,7 @@ def diagnose(text: str) -> Failure:
         name, message = java[-1]
         return Failure(name, message.strip(), name in _RETRIABLE_JAVA)
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return Failure("unknown", first, retriable=False)
+    return Failure(UNKNOWN, first, retriable=False)
 
 
 def _is_retriable(module: str, name: str) -> bool:

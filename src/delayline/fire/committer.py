@@ -273,7 +273,7 @@ class Committer:
     def _report(self, lanes: Lanes, reader: InflightReader) -> None:
         """Take the reports of the groups done (raises what failed one), and commit the
         consumer offsets that went with them (on this thread: the reader's consumer is
-        polled here, and a commit from a lane's thread stalled it for a minute)."""
+        polled here, and a commit from a lane's thread stalled it for 90 s here)."""
         offsets = None
         for delivered in lanes.finished():
             offsets = self._offsets_after.popleft() or offsets

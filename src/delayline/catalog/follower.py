@@ -22,6 +22,7 @@ from delayline.contract.contracts import InputParser
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.topology import Topology
 from delayline.core.units import format_duration_ms
+from delayline.kafka.errors import kafka_error
 from delayline.kafka.reader import private_consumer, to_consumed_record
 
 log = logging.getLogger(__name__)
@@ -150,9 +151,9 @@ class CatalogFollower:
             try:
                 self._follow()
             except KafkaException as exc:  # Kafka away: say so once per outage, no trace
-                error = exc.args[0] if exc.args else None
+                error = kafka_error(exc)
                 self._last_error = f"Kafka: {error or exc}"
-                if isinstance(error, KafkaError) and error.code() in UNREACHABLE:
+                if error is not None and error.code() in UNREACHABLE:
                     self._lost_kafka(error)
                     log.debug("catalog follower: %s; retrying in 2 s", self._last_error)
                 else:

@@ -46,6 +46,7 @@ from delayline.core.clock import SystemClock, ms_to_datetime
 from delayline.core.units import parse_duration_ms
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
+from delayline.kafka.errors import kafka_error
 from delayline.kafka.metadata import topic_partitions
 from delayline.kafka.reader import private_consumer, to_consumed_record
 
@@ -300,8 +301,8 @@ def _committed_ends(bootstrap_servers: str, topic: str, partitions: list[int]) -
         try:
             return {tp.partition: int(f.result().offset) for tp, f in futures.items()}
         except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            retriable = isinstance(error, KafkaError) and error.retriable()
+            error = kafka_error(exc)
+            retriable = error is not None and error.retriable()
             if not retriable or time.monotonic() > deadline:
                 raise KafkaUnavailableError(f"end offsets of {topic} unavailable: {exc}") from exc
             time.sleep(0.2)

@@ -30,6 +30,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from delayline.contract import OutgoingRecord
 from delayline.contract.topics import target_not_allowed, target_topic_problem
 from delayline.kafka.config import kafka_client_config
+from delayline.kafka.errors import kafka_error
 
 log = logging.getLogger(__name__)
 
@@ -419,8 +420,8 @@ class AdminDescriber:
             try:
                 description = future.result(timeout=self._timeout_s)
             except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                if isinstance(error, KafkaError) and error.code() in TOPIC_REFUSALS:
+                error = kafka_error(exc)
+                if error is not None and error.code() in TOPIC_REFUSALS:
                     facts[name] = TopicFacts(error=Failure.of(error))
                 else:
                     log.warning("could not describe topic %s: %s", name, exc)

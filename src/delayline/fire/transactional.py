@@ -44,6 +44,7 @@ from delayline.fire.refusals import (
     classify,
 )
 from delayline.kafka.config import kafka_client_config
+from delayline.kafka.errors import kafka_error
 from delayline.kafka.produce import produce
 from delayline.kafka.reader import read_topic
 
@@ -460,12 +461,12 @@ def _plan(records: Sequence[OutgoingRecord | Firing], refused: Mapping[int, str]
 
 
 def _is_fatal(exc: KafkaException) -> bool:
-    error = exc.args[0] if exc.args else None
-    return isinstance(error, KafkaError) and bool(error.fatal())
+    error = kafka_error(exc)
+    return error is not None and bool(error.fatal())
 
 
 def _failure(exc: KafkaException) -> Failure:
-    error = exc.args[0] if exc.args else None
-    if isinstance(error, KafkaError):
+    error = kafka_error(exc)
+    if error is not None:
         return Failure.of(error)
     return Failure(KafkaError._FAIL, "_FAIL", str(exc))

@@ -23,6 +23,7 @@ from confluent_kafka import (
 from delayline.contract import ConsumedRecord
 from delayline.errors import KafkaUnavailableError, TopicConfigError
 from delayline.kafka.config import kafka_client_config
+from delayline.kafka.errors import kafka_error
 
 
 def private_consumer(
@@ -153,10 +154,8 @@ def watermarks(consumer: Consumer, tp: TopicPartition, deadline: float) -> tuple
             )
             return int(low), int(high)
         except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            retriable = isinstance(error, KafkaError) and (
-                error.retriable() or error.code() in _NO_LEADER_YET
-            )
+            error = kafka_error(exc)
+            retriable = error is not None and (error.retriable() or error.code() in _NO_LEADER_YET)
             if not retriable or time.monotonic() > deadline:
                 raise KafkaUnavailableError(
                     f"offsets of {tp.topic}[{tp.partition}] unavailable: {exc}"

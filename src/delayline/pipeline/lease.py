@@ -34,6 +34,7 @@ from confluent_kafka.admin import AdminClient
 from delayline.errors import DelaylineError, KafkaUnavailableError
 from delayline.infra.procs import pid_alive
 from delayline.kafka.config import kafka_client_config
+from delayline.kafka.errors import kafka_error
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,7 @@ class QueryLease:
         self.session_timeout_ms = session_timeout_ms
         self.me = Holder(socket.gethostname(), os.getpid(), checkpoint)
         self._consumer: Consumer | None = None
+        self._admin: AdminClient | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -186,17 +188,19 @@ class QueryLease:
     def _members(self, timeout_s: float = 30) -> list[str]:
         """Client ids of the group's members; retried while the coordinator moves or
         loads (a broker just started answers ``NOT_COORDINATOR`` for a while)."""
-        admin = AdminClient(kafka_client_config(self.bootstrap_servers))
+        if self._admin is None:  # one client for every look (check() may look for 13 s)
+            self._admin = AdminClient(kafka_client_config(self.bootstrap_servers))
+        admin = self._admin
         deadline = time.monotonic() + timeout_s
         while True:
             future = admin.describe_consumer_groups([self.group], request_timeout=10)[self.group]
             try:
                 description = future.result(timeout=15)
             except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                if isinstance(error, KafkaError) and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
+                error = kafka_error(exc)
+                if error is not None and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
                     return []
-                retriable = isinstance(error, KafkaError) and (
+                retriable = error is not None and (
                     error.retriable() or error.code() in _COORDINATOR_MOVING
                 )
                 if not retriable or time.monotonic() >= deadline:

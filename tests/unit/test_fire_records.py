@@ -9,7 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from delayline.contract import ConsumedRecord, parse_record, render_dead_letter, render_tombstone
+from delayline.contract import (
+    ConsumedRecord,
+    parse_record,
+    render_dead_letter,
+    render_delivery,
+    render_history,
+    render_tombstone,
+)
+from delayline.contract import headers as h
 from delayline.contract.codec import decode_headers, encode_headers
 from delayline.core.model import Cancel, Schedule, SourceRef
 from delayline.core.topology import Topology
@@ -128,8 +136,23 @@ def test_rewrite_appends_the_held_version_as_it_was() -> None:
         b"vid1-online",
         b"video 1",
     )
-    assert again.headers == SCHEDULE.headers
+    assert again.headers == (*SCHEDULE.headers, (h.COPY_OF, str(SOURCE.offset).encode()))
     assert again.timestamp_ms == SOURCE.timestamp_ms
+
+
+def test_a_rewrite_read_back_is_its_original_and_delivers_without_the_copy_header() -> None:
+    """The copy parses to the version it copies (same place in the order), a copy of
+    the copy names the same original, and the delivery carries no copy-of header."""
+    (again,) = to_records(r.schedule_event(r.REWRITE, SCHEDULE, at_ms=1), PipelineConfig())
+    read = ConsumedRecord(again.topic, 2, SOURCE.offset + 9, SOURCE.timestamp_ms, again.key,
+                          again.value, again.headers)  # fmt: skip
+    parsed = parse_record(read)
+    assert isinstance(parsed, Schedule)
+    assert parsed.source == SOURCE
+    (twice,) = to_records(r.schedule_event(r.REWRITE, parsed, at_ms=2), PipelineConfig())
+    assert twice.headers == again.headers
+    assert h.COPY_OF not in dict(render_delivery(parsed).headers)
+    assert h.COPY_OF not in dict(render_history(parsed, "history").headers)
 
 
 def test_a_rewrite_is_written_only_to_compacted_topics_a_retire_to_any() -> None:

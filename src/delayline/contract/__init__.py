@@ -13,6 +13,7 @@ from delayline.contract.records import (
     render_dead_letter,
     render_delivery,
     render_history,
+    render_rewrite,
     render_schedule,
     render_tombstone,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "render_dead_letter",
     "render_delivery",
     "render_history",
+    "render_rewrite",
     "render_schedule",
     "render_tombstone",
 ]

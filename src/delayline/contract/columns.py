@@ -108,8 +108,12 @@ def parsed(records: DataFrame) -> DataFrame:
 
     Returns:
         The same columns plus ``kind``, ``id``, ``due_ms``,
-        ``target_topic``, ``target_key`` and ``fired_offset`` (set on a cancel that
-        is delayline's own tombstone).
+        ``target_topic``, ``target_key``, ``fired_offset`` (set on a cancel that
+        is delayline's own tombstone) and ``read_offset`` (where the record was read).
+        ``offset`` is the version's place in the order of its id's versions: for a
+        copy (header ``delayline-copy-of`` naming an earlier offset), the offset of
+        the version it copies, as :func:`delayline.contract.records.version_source`
+        has it.
     """
     from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark's convention
 
@@ -135,11 +139,15 @@ def parsed(records: DataFrame) -> DataFrame:
         f" WHEN value IS NULL THEN {_sql(CANCEL)}"
         f" WHEN {schedule_ok} THEN {_sql(SCHEDULE)} ELSE {_sql(INVALID)} END"
     )
+    copied = f"cast({_first_value(h.COPY_OF)} AS STRING)"
+    # A copy (a rewrite) is ordered at the offset of the version it copies.
+    copy_of = f"CASE WHEN {copied} RLIKE {_sql(_OFFSET)} THEN cast({copied} AS BIGINT) END"
     columns: dict[str, Column] = {
         "kind": F.expr(kind),
         "due_ms": F.expr(due_ms),
         "target_topic": F.expr(topic_text),
         "target_key": F.expr(_first_value(h.TARGET_KEY)),
+        "copy_of": F.expr(copy_of),
         "fired_offset": F.expr(
             f"CASE WHEN cast({fired} AS STRING) RLIKE {_sql(_OFFSET)}"
             f" THEN cast(cast({fired} AS STRING) AS BIGINT) END"
@@ -150,6 +158,7 @@ def parsed(records: DataFrame) -> DataFrame:
         theirs = F.col(PARSED).isNotNull()
         for name in ("kind", "due_ms", "target_topic", "target_key", "fired_offset"):
             columns[name] = F.when(theirs, parsed_field(name)).otherwise(columns[name])
+        columns["copy_of"] = F.when(~theirs, columns["copy_of"])  # compacted topics only
         sid = F.when(theirs, parsed_field("id")).otherwise(sid)
         # A schedule's value is what it delivers; anything else keeps the record's own.
         payload = theirs & (parsed_field("kind") == SCHEDULE)
@@ -160,8 +169,11 @@ def parsed(records: DataFrame) -> DataFrame:
     )
     out = records.withColumns(columns)
     schedule, not_invalid = F.col("kind") == SCHEDULE, F.col("kind") != INVALID
+    copy = schedule & (F.col("copy_of") < F.col("offset"))
     return out.select(
-        "topic", "gkey", "key", value.alias("value"), "partition", "offset", "timestamp_ms",
+        "topic", "gkey", "key", value.alias("value"), "partition",
+        F.when(copy, F.col("copy_of")).otherwise(F.col("offset")).alias("offset"),
+        "timestamp_ms",
         "headers",
         "kind",
         F.when(not_invalid, sid).alias("id"),
@@ -169,4 +181,5 @@ def parsed(records: DataFrame) -> DataFrame:
         F.when(schedule, F.col("target_topic")).alias("target_topic"),
         F.when(schedule, F.col("target_key")).alias("target_key"),
         F.when(F.col("kind") == CANCEL, F.col("fired_offset")).alias("fired_offset"),
+        F.col("offset").alias("read_offset"),
     )  # fmt: skip

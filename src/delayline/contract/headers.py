@@ -27,6 +27,11 @@ DELIVERY_HEADERS = frozenset({TIMESTAMP, KEY, TOPIC})
 FIRED_OFFSET = "delayline-fired-offset"
 """On the tombstone written after a delivery: offset of the version that fired, so a
 newer version of the same id that arrived meanwhile is not cancelled by it."""
+COPY_OF = "delayline-copy-of"
+"""On a copy the pipeline appends of a held version (a rewrite, so compaction keeps it):
+the offset of the version it copies, in the same partition. A copy is that version,
+ordered at that offset: it never supersedes a newer version written before it landed.
+Never delivered."""
 ERROR = "delayline-error"
 """On a dead letter: why the record was rejected."""
 SOURCE = "delayline-source"

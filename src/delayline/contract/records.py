@@ -143,8 +143,41 @@ def parse_record_checked(record: ConsumedRecord) -> Parsed:  # noqa: C901 - one 
         target_key=control.get(h.TARGET_KEY),
         payload=record.value,
         headers=tuple(record.headers),
-        source=source,
+        source=version_source(record),
     )
+
+
+def version_source(record: ConsumedRecord) -> SourceRef:
+    """Where the version a schedule record holds sits in the order of its id's versions:
+    its own place, or for a copy (:data:`delayline.contract.headers.COPY_OF`) the place
+    of the version it copies. A copy-of header that names no earlier offset is ignored."""
+    copied = _copy_of(record.headers)
+    if copied is None or copied >= record.offset:
+        return record.source
+    return SourceRef(record.topic, record.partition, copied, record.timestamp_ms)
+
+
+def render_rewrite(schedule: Schedule) -> OutgoingRecord:
+    """A copy of ``schedule`` appended to its own partition (a rewrite): the schedule
+    as read, stamped with its timestamp, naming its offset in
+    :data:`delayline.contract.headers.COPY_OF`."""
+    source = schedule.require_source()
+    headers = (*without_copy_of(schedule.headers), (h.COPY_OF, str(source.offset).encode()))
+    return OutgoingRecord(
+        source.topic,
+        schedule.id.encode(),
+        schedule.payload,
+        headers,
+        source.partition,
+        timestamp_ms=source.timestamp_ms,
+    )
+
+
+def without_copy_of(headers: Headers) -> Headers:
+    """``headers`` less delayline's copy-of header (never delivered)."""
+    if not any(name == h.COPY_OF for name, _ in headers):
+        return headers
+    return tuple((name, value) for name, value in headers if name != h.COPY_OF)
 
 
 def parse_tombstone(record: ConsumedRecord) -> Cancel | Invalid:
@@ -170,9 +203,20 @@ def _record_id(record: ConsumedRecord) -> str | Invalid:
 def _fired_offset(headers: Headers) -> int | None:
     """The first non-null ``delayline-fired-offset``: 1 to 18 ASCII digits, else ``None``
     (a plain cancel). Strict, as the pipeline's Spark SQL check is."""
-    for name, value in headers:
-        if name == h.FIRED_OFFSET and value is not None:
-            return int(value) if _OFFSET.fullmatch(value) else None
+    return _offset_header(headers, h.FIRED_OFFSET)
+
+
+def _copy_of(headers: Headers) -> int | None:
+    """The first ``delayline-copy-of`` header: 1 to 18 ASCII digits, else ``None``."""
+    return _offset_header(headers, h.COPY_OF, first_only=True)
+
+
+def _offset_header(headers: Headers, name: str, *, first_only: bool = False) -> int | None:
+    """The offset in the first (non-null, unless ``first_only``) header ``name``."""
+    for key, value in headers:
+        if key != name or (value is None and not first_only):
+            continue
+        return int(value) if value is not None and _OFFSET.fullmatch(value) else None
     return None
 
 
@@ -251,9 +295,8 @@ def render_delivery(schedule: Schedule) -> OutgoingRecord:
         (h.KEY, schedule.id.encode()),
         (h.TOPIC, source.topic.encode()),
     )
-    return OutgoingRecord(
-        schedule.target_topic, schedule.target_key, schedule.payload, (*schedule.headers, *added)
-    )
+    headers = (*without_copy_of(schedule.headers), *added)
+    return OutgoingRecord(schedule.target_topic, schedule.target_key, schedule.payload, headers)
 
 
 def render_tombstone(schedule: Schedule) -> OutgoingRecord:

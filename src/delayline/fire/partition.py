@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from delayline.contract import (
@@ -18,7 +18,7 @@ from delayline.contract import (
     render_dead_letter,
     render_delivery,
     render_history,
-    render_schedule,
+    render_rewrite,
     render_tombstone,
 )
 from delayline.contract.contracts import InputParser, compacted
@@ -102,10 +102,7 @@ def to_records(row: Any, config: PipelineConfig) -> list[OutgoingRecord]:
     if kind == r.ROUTE:
         return [render_copy(row, config.buckets, config.lead_ms)]
     if kind == r.REWRITE:
-        schedule = r.event_schedule(row)
-        source = r.event_source(row)
-        again = render_schedule(schedule, source.topic, source.partition)
-        return [replace(again, timestamp_ms=source.timestamp_ms)]
+        return [render_rewrite(r.event_schedule(row))]
     if kind == r.DEAD:
         reason = r.dead_reason(row, InputParser(config.topology))
         dead = render_dead_letter(r.event_record(row), reason, config.topology.dead_letter_topic)

@@ -17,7 +17,10 @@ that id in each micro-batch and :func:`fire` when its timer is due. The rules:
   record that compaction keeps instead of the held version lands after it in the same
   partition (delayline's tombstone of an older version, or an invalid record with the
   same key), the held version is written again after it (``rewrite``), so a rebuild or
-  a rebuilt catalog still finds it.
+  a rebuilt catalog still finds it. The copy names the version it copies
+  (``delayline-copy-of``) and *is* that version, ordered at its original's offset: a
+  newer version written before the copy landed stays newer, and the copy read back
+  (or read first, by a rebuild) is the version it copies.
 * **Nothing the hold dropped may come back from the compacted topic.** A version
   replaced or cancelled by a record of another partition, or one that arrives stale
   from another partition, would stay last of its key in its own partition forever, and
@@ -140,7 +143,7 @@ class Folded:
     timer_to: int | None = None
 
 
-def fold(
+def fold(  # noqa: C901 - one branch per kind of record, as Fold.java has them
     held: Schedule | None,
     records: Iterable[ConsumedRecord],
     now_ms: int,
@@ -170,20 +173,24 @@ def fold(
     ordered = sorted(records, key=lambda x: (x.partition, x.offset))
     last_in = {x.partition: x.offset for x in ordered}  # per partition, in this batch
     retired: list[SourceRef] = []
+    # Where ``current`` was read in its partition: a copy sits after the version it is.
+    current_at = None if held is None else held.require_source().offset
 
-    def retire(dropped: Schedule | None, by: SourceRef) -> None:
-        """Retire ``dropped`` if ``by`` (another partition's record) strands it."""
+    def retire(dropped: Schedule | None, read_at: int | None, by: SourceRef) -> None:
+        """Retire ``dropped`` (read at offset ``read_at``) if ``by``, another
+        partition's record, strands it."""
         at = None if dropped is None else dropped.source
-        if dropped is None or at is None or at.partition == by.partition:
+        if dropped is None or at is None or read_at is None or at.partition == by.partition:
             return  # compaction of its own partition removes it
-        if last_in.get(at.partition, -1) > at.offset or at in retired:
+        if last_in.get(at.partition, -1) > read_at or at in retired:
             return
         retired.append(at)
         events.append(HoldEvent(RETIRE, now_ms, dropped.id, schedule=dropped))
 
     for record in ordered:
         parsed = parse(record)
-        source = record.source
+        # A copy's place in the order of versions is its original's.
+        source = parsed.source if isinstance(parsed, Schedule) and parsed.source else record.source
         if isinstance(parsed, Invalid):
             events.append(HoldEvent(DEAD, now_ms, record=record, reason=parsed.reason))
             hidden = hidden or _hides(source, current)
@@ -195,16 +202,21 @@ def fold(
             events.append(HoldEvent(kind, now_ms, parsed.id))
         elif newest is not None and not supersedes(source, newest):
             events.append(HoldEvent(STALE, now_ms, parsed.id))
-            if isinstance(parsed, Schedule):
-                retire(parsed, newest)
+            if isinstance(parsed, Schedule) and _same_place(source, current):
+                # A copy of the held version, read back: it now sits after what hid it.
+                current_at, hidden = record.offset, False
+            elif isinstance(parsed, Schedule):
+                # A copy of an older version lands after the held one: it hides it.
+                hidden = hidden or _hides(record.source, current)
+                retire(parsed, record.offset, newest)
         elif isinstance(parsed, Cancel):
             kind = UNKNOWN_CANCEL if current is None else CANCELLED
             events.append(HoldEvent(kind, now_ms, parsed.id))
-            retire(current, source)
-            current, newest, hidden = None, source, False
+            retire(current, current_at, source)
+            current, current_at, newest, hidden = None, None, source, False
         else:
-            retire(current, source)
-            current, newest, hidden = parsed, source, False
+            retire(current, current_at, source)
+            current, current_at, newest, hidden = parsed, record.offset, source, False
     return _settle(held, current, hidden, events, now_ms, max_lateness_ms, lead_ms)
 
 
@@ -229,6 +241,12 @@ def _own_tombstone(fired_offset: int, source: SourceRef, held: Schedule | None) 
         return CANCELLED, False
     # Our tombstone of an older, fired version: the held one is newer and stays.
     return STALE, _hides(source, held)
+
+
+def _same_place(source: SourceRef, held: Schedule | None) -> bool:
+    """Whether ``source`` is the place of ``held`` (a copy of it names that place)."""
+    at = None if held is None else held.source
+    return at is not None and (at.partition, at.offset) == (source.partition, source.offset)
 
 
 def _hides(source: SourceRef, held: Schedule | None) -> bool:

@@ -236,14 +236,66 @@ def test_replaced_then_cancelled_in_one_batch(hold: Driver) -> None:
     assert hold.batch([], 1_020_000) == []
 
 
+def copy(offset: int, of: int, due_s: float = 1010, **kw: int) -> ConsumedRecord:
+    """The copy a REWRITE appends at ``offset`` of the version at ``of``."""
+    return rec(offset, due_s=due_s, extra=((h.COPY_OF, str(of).encode()),), **kw)
+
+
 def test_a_rewrite_read_back_keeps_one_timer(hold: Driver) -> None:
-    """The rewritten copy comes back as a newer version with the same due time: one
-    timer, one delivery."""
+    """The copy comes back as the version it copies: no update, one timer, one
+    delivery, which names the original's place."""
     hold.batch([rec(0, due_s=1010)], NOW)
-    assert kinds(hold.batch([rec(5, due_s=1010)], NOW + 1)) == [k.UPDATED]
+    assert kinds(hold.batch([copy(5, of=0)], NOW + 1)) == [k.STALE]
+    assert hold.held_offset(TOPIC, "a") == 0
     (fired,) = hold.batch([], 1_010_000)
-    assert (fired.kind, fired.offset) == (k.FIRE, 5)
+    assert (fired.kind, fired.offset) == (k.FIRE, 0)
     assert hold.batch([], 1_020_000) == []
+
+
+def test_a_newer_version_written_before_the_rewrite_copy_lands_wins(hold: Driver) -> None:
+    """B is written while the batch that rewrites A runs, so the copy of A lands after
+    B: the copy is A, older than B, and B is delivered (and written again, since the
+    copy now hides it from compaction)."""
+    bad = rec(1, value=b"bad")
+    assert kinds(hold.batch([rec(0, due_s=1010), bad], NOW)) == [k.DEAD, k.REWRITE, k.PLANNED]
+    second = hold.batch([rec(2, due_s=1020, value=b"B"), copy(3, of=0)], NOW + 500)
+    assert kinds(second) == [k.STALE, k.REWRITE, k.UPDATED]
+    assert (second[1].offset, second[1].value) == (2, b"B")
+    assert hold.held_offset(TOPIC, "a") == 2
+    assert hold.batch([], 1_010_000) == [], "A must not fire"
+    (fired,) = hold.batch([], 1_020_000)
+    assert (fired.kind, fired.value) == (k.FIRE, b"B")
+
+
+def test_a_copy_read_first_is_its_original(hold: Driver) -> None:
+    """A rebuild after compaction finds the copy alone: it holds the original's place,
+    so delayline's tombstone of that place ends it."""
+    assert kinds(hold.batch([copy(5, of=0)], NOW)) == [k.PLANNED]
+    assert hold.held_offset(TOPIC, "a") == 0
+    assert kinds(hold.batch([tomb(6, fired=0)], NOW + 1)) == [k.CANCELLED]
+    assert hold.batch([], 1_020_000) == []
+
+
+def test_a_copy_after_what_hid_its_version_needs_no_other_copy(hold: Driver) -> None:
+    assert kinds(hold.batch([rec(0, due_s=1010), rec(1, value=b"bad")], NOW))[-2:] == [
+        k.REWRITE, k.PLANNED,
+    ]  # fmt: skip
+    assert kinds(hold.batch([rec(2, value=b"bad"), copy(3, of=0)], NOW + 1)) == [k.DEAD, k.STALE]
+
+
+def test_a_copy_stranded_by_another_partition_is_retired(hold: Driver) -> None:
+    """The copy read in the batch where another partition's newer version replaces it
+    is last of its key in its partition: it is retired (by its original's place)."""
+    hold.batch([rec(0, due_s=1010), rec(1, value=b"bad")], NOW)
+    newer = rec(0, due_s=1020, value=b"B", partition=2, ts=NOW + 10)
+    events = hold.batch([copy(3, of=0), newer], NOW + 20)
+    assert kinds(events) == [k.STALE, k.RETIRE, k.UPDATED]
+    assert (events[1].partition, events[1].offset) == (1, 0)
+
+
+def test_a_copy_of_header_naming_no_earlier_offset_is_ignored(hold: Driver) -> None:
+    assert kinds(hold.batch([copy(5, of=5)], NOW)) == [k.PLANNED]
+    assert hold.held_offset(TOPIC, "a") == 5
 
 
 def test_replayed_batch_emits_the_same_events(make_hold: Callable[[], Driver]) -> None:

@@ -42,9 +42,11 @@ COLUMNS = (
     ("fired_offset", "BIGINT"),
     ("routed_at", "BIGINT"),
     ("enc_headers", "BINARY"),
+    ("read_offset", "BIGINT"),
 )
 """The gate's input columns, in order (a copy's ``partition``, ``offset`` and
-``timestamp_ms`` are its schedule's source, not where the copy sits)."""
+``timestamp_ms`` are its schedule's source, not where the copy sits; a schedules-topic
+record's ``read_offset`` is where it was read, after ``offset`` for a rewrite copy)."""
 SCHEMA_DDL = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
 ROWS_PER_ARROW_BATCH = 10_000
 READ_TIMEOUT_S = 60.0
@@ -193,6 +195,7 @@ class CopyRows:
             ("fired_offset", None),
             ("routed_at", copy.routed_at_ms),
             ("enc_headers", copy.headers),
+            ("read_offset", copy.src_offset),
         ):
             c[name].append(item)
         self.size += 1

@@ -71,13 +71,14 @@ final class Fold {
   Result fold(Version held, List<Version> records) {
     List<Version> ordered = new ArrayList<>(records);
     ordered.sort(
-        Comparator.comparingInt((Version v) -> v.partition).thenComparingLong(v -> v.offset));
+        Comparator.comparingInt((Version v) -> v.partition).thenComparingLong(v -> v.readOffset));
     Map<Integer, Long> lastIn = new HashMap<>();
     for (Version v : ordered) {
-      lastIn.put(v.partition, v.offset);
+      lastIn.put(v.partition, v.readOffset);
     }
     List<Version> retired = new ArrayList<>();
     Version current = held;
+    long currentAt = held == null ? -1L : held.readOffset; // a copy sits after its version
     Version newest = held;
     boolean hidden = false;
     for (Version record : ordered) {
@@ -91,18 +92,26 @@ final class Fold {
         events.add(countEvent(kind, record.id, null));
       } else if (newest != null && !record.supersedes(newest)) {
         events.add(countEvent(STALE, record.id, null));
-        if (record.isSchedule()) {
-          retire(record, newest, lastIn, retired);
+        if (record.isSchedule() && current != null && current.partition == record.partition
+            && current.offset == record.offset) {
+          // A copy of the held version, read back: it now sits after what hid it.
+          currentAt = record.readOffset;
+          hidden = false;
+        } else if (record.isSchedule()) {
+          // A copy of an older version lands after the held one: it hides it.
+          hidden = hidden || hides(record, current);
+          retire(record, record.readOffset, newest, lastIn, retired);
         }
       } else if (record.isCancel()) {
         events.add(countEvent(current == null ? UNKNOWN_CANCEL : CANCELLED, record.id, null));
-        retire(current, record, lastIn, retired);
+        retire(current, currentAt, record, lastIn, retired);
         current = null;
         newest = record;
         hidden = false;
       } else {
-        retire(current, record, lastIn, retired);
+        retire(current, currentAt, record, lastIn, retired);
         current = record;
+        currentAt = record.readOffset;
         newest = record;
         hidden = false;
       }
@@ -118,11 +127,12 @@ final class Fold {
     return scheduleEvent(FIRE, schedule, null);
   }
 
-  private void retire(Version dropped, Version by, Map<Integer, Long> lastIn, List<Version> retired) {
+  private void retire(
+      Version dropped, long readAt, Version by, Map<Integer, Long> lastIn, List<Version> retired) {
     if (dropped == null || dropped.partition == by.partition) {
       return; // compaction of its own partition removes it
     }
-    if (lastIn.getOrDefault(dropped.partition, -1L) > dropped.offset) {
+    if (lastIn.getOrDefault(dropped.partition, -1L) > readAt) {
       return;
     }
     for (Version done : retired) {
@@ -146,7 +156,7 @@ final class Fold {
 
   /** Whether compaction would keep {@code record} instead of {@code held}. */
   private static boolean hides(Version record, Version held) {
-    return held != null && held.partition == record.partition && record.offset > held.offset;
+    return held != null && held.partition == record.partition && record.readOffset > held.offset;
   }
 
   private Result settle(Version before, Version held, boolean hidden) {

@@ -31,11 +31,23 @@ final class Version {
   final byte[] headers;
   /** On delayline's own tombstone: the offset of the version that fired; else null. */
   final Long firedOffset;
+  /** Where the record was read: after {@link #offset} for a copy (a rewrite), which is
+   * ordered at the offset of the version it copies. Not kept in state: a held version's
+   * is its {@link #offset}. */
+  final long readOffset;
 
   private Version(
       String kind, String topic, int partition, long offset, long timestampMs, String id,
       long dueMs, String targetTopic, byte[] targetKey, byte[] key, byte[] value,
       byte[] headers, Long firedOffset) {
+    this(kind, topic, partition, offset, timestampMs, id, dueMs, targetTopic, targetKey, key,
+        value, headers, firedOffset, offset);
+  }
+
+  private Version(
+      String kind, String topic, int partition, long offset, long timestampMs, String id,
+      long dueMs, String targetTopic, byte[] targetKey, byte[] key, byte[] value,
+      byte[] headers, Long firedOffset, long readOffset) {
     this.kind = kind;
     this.topic = topic;
     this.partition = partition;
@@ -49,6 +61,7 @@ final class Version {
     this.value = value;
     this.headers = headers;
     this.firedOffset = firedOffset;
+    this.readOffset = readOffset;
   }
 
   /** A parsed input row (the columns of {@code delayline.contract.columns.parsed}; its
@@ -69,7 +82,10 @@ final class Version {
         row.getAs("key"),
         row.getAs("value"),
         encodeHeaders(row.getList(row.fieldIndex("headers"))),
-        row.getAs("fired_offset"));
+        row.getAs("fired_offset"),
+        row.schema().getFieldIndex("read_offset").isDefined()
+            ? row.<Long>getAs("read_offset")
+            : row.<Long>getAs("offset"));
   }
 
   /**

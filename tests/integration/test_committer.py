@@ -17,6 +17,7 @@ from confluent_kafka import Producer
 
 from delayline.core.clock import SystemClock
 from delayline.core.model import Schedule, SourceRef
+from delayline.core.topology import Topology
 from delayline.dev.harness import Delivery, DeliveryCollector
 from delayline.dev.testing import unique_topic
 from delayline.fire.committer import Committer, CommitterConfig
@@ -174,3 +175,98 @@ def test_later_than_the_maximum_lateness_is_dead_lettered_as_expired(
     assert where["fresh"].topic == topics["target"]
     assert where["stale"].topic == topics["dead"]
     assert dict(where["stale"].headers)["delayline-error"] == b"expired"
+
+
+def write_schedules(
+    bootstrap: str, topic: str, records: list[tuple[str, bytes | None, int | None]]
+) -> list[SourceRef]:
+    """Write ``(id, payload or None for a tombstone, due_ms)`` records to the schedules
+    topic ``topic`` as a producer would; where each landed."""
+    producer = Producer(kafka_client_config(bootstrap, **{"linger.ms": 0}))
+    placed: list[SourceRef] = []
+
+    def landed(err: object, msg: object) -> None:
+        assert err is None, err
+        placed.append(SourceRef(topic, msg.partition(), msg.offset(), msg.timestamp()[1]))  # type: ignore[attr-defined]
+
+    for sid, payload, due_ms in records:
+        epoch = f"{(due_ms or 0) / 1000:.3f}".encode()
+        headers = [("scheduler-epoch", epoch), ("scheduler-target-topic", b"unused")]
+        if payload is None:
+            headers = []
+        producer.produce(topic, payload, sid.encode(), partition=0, headers=headers,
+                         on_delivery=landed)  # fmt: skip
+        producer.flush(30)
+    return placed
+
+
+def hand_over_versions(bootstrap: str, inflight: str, versions: list[Schedule]) -> None:
+    producer = Producer(
+        kafka_client_config(bootstrap, **{"transactional.id": unique_topic("handover")})
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for schedule in versions:
+        produce(producer, render_inflight(schedule, inflight), None)
+    producer.commit_transaction(30)
+
+
+def test_a_cancel_or_update_read_before_the_commit_withholds_the_delivery(
+    kafka_bootstrap: str, topics: dict[str, str]
+) -> None:
+    """Handed over, then cancelled or updated on the schedules topic 2 s, 500 ms, 200 ms
+    and 50 ms before due, or before the hand-over was read: none of those delivered;
+    invalid records, delayline's own tombstones and untouched schedules are delivered
+    at their due time. A committer started afresh withholds the same ones."""
+    schedules = unique_topic("schedules")
+    create_topic(kafka_bootstrap, schedules)
+    topology = Topology(bootstrap_servers=kafka_bootstrap, schedules_topics=(schedules,))
+    now = SystemClock().now_ms()
+    due = now + 4_000
+    ids = [
+        "keep",
+        "own",
+        "bad",
+        "early",
+        *[f"{k}{ms}" for k in ("c", "u") for ms in (2000, 500, 200, 50)],
+    ]
+    placed = write_schedules(kafka_bootstrap, schedules, [(sid, b"v1", due) for sid in ids])
+    versions = {
+        sid: Schedule(sid, due, topics["target"], sid.encode(), b"v1", (), at)
+        for sid, at in zip(ids, placed, strict=True)
+    }
+    # Written before the hand-over is read: remembered by the watch.
+    write_schedules(kafka_bootstrap, schedules, [("early", None, None)])
+    settings = replace(config(kafka_bootstrap, topics, unique_topic("tx")), topology=topology)
+    committer = Committer(settings)
+    with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:
+        committer.start()
+        try:
+            hand_over_versions(kafka_bootstrap, topics["inflight"], list(versions.values()))
+            own = Producer(kafka_client_config(kafka_bootstrap))
+            own.produce(schedules, None, b"own", partition=0,
+                        headers=[("delayline-fired-offset", str(placed[1].offset).encode())])  # fmt: skip
+            own.produce(schedules, b"no headers", b"bad", partition=0)
+            own.flush(30)
+            for ahead_ms in (2000, 500, 200, 50):
+                time.sleep(max(0, due - ahead_ms - SystemClock().now_ms()) / 1000)
+                write_schedules(kafka_bootstrap, schedules,
+                                [(f"c{ahead_ms}", None, None), (f"u{ahead_ms}", b"v2", due + 3_000)])  # fmt: skip
+            collector.wait_for(lambda s: len(s) >= 3, timeout_s=30)
+            time.sleep(1)  # anything withheld wrongly would show up by now
+            seen = collector.snapshot()
+        finally:
+            committer.stop()
+    assert by_id(seen) == Counter({"keep": 1, "own": 1, "bad": 1})
+    for d in seen:
+        assert d.arrival_ms >= due, "early"
+
+    again = Committer(replace(settings, transactional_id=unique_topic("tx")))
+    with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:
+        again.start()  # a new committer group: it reads the whole in-flight topic again
+        try:
+            time.sleep(3)
+            seen = collector.snapshot()
+        finally:
+            again.stop()
+    assert by_id(seen) == Counter({"keep": 1, "own": 1, "bad": 1}), "a restart undid a withhold"

@@ -22,6 +22,11 @@ topic and delivers each schedule in a transaction committed at its due time:
   After a crash, a new committer fences the old one (same transactional id), reads
   the topic from that offset to its end before delivering anything, and skips what a
   tombstone shows delivered. What was pending is delivered at once if already due.
+* A cancel or an update that the committer reads before it commits a delivery
+  *withholds* it (:mod:`delayline.fire.watch`): the committer reads the input topics
+  beside the hold, and a group whose member is withheld while it waits for its due time
+  is aborted and written again without it. A withheld schedule's group writes only its
+  in-flight tombstone.
 * A failure (Kafka away, a fatal producer error) starts the committer afresh after
   :data:`RETRY_MS`: nothing is lost, deliveries are only late.
 """
@@ -39,7 +44,10 @@ from dataclasses import dataclass
 from confluent_kafka import TopicPartition
 
 from delayline.contract import OutgoingRecord
+from delayline.contract.contracts import InputParser
 from delayline.core.clock import Clock, SystemClock
+from delayline.core.topology import Topology
+from delayline.core.versions import supersedes
 from delayline.fire import clock as broker_clock
 from delayline.fire.due_plan import DuePlan, Group, Pending
 from delayline.fire.inflight import render_inflight_tombstone
@@ -48,6 +56,7 @@ from delayline.fire.lanes import Job, Lanes
 from delayline.fire.refusals import AdminDescriber, TopicCatalog
 from delayline.fire.report import Delivered
 from delayline.fire.transactional import FireConfig, Firing, TransactionalFirer
+from delayline.fire.watch import MEMORY_MS, POLL_MS, InputWatch
 from delayline.stores.fold import EXPIRED
 
 log = logging.getLogger(__name__)
@@ -89,6 +98,9 @@ class CommitterConfig:
             instead of delivered (as the hold does); ``None``: never.
         allowed_targets: ``--allowed-target-topics``: deliveries to other topics are
             dead-lettered.
+        topology: The input topics and their contracts: a later cancel or update read
+            there withholds a handed-over schedule (:mod:`delayline.fire.watch`).
+            ``None`` reads none: every handed-over schedule is delivered.
     """
 
     bootstrap_servers: str
@@ -105,6 +117,11 @@ class CommitterConfig:
     lanes: int = 2
     max_lateness_ms: int | None = None
     allowed_targets: str | None = None
+    topology: Topology | None = None
+
+
+class _Withdrawn(Exception):  # noqa: N818 - not an error: control flow inside a lane
+    """A member of the group being written was withheld before its commit."""
 
 
 class Committer:
@@ -140,6 +157,13 @@ class Committer:
         self._offsets_after: deque[list[TopicPartition] | None] = deque()
         """Per group submitted and not yet reported: the offsets to commit after it."""
         self._sessions = 0
+        self._watch: InputWatch | None = None
+        self._withheld: dict[bytes, str] = {}
+        """In-flight key of each schedule withheld, not yet written off, to why (read by
+        the lanes: a dict's get and set are atomic)."""
+        self._in_lanes: deque[Group] = deque()
+        """The groups submitted and not yet reported, in order."""
+        self._summary_withheld = 0
 
     def start(self) -> None:
         """Measure the broker's clock, then start delivering.
@@ -211,9 +235,13 @@ class Committer:
         except Exception:
             lanes.close()
             raise
+        self._withheld.clear()
+        self._in_lanes.clear()
         try:
             if not reader.catch_up(self._drained_out):
                 return  # stopped before it knew what was delivered: the next start will
+            if not self._start_watch():
+                return
             log.info("committer ready: %d schedule(s) pending", len(self._plan))
             while not self._finished(reader, lanes):
                 self._step(reader, lanes)
@@ -222,6 +250,67 @@ class Committer:
         finally:
             lanes.close()
             reader.close()
+            if self._watch is not None:
+                self._watch.close()
+                self._watch = None
+
+    def _start_watch(self) -> bool:
+        """Read the input topics from a while before the oldest hand-over pending, so
+        what withheld a schedule before a restart withholds it again; False if stopped
+        meanwhile."""
+        topology = self.config.topology
+        if topology is None:
+            return True
+        now = self.clock.now_ms()
+        self._watch = InputWatch(
+            self.config.bootstrap_servers, InputParser(topology), self.clock.now_ms
+        )
+        since = min(now, self._plan.earliest_handed_ms() or now) - MEMORY_MS
+        if not self._watch.start(since, self._drained_out):
+            return False
+        self._check_new()
+        return True
+
+    def _check_new(self) -> None:
+        """Withhold what a remembered record ends among the schedules just read."""
+        if self._watch is None:
+            return
+        for pending in self._plan.take_new():
+            kind = self._watch.later.ends(pending.schedule)
+            if kind is not None:
+                self._withhold(pending, kind)
+
+    def _watch_input(self) -> None:
+        """Read the input topics; withhold what a new record ends, pending or being
+        written."""
+        if self._watch is None:
+            return
+        arrived = self._watch.poll()
+        if not arrived:
+            return
+        writing: dict[tuple[str, str], list[Pending]] = {}
+        for group in self._in_lanes:
+            for p in group.items:
+                writing.setdefault((p.schedule.require_source().topic, p.schedule.id), []).append(p)
+        for topic, schedule_id, later in arrived:
+            for p in (
+                *self._plan.pending_of(topic, schedule_id),
+                *writing.get((topic, schedule_id), ()),
+            ):
+                if supersedes(later.source, p.schedule.require_source()):
+                    self._withhold(p, later.kind)
+
+    def _withhold(self, pending: Pending, kind: str) -> None:
+        key = pending.record.key or b""
+        if key in self._withheld:
+            return
+        self._withheld[key] = kind
+        log.debug(
+            "committer: schedule %r (from %s) withheld: a later %s",
+            pending.schedule.id,
+            pending.schedule.require_source().describe(),
+            kind,
+        )
 
     def _warm(self, reader: InflightReader, lanes: Lanes) -> None:
         """Look up new target topics beside the deliveries (facts expire; a lookup at
@@ -252,7 +341,11 @@ class Committer:
         due = self._plan.next_due_ms()
         write_at = None if due is None else self._host_time(due) - self._write_ahead_ms()
         wait_ms = self.config.poll_ms if write_at is None else write_at - now
+        if self._watch is not None and (due is not None or self._in_lanes):
+            wait_ms = min(wait_ms, POLL_MS)  # a cancel must be read before the commit
         reader.poll(min(max(wait_ms, 0), self.config.poll_ms) / 1000)
+        self._check_new()
+        self._watch_input()
         self._warm(reader, lanes)
         self._report(lanes, reader)
         due = self._plan.next_due_ms()
@@ -268,6 +361,7 @@ class Committer:
         group = self._plan.take(self._broker_time(now), self.config.group_width_ms)
         if group is not None:
             lanes.submit(self._job(group))
+            self._in_lanes.append(group)
             self._offsets_after.append(self._offsets(reader))
 
     def _report(self, lanes: Lanes, reader: InflightReader) -> None:
@@ -277,6 +371,8 @@ class Committer:
         offsets = None
         for delivered in lanes.finished():
             offsets = self._offsets_after.popleft() or offsets
+            for p in self._in_lanes.popleft().items:
+                self._withheld.pop(p.record.key or b"", None)
             if delivered.write_ms:
                 self._writes.append(delivered.write_ms)
             self.on_delivered(delivered)
@@ -300,13 +396,22 @@ class Committer:
         self, group: Group, firer: TransactionalFirer, after_before: Callable[[], None]
     ) -> Delivered:
         """Deliver one group (on a lane's thread)."""
+        while True:
+            try:
+                return self._write(group, firer, after_before)
+            except _Withdrawn:
+                log.debug("committer group due at %d: written again without what was "
+                          "withheld meanwhile", group.commit_ms)  # fmt: skip
+
+    def _write(
+        self, group: Group, firer: TransactionalFirer, after_before: Callable[[], None]
+    ) -> Delivered:
+        """One attempt at a group: what is withheld by now is left out; raises
+        :class:`_Withdrawn` (the transaction aborted) when more is withheld before the
+        commit."""
         config = self.config
         now = self.clock.now_ms()
-        limit = config.max_lateness_ms
-        live: list[Pending] = []
-        expired: list[Pending] = []
-        for p in group.items:
-            (expired if limit is not None and now - p.due_ms > limit else live).append(p)
+        live, expired, withheld = self._split(group, now)
 
         def firing(p: Pending) -> Firing:
             return Firing(
@@ -332,6 +437,8 @@ class Committer:
             marks.append(self.clock.now_ms())
             self._wait_until(group.commit_ms)
             marks.append(self.clock.now_ms())
+            if any(self._withheld.get(p.record.key or b"") is not None for p in live):
+                raise _Withdrawn
 
         # Live firings first: a refusal's position is then its item's in ``live``.
         records: list[Firing | OutgoingRecord] = [firing(p) for p in live]
@@ -370,7 +477,23 @@ class Committer:
             lateness_ms=lateness,
             arrived_due=arrived_due,
             write_ms=marks[1] - began if len(marks) > 1 else 0,
+            withheld=withheld,
         )
+
+    def _split(self, group: Group, now_ms: int) -> tuple[list[Pending], list[Pending], int]:
+        """(to deliver, expired, how many withheld) of ``group`` at ``now_ms``."""
+        limit = self.config.max_lateness_ms
+        live: list[Pending] = []
+        expired: list[Pending] = []
+        withheld = 0
+        for p in group.items:
+            if self._withheld.get(p.record.key or b"") is not None:
+                withheld += 1
+            elif limit is not None and now_ms - p.due_ms > limit:
+                expired.append(p)
+            else:
+                live.append(p)
+        return live, expired, withheld
 
     def _write_ahead_ms(self) -> int:
         """How long before its commit the next group is written."""
@@ -398,21 +521,25 @@ class Committer:
     def _log_summary(self, delivered: Delivered) -> None:
         self._summary.extend(delivered.lateness_ms)
         self._arrived_due += delivered.arrived_due
+        self._summary_withheld += delivered.withheld
         if time.monotonic() - self._summary_at < SUMMARY_MS / 1000:
             return
         late = sorted(self._summary)
-        if late:
+        if late or self._summary_withheld:
             log.info(
                 "committer: delivered %d in %d s, lateness p50 %d ms, p99 %d ms, max %d ms; "
-                "%d handed over already due; %d pending",
+                "%d withheld by a later cancel or update; %d handed over already due; "
+                "%d pending",
                 len(late),
                 SUMMARY_MS // 1000,
-                late[len(late) // 2],
-                late[min(len(late) - 1, len(late) * 99 // 100)],
-                late[-1],
+                late[len(late) // 2] if late else 0,
+                late[min(len(late) - 1, len(late) * 99 // 100)] if late else 0,
+                late[-1] if late else 0,
+                self._summary_withheld,
                 self._arrived_due,
                 len(self._plan),
             )
         self._summary = []
         self._arrived_due = 0
+        self._summary_withheld = 0
         self._summary_at = time.monotonic()

@@ -59,7 +59,9 @@ class DuePlan:
         self._heap: list[tuple[int, int, int]] = []  # (due, partition, offset)
         self._pending: dict[tuple[int, int], Pending] = {}
         self._by_key: dict[bytes, tuple[int, int]] = {}
+        self._by_id: dict[tuple[str, str], set[tuple[int, int]]] = {}
         self._read_to: dict[int, int] = {}
+        self._new: list[Pending] = []
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -75,14 +77,31 @@ class DuePlan:
         key = record.key or b""
         if schedule is not None:
             at = (record.partition, record.offset)
-            self._pending[at] = Pending(record, schedule, now_ms)
+            pending = self._pending[at] = Pending(record, schedule, now_ms)
             self._by_key[key] = at
+            self._by_id.setdefault(_id_of(schedule), set()).add(at)
             heapq.heappush(self._heap, (schedule.due_ms, *at))
+            self._new.append(pending)
             return False
         if record.value is None and key in self._by_key:
-            self._pending.pop(self._by_key.pop(key), None)
+            self._forget(self._pending.pop(self._by_key.pop(key), None))
             return True
         return False
+
+    def take_new(self) -> list[Pending]:
+        """The schedules read since the last call (some may be gone again)."""
+        new, self._new = self._new, []
+        return new
+
+    def pending_of(self, topic: str, schedule_id: str) -> list[Pending]:
+        """The pending versions of ``schedule_id`` read from ``topic``."""
+        places = self._by_id.get((topic, schedule_id), ())
+        return [self._pending[at] for at in places if at in self._pending]
+
+    def earliest_handed_ms(self) -> int | None:
+        """The earliest in-flight record time (its hand-over, stamped on append) of the
+        schedules pending."""
+        return min((p.record.timestamp_ms for p in self._pending.values()), default=None)
 
     def next_due_ms(self) -> int | None:
         """The earliest due time pending, if any."""
@@ -102,6 +121,7 @@ class DuePlan:
             item = self._pending.pop((partition, offset), None)
             if item is not None:
                 self._by_key.pop(item.record.key or b"", None)
+                self._forget(item)
                 items.append(item)
         if not items:
             return None
@@ -114,6 +134,20 @@ class DuePlan:
             safe[partition] = min(safe.get(partition, offset), offset)
         return safe
 
+    def _forget(self, item: Pending | None) -> None:
+        if item is None:
+            return
+        places = self._by_id.get(_id_of(item.schedule))
+        if places is not None:
+            places.discard((item.record.partition, item.record.offset))
+            if not places:
+                del self._by_id[_id_of(item.schedule)]
+
     def _drop_stale(self) -> None:
         while self._heap and (self._heap[0][1], self._heap[0][2]) not in self._pending:
             heapq.heappop(self._heap)
+
+
+def _id_of(schedule: Schedule) -> tuple[str, str]:
+    """(source topic, schedule id): what a later cancel or update names."""
+    return schedule.require_source().topic, schedule.id

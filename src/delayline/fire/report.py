@@ -7,6 +7,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+WITHHELD = "withheld"
+"""How the committer counts a handed-over schedule it did not deliver: a later cancel
+or update of it was read before the commit (:mod:`delayline.fire.watch`)."""
 HANDED = "handed"
 """How the fire stage counts a schedule raised before its due time and handed to the
 committer (:mod:`delayline.fire.inflight`): not ``fire``; the committer reports its
@@ -88,6 +91,8 @@ class Delivered:
         arrived_due: Schedules the committer read only once already due: handed over
             too late for the lead (a batch took longer than it, or it arrived so).
         write_ms: How long writing the group took, up to its commit.
+        withheld: Schedules not delivered: a cancel or an update of theirs was read
+            before the commit (:mod:`delayline.fire.watch`).
     """
 
     delivered: int
@@ -95,3 +100,4 @@ class Delivered:
     lateness_ms: list[int] = field(default_factory=list)
     arrived_due: int = 0
     write_ms: int = 0
+    withheld: int = 0

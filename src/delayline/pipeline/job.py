@@ -349,6 +349,7 @@ class Pipeline:
                 history_topic=topology.history_topic,
                 max_lateness_ms=config.max_lateness_ms,
                 allowed_targets=topology.allowed_target_topics,
+                topology=topology,
             ),
             on_delivered=self.metrics.observe_committed,
         )

@@ -19,7 +19,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.units import format_duration_ms
-from delayline.fire.report import HANDED, REFUSED, BatchReport, Delivered
+from delayline.fire.report import HANDED, REFUSED, WITHHELD, BatchReport, Delivered
 from delayline.pipeline import rows as r
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,7 @@ _COUNTED = {
     "retired": (r.RETIRE,),
     "refused": (REFUSED,),
     "handed": (HANDED,),
+    "withheld": (WITHHELD,),
 }
 
 
@@ -164,6 +165,8 @@ class PipelineMetrics:
         self.fired.inc(delivered.delivered)
         if delivered.refused:
             self.events["refused"].inc(delivered.refused)
+        if delivered.withheld:
+            self.events["withheld"].inc(delivered.withheld)
         for late_ms in delivered.lateness_ms:
             self.lateness.observe(max(0, late_ms) / 1000)
 

@@ -1,0 +1,232 @@
+"""Cancels and updates that arrive after a schedule was handed over: the committer's watch.
+
+The hold hands a schedule to the committer a lead before its due time
+(:mod:`delayline.fire.inflight`). A cancel, or a newer version, written after the batch
+that handed it over reaches the hold a batch later (one to a few seconds), often after
+the due time, when the hold no longer has the schedule: it counts the cancel
+``unknown_cancel`` and plans the newer version as a new schedule. So the committer reads
+the input topics itself, beside the hold, and *withholds* a handed-over version that a
+later record of its id ends, by the hold's own rules:
+
+* a cancel (not delayline's own tombstone) that supersedes the version
+  (:func:`delayline.core.versions.supersedes`) ends it;
+* a valid newer version ends it too; the hold plans the newer one as it would any;
+* an invalid record, an older version, delayline's own tombstones and copies of the
+  version itself end nothing.
+
+A withheld version is not delivered: its group's transaction writes only its in-flight
+tombstone. The guarantee: a cancel or update that the committer has read before it
+commits the delivery's transaction wins. The committer polls the input topics at least
+every :data:`POLL_MS` while anything is pending, and checks again right before each
+commit; see ``docs/operations.md`` for how close to the due time that is, measured.
+
+The watch remembers, per id, the newest record that ends something for
+:data:`MEMORY_MS`: a record written while the batch that hands a version over runs is
+read before the hand-over. A restarted committer reads the input topics from that long
+before the oldest hand-over it finds pending, so a withheld version stays withheld.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_END, KafkaError, TopicPartition
+
+from delayline.contract import ConsumedRecord
+from delayline.contract.contracts import InputParser
+from delayline.core.model import Cancel, Parsed, Schedule, SourceRef
+from delayline.core.versions import supersedes
+from delayline.kafka.reader import private_consumer, to_consumed_record, watermarks
+
+log = logging.getLogger(__name__)
+
+CANCEL = "cancel"
+"""A later cancel withholds the version."""
+UPDATE = "update"
+"""A later valid version withholds it (and is planned by the hold)."""
+MEMORY_MS = 30_000
+"""How long the watch remembers a record that ends a version not (yet) handed over:
+longer than a micro-batch takes, from reading its input to handing over."""
+POLL_MS = 10
+"""The longest the committer waits on the in-flight topic before it polls the watch
+again while anything is pending."""
+BATCH = 1_000
+"""Records taken from the consumer in one call."""
+
+
+@dataclass(frozen=True, slots=True)
+class Later:
+    """A record that ends every version of its id it supersedes.
+
+    Attributes:
+        source: Its place in the order of its id's versions.
+        kind: :data:`CANCEL` or :data:`UPDATE`.
+        read_ms: When the watch read it (host clock).
+    """
+
+    source: SourceRef
+    kind: str
+    read_ms: int
+
+
+def ending(parsed: Parsed) -> str | None:
+    """What ``parsed`` would do to an older version of its id: :data:`CANCEL`,
+    :data:`UPDATE`, or ``None`` (it ends nothing)."""
+    if isinstance(parsed, Cancel):
+        return CANCEL if parsed.fired_offset is None else None
+    if isinstance(parsed, Schedule):
+        return UPDATE
+    return None
+
+
+class LaterRecords:
+    """The newest record that ends something, per (topic, schedule id), for a while.
+    Pure: no Kafka, the caller passes the time. Not thread-safe."""
+
+    def __init__(self, memory_ms: int = MEMORY_MS) -> None:
+        self.memory_ms = memory_ms
+        self._newest: dict[tuple[str, str], Later] = {}
+        self._order: deque[tuple[int, tuple[str, str], Later]] = deque()
+
+    def __len__(self) -> int:
+        return len(self._newest)
+
+    def note(self, topic: str, schedule_id: str, later: Later) -> bool:
+        """Remember ``later`` if it is the newest of its id; whether it is."""
+        key = (topic, schedule_id)
+        known = self._newest.get(key)
+        if known is not None and not supersedes(later.source, known.source):
+            return False
+        self._newest[key] = later
+        self._order.append((later.read_ms, key, later))
+        return True
+
+    def ends(self, version: Schedule) -> str | None:
+        """How a remembered record ends ``version`` (``None``: none does)."""
+        source = version.require_source()
+        later = self._newest.get((source.topic, version.id))
+        if later is None or not supersedes(later.source, source):
+            return None
+        return later.kind
+
+    def expire(self, now_ms: int) -> None:
+        """Forget what was read more than :attr:`memory_ms` before ``now_ms``."""
+        while self._order and self._order[0][0] < now_ms - self.memory_ms:
+            _, key, later = self._order.popleft()
+            if self._newest.get(key) is later:
+                del self._newest[key]
+
+
+class InputWatch:
+    """Reads the pipeline's input topics for records that end handed-over versions.
+
+    Args:
+        bootstrap_servers: Kafka bootstrap list.
+        parse: The input topics' parser (their contracts).
+        now_ms: The host's time.
+        memory_ms: See :class:`LaterRecords`.
+
+    Raises:
+        KafkaUnavailableError: the topics' offsets could not be read.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        parse: InputParser,
+        now_ms: Callable[[], int],
+        memory_ms: int = MEMORY_MS,
+    ) -> None:
+        self.parse = parse
+        self.now_ms = now_ms
+        self.later = LaterRecords(memory_ms)
+        self.read = 0
+        """Records read since the start (for the committer's summary)."""
+        self._consumer = private_consumer(
+            bootstrap_servers, "delayline-watch", overrides={"enable.partition.eof": True}
+        )
+
+    def start(self, since_ms: int, give_up: Callable[[], bool]) -> bool:
+        """Read the input topics from ``since_ms`` (record time) to their end offsets as
+        of now; False when ``give_up()`` cut it short."""
+        topics = self.parse.topology.input_topics
+        metadata = self._consumer.list_topics(timeout=30)
+        wanted = [
+            TopicPartition(topic, p, since_ms)
+            for topic in topics
+            if (found := metadata.topics.get(topic)) is not None and found.error is None
+            for p in sorted(found.partitions)
+        ]
+        starts = self._consumer.offsets_for_times(wanted, timeout=30) if wanted else []
+        self._consumer.assign([_start(tp) for tp in starts])
+        ends: dict[tuple[str, int], int] = {}
+        deadline = time.monotonic() + 30
+        for tp in starts:
+            if tp.offset < 0:
+                continue
+            _, high = watermarks(self._consumer, TopicPartition(tp.topic, tp.partition), deadline)
+            if high > tp.offset:
+                ends[(tp.topic, tp.partition)] = high
+        while ends and not give_up():
+            for msg in self._consumer.consume(BATCH, 0.2):
+                place = (msg.topic() or "", msg.partition() or 0)
+                error = msg.error()
+                if error is None:
+                    self._note(to_consumed_record(msg))
+                elif error.code() != KafkaError._PARTITION_EOF:
+                    log.warning("committer watch: %s", error)
+                    continue
+                if (msg.offset() or 0) + (error is None) >= ends.get(place, 0):
+                    ends.pop(place, None)
+        if not ends:
+            log.info(
+                "committer watch: read %d input record(s) since %d, %d id(s) remembered",
+                self.read,
+                since_ms,
+                len(self.later),
+            )
+        return not ends
+
+    def poll(self) -> list[tuple[str, str, Later]]:
+        """What arrived since the last call that ends something: (topic, id, record)."""
+        out: list[tuple[str, str, Later]] = []
+        while True:
+            msgs = self._consumer.consume(BATCH, 0)
+            for msg in msgs:
+                error = msg.error()
+                if error is None:
+                    noted = self._note(to_consumed_record(msg))
+                    if noted is not None:
+                        out.append(noted)
+                elif error.code() != KafkaError._PARTITION_EOF:
+                    log.warning("committer watch: %s", error)
+            if len(msgs) < BATCH:
+                break
+        self.later.expire(self.now_ms())
+        return out
+
+    def close(self) -> None:
+        """Release the consumer."""
+        self._consumer.close()
+
+    def _note(self, record: ConsumedRecord) -> tuple[str, str, Later] | None:
+        self.read += 1
+        parsed = self.parse(record)
+        kind = ending(parsed)
+        if kind is None or not isinstance(parsed, Cancel | Schedule):
+            return None
+        later = Later(parsed.source or record.source, kind, self.now_ms())
+        if not self.later.note(record.topic, parsed.id, later):
+            return None
+        return record.topic, parsed.id, later
+
+
+def _start(found: TopicPartition) -> TopicPartition:
+    """Where to read a partition from: the offset found for the time, or its end when no
+    record is that recent."""
+    offset = found.offset if found.offset >= 0 else OFFSET_END
+    return TopicPartition(found.topic, found.partition, offset)

@@ -1,0 +1,114 @@
+"""Cancels and updates written shortly before the due time, with the default lead (5 s):
+the hold has already handed the schedule to the committer, which withholds it."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+from delayline.client import ClientConfig, Scheduler
+from delayline.core.clock import ms_to_datetime
+from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
+from delayline.dev.testing import create_topic, unique_topic
+from tests.support import ARTIFACTS, RunningPipeline, make_topics, pipeline_args
+
+AHEAD_MS = (4_000, 1_000, 200)
+"""How long before the due time the cancels and updates are written."""
+EACH = 4
+"""Cancels, updates and untouched schedules per lead time."""
+MOVED_MS = 2_000
+"""An update moves its schedule this much later."""
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def wait_until(at_ms: int) -> None:
+    time.sleep(max(0, at_ms - now_ms()) / 1000)
+
+
+def check(deliveries: list[Delivery], due: dict[str, int], kept: set[str]) -> None:
+    """Cancelled ids never delivered; updated ones once, their second version at its
+    time; untouched ones once, at theirs; none early."""
+    counts = Counter(d.schedule_id for d in deliveries)
+    assert {k: n for k, n in counts.items() if n > 1} == {}, "delivered twice"
+    assert set(counts) == kept, (
+        f"cancelled but delivered: {sorted(set(counts) - kept)}; lost: {sorted(kept - set(counts))}"
+    )
+    for d in deliveries:
+        sid = d.schedule_id or ""
+        assert d.value == (b"v2" if sid.startswith("u") else b"v1"), f"{sid}: the old version"
+        assert d.timestamp_ms >= due[sid], f"{sid}: stamped early"
+        assert d.arrival_ms >= due[sid], f"{sid}: visible early"
+
+
+def test_cancels_and_updates_just_before_the_due_time_win(pipeline: RunningPipeline) -> None:
+    """Due 8 s after writing, so each is handed over 3 s later; then, 4 s, 1 s and 200 ms
+    before its due time, a cancel or an update (2 s later, new payload)."""
+    target = pipeline.target()
+    start = now_ms() + 8_000
+    due: dict[str, int] = {}
+    with DeliveryCollector(pipeline.bootstrap, [target]) as seen:
+        with pipeline.client() as client:
+            for i, ahead in enumerate(AHEAD_MS):
+                at = start + i * 3_000
+                for n in range(EACH):
+                    for kind in "cuk":  # cancelled, updated, kept
+                        sid = f"{kind}{ahead}-{n}"
+                        client.schedule(sid, b"v1", target, at=ms_to_datetime(at))
+                        due[sid] = at + (MOVED_MS if kind == "u" else 0)
+        for i, ahead in enumerate(AHEAD_MS):  # in the order of their writing times
+            at = start + i * 3_000
+            wait_until(at - ahead)
+            with pipeline.client() as client:
+                for n in range(EACH):
+                    client.cancel(f"c{ahead}-{n}")
+                    client.schedule(f"u{ahead}-{n}", b"v2", target,
+                                    at=ms_to_datetime(at + MOVED_MS))  # fmt: skip
+        kept = {sid for sid in due if not sid.startswith("c")}
+        seen.wait_for(lambda d: {x.schedule_id for x in d} >= kept, timeout_s=60)
+        time.sleep(3)  # a cancelled or old version delivered late would show by now
+        check(seen.snapshot(), due, kept)
+
+
+def test_a_cancel_written_while_the_pipeline_is_down_after_the_hand_over_wins(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """SIGKILL after the hand-over (the in-flight records committed), then cancels and
+    updates, then a restart that comes back after the due time: the restarted committer
+    withholds what was cancelled or updated, delivers the rest once."""
+    topics = make_topics(kafka_bootstrap)
+    target = create_topic(kafka_bootstrap, unique_topic("target"), partitions=2)
+    config = ClientConfig(bootstrap_servers=kafka_bootstrap, schedules_topic=topics.schedules)
+    process = PipelineProcess(
+        kafka_bootstrap,
+        pipeline_args(topics, tmp_path / "checkpoint"),
+        ARTIFACTS / f"late-cancel-{topics.schedules}.log",
+    )
+    with process as running, DeliveryCollector(kafka_bootstrap, [target]) as seen:
+        running.start()
+        running.wait_ready()
+        at = now_ms() + 9_000
+        due: dict[str, int] = {}
+        with Scheduler(config) as client:
+            for n in range(EACH * 2):
+                for kind in "cuk":
+                    sid = f"{kind}-{n}"
+                    client.schedule(sid, b"v1", target, at=ms_to_datetime(at))
+                    due[sid] = at + (MOVED_MS if kind == "u" else 0)
+        wait_until(at - 2_500)  # handed over 5 s before due, and committed since
+        running.kill()
+        with Scheduler(config) as client:
+            for n in range(EACH * 2):
+                client.cancel(f"c-{n}")
+                client.schedule(f"u-{n}", b"v2", target, at=ms_to_datetime(at + MOVED_MS))
+        running.start()
+        running.wait_ready()
+        kept = {sid for sid in due if not sid.startswith("c")}
+        seen.wait_for(lambda d: {x.schedule_id for x in d} >= kept, timeout_s=90)
+        time.sleep(3)
+        deliveries = seen.snapshot()
+        assert running.terminate() == 0
+    check(deliveries, due, kept)

@@ -32,7 +32,7 @@ def wait_until(at_ms: int) -> None:
 def check(deliveries: list[Delivery], due: dict[str, int], kept: set[str]) -> None:
     """Cancelled ids never delivered; updated ones once, their second version at its
     time; untouched ones once, at theirs; none early."""
-    counts = Counter(d.schedule_id for d in deliveries)
+    counts = Counter(d.schedule_id or "" for d in deliveries)
     assert {k: n for k, n in counts.items() if n > 1} == {}, "delivered twice"
     assert set(counts) == kept, (
         f"cancelled but delivered: {sorted(set(counts) - kept)}; lost: {sorted(kept - set(counts))}"

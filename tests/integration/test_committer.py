@@ -191,7 +191,10 @@ def write_schedules(
 
     for sid, payload, due_ms in records:
         epoch = f"{(due_ms or 0) / 1000:.3f}".encode()
-        headers = [("scheduler-epoch", epoch), ("scheduler-target-topic", b"unused")]
+        headers: list[tuple[str, str | bytes | None]] = [
+            ("scheduler-epoch", epoch),
+            ("scheduler-target-topic", b"unused"),
+        ]
         if payload is None:
             headers = []
         producer.produce(topic, payload, sid.encode(), partition=0, headers=headers,

@@ -328,3 +328,36 @@ def progress(message: str, end: str = "\n") -> None:
     elif end == "\n" and message:
         sys.stderr.write(message + "\n")
     sys.stderr.flush()
+
+
+def scenario_figures(
+    env: BenchEnv,
+    deliveries: list[Delivery],
+    due: dict[str, int],
+    load_from: float,
+    load_to: float,
+    accepted_ms: int | None,
+    idle_pct: float | None,
+) -> dict[str, Any]:
+    """The figures every scenario reports: deliveries against ``due``, ingest, CPU and
+    memory over the load, the accepted timeline and each executor's work."""
+    assert env.sampler is not None
+    figures = delivery_figures(deliveries, due)
+    first_write_ms = int(load_from * 1000)
+    if accepted_ms is not None:
+        figures["ingest_per_s"] = round(
+            len(due) / max(0.001, (accepted_ms - first_write_ms) / 1000)
+        )
+    figures["cpu_idle_pct"] = idle_pct
+    figures["cpu_load_pct"] = _round1(env.sampler.cpu_percent(load_from, load_to))
+    figures["peak_rss_mb"] = round(env.sampler.peak_rss_bytes() / 2**20)
+    figures["rss_at_peak_mb"] = env.sampler.rss_at_peak_mb()
+    if env.broker_sampler is not None:
+        figures["broker_peak_rss_mb"] = round(env.broker_sampler.peak_rss_bytes() / 2**20)
+    figures["_accepted"] = accepted_timeline(env)
+    figures["executors"] = executor_work(env)
+    return figures
+
+
+def _round1(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)

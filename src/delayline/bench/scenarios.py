@@ -8,13 +8,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from delayline.bench.cancels import cancels
 from delayline.bench.run import (
     BenchEnv,
     accept_lags_ms,
     accepted_timeline,
-    delivery_figures,
-    executor_work,
     progress,
+    scenario_figures,
     spark_batches,
     start_pipeline,
     wait_accepted,
@@ -22,7 +22,7 @@ from delayline.bench.run import (
     write_schedules,
 )
 from delayline.bench.stats import summary
-from delayline.dev.harness import Delivery, DeliveryCollector
+from delayline.dev.harness import DeliveryCollector
 
 DAY_MS = 86_400_000
 
@@ -50,6 +50,7 @@ SIZES: dict[str, tuple[Size, Size]] = {  # (full, quick)
     "restart": (Size(pending=1_000_000, count=3_000), Size(pending=10_000, count=600)),
     "idle": (Size(pending=1_000, duration_s=60), Size(pending=100, duration_s=20)),
     "soak": (Size(rate_per_s=1000, duration_s=1200), Size(rate_per_s=100, duration_s=90)),
+    "cancels": (Size(count=20), Size(count=5)),
 }  # fmt: skip
 
 
@@ -67,7 +68,7 @@ def steady(env: BenchEnv, size: Size) -> dict[str, Any]:
         accepted_ms = wait_accepted(env, total, 600 + total / 200, "steady")
         deliveries = wait_delivered(seen, set(due), 120 + total / 200, "steady")
         load_to = time.time()
-    figures = _figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
+    figures = scenario_figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
     figures["accept_lag_ms"] = summary(accept_lags_ms(accepted_timeline(env), sent, 0))
     return figures
 
@@ -84,7 +85,7 @@ def trickle(env: BenchEnv, size: Size) -> dict[str, Any]:
         accepted_ms = wait_accepted(env, total, 600, "trickle")
         deliveries = wait_delivered(seen, set(due), 120, "trickle")
         load_to = time.time()
-    return _figures(env, deliveries, due, load_from, load_to, accepted_ms, None)
+    return scenario_figures(env, deliveries, due, load_from, load_to, accepted_ms, None)
 
 
 def burst(env: BenchEnv, size: Size) -> dict[str, Any]:
@@ -101,7 +102,7 @@ def burst(env: BenchEnv, size: Size) -> dict[str, Any]:
             progress(f"burst: ingest finished {accepted_ms - base} ms after the due time")
         deliveries = wait_delivered(seen, set(due), lead_ms / 1000 + 600, "burst")
         load_to = time.time()
-    figures = _figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
+    figures = scenario_figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
     figures["ingest_finished_before_due_ms"] = base - accepted_ms
     return figures
 
@@ -124,7 +125,7 @@ def backlog(env: BenchEnv, size: Size) -> dict[str, Any]:
         accepted_ms = wait_accepted(env, size.pending + total, 600, "backlog stream")
         deliveries = wait_delivered(seen, set(due), 300, "backlog stream")
         load_to = time.time()
-    figures = _figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
+    figures = scenario_figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
     figures["pending_held"] = size.pending
     figures["small_batch_ms"] = _small_batches(env, size.pending + total)
     return figures
@@ -205,7 +206,7 @@ def restart(env: BenchEnv, size: Size) -> dict[str, Any]:
         first_after_s = (min(d.arrival_ms for d in first[before:]) / 1000) - restarted
         deliveries = wait_delivered(seen, set(due), 600, "restart")
         load_to = time.time()
-    figures = _figures(env, deliveries, due, load_from, load_to, None, None)
+    figures = scenario_figures(env, deliveries, due, load_from, load_to, None, None)
     figures.update(pending_held=size.pending, restart_ready_s=round(ready_s, 1),
                    first_delivery_after_restart_s=round(first_after_s, 1),
                    first_batch_after_restart_ms=first_batch_ms)  # fmt: skip
@@ -239,7 +240,7 @@ def soak(env: BenchEnv, size: Size) -> dict[str, Any]:
 
 SCENARIOS: dict[str, Callable[[BenchEnv, Size], dict[str, Any]]] = {
     "steady": steady, "trickle": trickle, "burst": burst, "backlog": backlog,
-    "restart": restart, "idle": idle, "soak": soak,
+    "restart": restart, "idle": idle, "soak": soak, "cancels": cancels,
 }  # fmt: skip
 
 
@@ -250,33 +251,6 @@ def _idle_window(env: BenchEnv, seconds: int) -> float | None:
     began = time.time()
     time.sleep(seconds)
     return _round(env.sampler.cpu_percent(began, time.time()))
-
-
-def _figures(
-    env: BenchEnv,
-    deliveries: list[Delivery],
-    due: dict[str, int],
-    load_from: float,
-    load_to: float,
-    accepted_ms: int | None,
-    idle_pct: float | None,
-) -> dict[str, Any]:
-    assert env.sampler is not None
-    figures = delivery_figures(deliveries, due)
-    first_write_ms = int(load_from * 1000)
-    if accepted_ms is not None:
-        figures["ingest_per_s"] = round(
-            len(due) / max(0.001, (accepted_ms - first_write_ms) / 1000)
-        )
-    figures["cpu_idle_pct"] = idle_pct
-    figures["cpu_load_pct"] = _round(env.sampler.cpu_percent(load_from, load_to))
-    figures["peak_rss_mb"] = round(env.sampler.peak_rss_bytes() / 2**20)
-    figures["rss_at_peak_mb"] = env.sampler.rss_at_peak_mb()
-    if env.broker_sampler is not None:
-        figures["broker_peak_rss_mb"] = round(env.broker_sampler.peak_rss_bytes() / 2**20)
-    figures["_accepted"] = accepted_timeline(env)
-    figures["executors"] = executor_work(env)
-    return figures
 
 
 def _sent(total: int) -> Callable[[int], None]:

@@ -10,8 +10,15 @@ import time
 from itertools import pairwise
 from typing import Any
 
-from delayline.bench.run import BenchEnv, progress, start_pipeline, wait_delivered, write_schedules
-from delayline.bench.scenarios import DRAIN_AFTER_KILL_S, Size, _figures, _sent
+from delayline.bench.run import (
+    BenchEnv,
+    progress,
+    scenario_figures,
+    start_pipeline,
+    wait_delivered,
+    write_schedules,
+)
+from delayline.bench.scenarios import DRAIN_AFTER_KILL_S, Size, _sent
 from delayline.dev.harness import DeliveryCollector
 
 KILLS = 3
@@ -64,7 +71,7 @@ def soak(env: BenchEnv, size: Size) -> dict[str, Any]:
             raise failed[0]
         deliveries = wait_delivered(seen, set(due), 600 + total / 500, "soak")
         load_to = time.time()
-    figures = _figures(env, deliveries, due, load_from, load_to, None, None)
+    figures = scenario_figures(env, deliveries, due, load_from, load_to, None, None)
     assert env.sampler is not None
     samples = env.sampler.samples
     figures["kills"] = kills

@@ -236,9 +236,10 @@ def test_replaced_then_cancelled_in_one_batch(hold: Driver) -> None:
     assert hold.batch([], 1_020_000) == []
 
 
-def copy(offset: int, of: int, due_s: float = 1010, **kw: int) -> ConsumedRecord:
+def copy(offset: int, of: int, due_s: float = 1010, partition: int = 1) -> ConsumedRecord:
     """The copy a REWRITE appends at ``offset`` of the version at ``of``."""
-    return rec(offset, due_s=due_s, extra=((h.COPY_OF, str(of).encode()),), **kw)
+    extra = ((h.COPY_OF, str(of).encode()),)
+    return rec(offset, due_s=due_s, extra=extra, partition=partition)
 
 
 def test_a_rewrite_read_back_keeps_one_timer(hold: Driver) -> None:

@@ -18,7 +18,8 @@ A withheld version is not delivered: its group's transaction writes only its in-
 tombstone. The guarantee: a cancel or update that the committer has read before it
 commits the delivery's transaction wins. The committer polls the input topics at least
 every :data:`POLL_MS` while anything is pending, and checks again right before each
-commit; see ``docs/operations.md`` for how close to the due time that is, measured.
+commit; ``delayline bench --scenario cancels`` measures how close to the due time that
+is.
 
 The watch remembers, per id, the newest record that ends something for
 :data:`MEMORY_MS`: a record written while the batch that hands a version over runs is

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -36,8 +36,14 @@ class PipelineProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_start = 0
 
-    def start(self, *extra: str) -> None:
-        """Launch the pipeline; returns at once (see :meth:`wait_ready`)."""
+    def start(self, *extra: str, env: Mapping[str, str] | None = None) -> None:
+        """Launch the pipeline; returns at once (see :meth:`wait_ready`).
+
+        Args:
+            extra: More ``delayline run`` arguments.
+            env: Variables set for this launch only, over this process's environment
+                (which the pipeline otherwise inherits as it is).
+        """
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with self.log_path.open("ab") as log:
@@ -56,6 +62,7 @@ class PipelineProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                env=None if env is None else {**os.environ, **env},
             )
 
     def wait_ready(self, timeout_s: float = 180) -> float:

@@ -95,6 +95,16 @@ def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSe
         * State maintenance (snapshots of the changelog) every 15 s instead of 60 s: a
           restart replays fewer changelog files.
         * UTC session time zone; the UI off (no port to collide with).
+        * Adaptive query execution off. Spark turns it off for stateful streaming
+          queries itself, but since 4.1 leaves it on for stateless ones (the Redis and
+          memory holds), and inside ``foreachBatch`` it then applies to the batch's
+          own plan. The Redis hold keys each task record and fire marker by the task's
+          partition index, so its shuffle must keep exactly the partitions it asks for
+          (:mod:`delayline.stores.redis.hold`); adaptive execution may
+          re-plan a shuffle at run time (coalesce partitions, drop empty ones). Spark
+          4.2 was seen to keep all of them for this plan with it on; off, nothing in a
+          later version can change that. The pipeline's other queries have no joins and
+          few shuffle partitions: little for it to improve.
         * With ``wake``, no micro-batch without new records: an empty batch costs
           300-500 ms of CPU; the waker writes a record when a timer is due.
 
@@ -120,6 +130,8 @@ def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSe
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
+        # Partition indexes must follow content (see the docstring).
+        "spark.sql.adaptive.enabled": "false",
         "spark.sql.streaming.stateStore.maintenanceInterval": "15s",
         "spark.sql.streaming.checkpointFileManagerClass": FS_CHECKPOINT_MANAGER,
         "spark.hadoop.fs.file.impl": NO_FORK_LOCAL_FS,

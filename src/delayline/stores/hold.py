@@ -74,8 +74,11 @@ class Hold(abc.ABC):
         """This micro-batch's hold events, of :data:`delayline.pipeline.rows.EVENT_SCHEMA`.
 
         The fire stage evaluates the result once, partition by partition on the
-        executors; the events of one partition must be the same when a batch is
-        replayed (the stateful operator's output partitions are).
+        executors, and keys each partition's transaction and marker by its index: a
+        replayed batch must yield the same events in the same partition index. So the
+        index must follow the content (a hash of (topic, schedule id), as the stateful
+        operator's shuffle and the Redis hold's repartition give), never the order in
+        which Spark lists the source's partitions, which may change on a replay.
         """
 
     def pending_due_times(self, spark: SparkSession) -> list[int]:

@@ -31,8 +31,9 @@ class RedisHoldConfig:
         timeout_ms: How long a command (with its retries) may wait for Redis before
             the batch fails (a restart of Redis within it is ridden out).
         claim_limit: The most due schedules one Spark task claims per micro-batch (each
-            batch has at least ``shuffle_partitions`` tasks that claim; a task hands
-            over about 4-5k schedules a second here, so this bounds a batch's length).
+            batch has ``shuffle_partitions`` tasks, every one of which claims; a task
+            hands over about 4-5k schedules a second here, so this bounds a batch's
+            length).
     """
 
     url: str = DEFAULT_URL

@@ -3,10 +3,17 @@ number of pipelines sharing it.
 
 Per micro-batch, on the driver: a heartbeat, the release of this run's task records
 that Spark will never replay (batches before this one), and the take-over of task
-records left by a pipeline that went silent. Then every Spark task runs one script in
-Redis (:meth:`.store.RedisStore.run_task`): its records applied, the due schedules
-claimed, its decision recorded for a replay. The events go through the same fire
-stage as every hold's: one Kafka transaction per task with its marker.
+records left by a pipeline that went silent. Then the batch's records are
+hash-partitioned by (topic, schedule id) into the run's fixed number of tasks, and
+every task runs one script in Redis (:meth:`.store.RedisStore.run_task`): its records
+applied, the due schedules claimed, its decision recorded for a replay. The events go
+through the same fire stage as every hold's: one Kafka transaction per task with its
+marker.
+
+The task record and the fire marker are both keyed by the task's partition index, so
+a replayed batch must put each record in the same index. The Kafka source does not
+promise that (after a restart it may list the topic-partitions in another order); a
+hash of the record's own (topic, schedule id) does.
 
 A silent pipeline's open task records (lease ended, no heartbeat for a lease) are
 finished by another pipeline *as their owner*: see :mod:`.takeover`.
@@ -23,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from delayline.contract import ConsumedRecord
 from delayline.contract.contracts import InputParser
 from delayline.core.clock import SystemClock
+from delayline.core.faults import REDIS_AFTER_RECORD, REDIS_BEFORE_RECORD, pause_at
 from delayline.core.timing import warn_if_slow
 from delayline.core.topology import Topology
 from delayline.errors import ConfigError
@@ -127,14 +135,14 @@ class RedisHold(Hold):
         if claimers != config.shuffle_partitions and not self._told_claimers:
             self._told_claimers = True
             log.warning(
-                "run %s keeps %d claiming tasks per batch, as on its first batch (a replay "
-                "must have the same partitions); --shuffle-partitions %d applies after "
+                "run %s keeps %d tasks per batch, as on its first batch (a replay must put "
+                "each record in the same task); --shuffle-partitions %d applies after "
                 "--rebuild",
                 run,
                 claimers,
                 config.shuffle_partitions,
             )
-        return _with_claimers(frame, claimers).mapInArrow(task, EVENT_DDL)
+        return _by_schedule(frame, claimers).mapInArrow(task, EVENT_DDL)
 
     def pending_due_times(self, spark: SparkSession) -> list[int]:
         del spark
@@ -221,18 +229,21 @@ class RedisHold(Hold):
                 log.warning("Redis heartbeat failed: %s", exc)
 
 
-def _with_claimers(frame: DataFrame, count: int) -> DataFrame:
-    """``frame`` and ``count`` more, empty, partitions: each task claims due schedules,
-    and a batch woken only by the waker has a single source task otherwise (Spark plans
-    no task for a Kafka partition without new records)."""
-    from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark's convention
+def _by_schedule(frame: DataFrame, tasks: int) -> DataFrame:
+    """``frame`` in exactly ``tasks`` partitions, each record in the one its (topic,
+    schedule id) hashes to: every version of an id in one task, and the same records in
+    the same partition index whenever the batch is replayed, in whatever order Spark
+    lists the source's partitions. The order within a partition may differ (the task
+    record's fingerprint and the fold do not depend on it).
 
-    empty = (
-        frame.sparkSession.range(0, count, 1, count)
-        .where(F.col("id") < 0)
-        .select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in frame.schema.fields])
-    )
-    return frame.union(empty)
+    Every partition is a task that claims due schedules, with or without records (a
+    batch woken only by the waker has none): a repartition to a number plans that many
+    tasks even when the input is empty, unless the optimizer sees an empty input in the
+    plan itself, which a ``foreachBatch`` frame (an RDD underneath) never shows.
+    Adaptive execution, which could change a shuffle's partitions, is off for the
+    pipeline's session (:func:`delayline.pipeline.session.build_session`).
+    """
+    return frame.repartition(tasks, "topic", "gkey")
 
 
 _STORES: dict[tuple[Any, ...], RedisStore] = {}
@@ -254,8 +265,10 @@ def _run_task(job: TaskJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Re
         store = _STORES[settings] = RedisStore(
             job.redis, InputParser(job.topology), job.lead_ms, job.max_lateness_ms
         )
+    pause_at(REDIS_BEFORE_RECORD)
     with warn_if_slow(log, f"batch {job.batch_id} task {partition}: Redis, {len(records)} records"):
         result = store.run_task(job.run, job.owner, job.batch_id, partition, records, job.now_ms)
+    pause_at(REDIS_AFTER_RECORD)
     yield from result.events.to_batches()
 
 

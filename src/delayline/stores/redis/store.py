@@ -251,8 +251,9 @@ class RedisStore:
         return None if raw is None else bytes(raw).decode()
 
     def claimers(self, run: str, wanted: int) -> int:
-        """How many claiming tasks ``run`` adds to each batch: ``wanted`` on its first
-        batch, the same afterwards (a replay must have the same partitions)."""
+        """How many tasks ``run`` splits each batch into (each claims due schedules):
+        ``wanted`` on its first batch, the same afterwards (a replay must put each record
+        in the same task)."""
         key = f"{self.keys.tag}:claimers:{run}"
         self._call_client(lambda c: c.set(key, wanted, nx=True))
         return int(self._call_client(lambda c: c.get(key)))

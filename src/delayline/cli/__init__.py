@@ -21,6 +21,7 @@ from delayline.cli import (
     tail,
     topics,
 )
+from delayline.cli._common import apply_kafka_config
 from delayline.cli.extras import MissingExtraError, add_unavailable, missing_extras
 from delayline.errors import ConfigError, DelaylineError
 from delayline.kafka.config import RDKAFKA_LOGGER
@@ -93,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose >= 2:
         RDKAFKA_LOGGER.setLevel(logging.DEBUG)
     try:
+        apply_kafka_config(args)
         return int(args.func(args))
     except MissingExtraError as exc:
         print(exc, file=sys.stderr)  # one line: which extra to install

@@ -13,6 +13,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -26,7 +27,9 @@ from delayline.core.topology import (
 )
 from delayline.core.units import parse_duration_ms
 from delayline.errors import ApiUnavailableError, ConfigError, DelaylineError
+from delayline.kafka.config import use_client_properties
 from delayline.kafka.probe import PROBE_TIMEOUT_S, require_listening
+from delayline.kafka.properties import KAFKA_CONFIG_ENV
 
 
 def env_flag(
@@ -105,7 +108,8 @@ def env_bool(env: str, default: bool = False) -> bool:
 
 
 def add_bootstrap(parser: argparse.ArgumentParser) -> None:
-    """``--bootstrap-servers``, on every command that talks to Kafka."""
+    """``--bootstrap-servers`` and ``--kafka-config``, on every command that talks to
+    Kafka."""
     env_flag(
         parser,
         "--bootstrap-servers",
@@ -114,6 +118,26 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_BOOTSTRAP_SERVERS,
         help="Kafka bootstrap servers, host:port[,host:port]",
     )
+    env_flag(
+        parser,
+        "--kafka-config",
+        env=KAFKA_CONFIG_ENV,
+        metavar="FILE",
+        help="Kafka client properties (the Java format Kafka's tools take with "
+        "--command-config: security.protocol, sasl.*, ssl.*, ...) for every Kafka client "
+        "delayline runs",
+    )
+
+
+def apply_kafka_config(args: argparse.Namespace) -> None:
+    """Load ``--kafka-config`` (when given) for this process and its children.
+
+    Raises:
+        KafkaConfigError: the file cannot be read or carried (the key and the reason).
+    """
+    path = getattr(args, "kafka_config", None)
+    if path:
+        use_client_properties(Path(path))
 
 
 def add_schedules_topic(parser: argparse.ArgumentParser) -> None:

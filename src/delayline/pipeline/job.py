@@ -18,6 +18,8 @@ from delayline.errors import DelaylineError
 from delayline.fire.committer import Committer, CommitterConfig
 from delayline.fire.report import BatchReport
 from delayline.fire.sink import FireSink, checkpoint_query_id
+from delayline.kafka.config import client_properties
+from delayline.kafka.properties import spark_options
 from delayline.kafka.topics import (
     cluster_brokers,
     ensure_inflight_topic,
@@ -79,6 +81,8 @@ def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
         # long: the default 500 ms made each source task of a small batch take 0.55 s.
         .option("kafka.fetch.max.wait.ms", "10")
         .option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
+        # TLS, SASL and the rest of --kafka-config, as Java's client takes them.
+        .options(**spark_options(client_properties()))
         .load()
     )
     if config.wake:

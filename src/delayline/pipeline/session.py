@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 from delayline.infra.cds import archive_options
 from delayline.infra.jars import resolve_jars
 from delayline.infra.jvm_hold import hold_jar
+from delayline.kafka.properties import SECRET_NAMES
 from delayline.pipeline.config import PipelineConfig
 from delayline.pipeline.placement import executor_settings
 
@@ -130,6 +131,9 @@ def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSe
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
+        # Secrets of --kafka-config (the Kafka source's options) never in plans or logs.
+        "spark.redaction.regex": SECRET_NAMES,
+        "spark.sql.redaction.options.regex": f"{SECRET_NAMES}|url",
         # Partition indexes must follow content (see the docstring).
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.streaming.stateStore.maintenanceInterval": "15s",

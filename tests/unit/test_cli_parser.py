@@ -37,6 +37,8 @@ NO_ENV = {
     "--target-topic",
     "--limit",
     "--json",
+    # delayline acls: create them now rather than print them (an action)
+    "--apply",
 }
 
 

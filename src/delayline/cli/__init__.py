@@ -8,6 +8,7 @@ import sys
 
 from delayline import __version__
 from delayline.cli import (
+    acls,
     api,
     bench,
     broker,
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (
         broker,
+        acls,
         redis,
         topics,
         produce,

@@ -7,10 +7,11 @@ import sys
 import time
 from pathlib import Path
 
-from delayline.cli._common import add_start_timeout, duration_arg, env_flag, say
+from delayline.cli._common import add_start_timeout, duration_arg, env_flag, one_of, say
 from delayline.core.units import parse_duration_ms
 from delayline.errors import BrokerAlreadyRunningError, BrokerNotRunningError
 from delayline.infra.broker import BrokerConfig, LocalBroker
+from delayline.infra.broker_security import PLAINTEXT, SECURITY_MODES
 
 DEFAULT_DATA_DIR = Path(".delayline/broker")
 DEFAULT_PORT = 9092
@@ -59,6 +60,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         start, "DELAYLINE_BROKER_START_TIMEOUT", "90s", "the broker to accept requests"
     )
     env_flag(
+        start,
+        "--security",
+        env="DELAYLINE_BROKER_SECURITY",
+        default=PLAINTEXT,
+        type=one_of(SECURITY_MODES),
+        help="plaintext, or sasl-ssl: a TLS listener (a certificate for localhost and "
+        "127.0.0.1 made at the first start), SCRAM users admin and delayline, ACLs that "
+        "deny what none allows, and client properties files for --kafka-config written "
+        "next to the data (on a data dir first started that way)",
+    )
+    env_flag(
         stop,
         "--stop-timeout",
         env="DELAYLINE_BROKER_STOP_TIMEOUT",
@@ -81,6 +93,7 @@ def _broker(args: argparse.Namespace) -> LocalBroker:
             heap_mb=getattr(args, "heap_mb", 512),
             start_timeout_ms=getattr(args, "start_timeout_ms", 90_000),
             stop_timeout_ms=getattr(args, "stop_timeout_ms", 30_000),
+            security=getattr(args, "security", PLAINTEXT),
         )
     )
 
@@ -116,6 +129,7 @@ def _start(args: argparse.Namespace) -> int:
         f"broker ready at {status.bootstrap_servers} (pid {status.pid}, "
         f"{time.monotonic() - began:.1f} s, log {status.log_file})"
     )
+    _say_client_files(broker)
     return 0
 
 
@@ -141,4 +155,13 @@ def _status(args: argparse.Namespace) -> int:
         )
         return 3
     say(f"broker running at {status.bootstrap_servers} (pid {status.pid}, log {status.log_file})")
+    _say_client_files(_broker(args))
     return 0
+
+
+def _say_client_files(broker: LocalBroker) -> None:
+    """Name a secured broker's client properties files (never their contents)."""
+    files = broker.secure_files
+    if files.delayline_properties.is_file():
+        say(f"client properties: {files.delayline_properties} (user delayline, for "
+            f"--kafka-config), {files.admin_properties} (user admin)")  # fmt: skip

@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -35,9 +36,19 @@ from delayline.errors import (
     ConfigError,
     InfraError,
 )
+from delayline.infra.broker_security import (
+    PLAINTEXT,
+    SASL_SSL,
+    SECURITY_MODES,
+    SecureFiles,
+    create_users,
+    internal_client,
+    prepare,
+    write_client_files,
+)
 from delayline.infra.jars import classpath, resolve_jars
 from delayline.infra.procs import pid_alive
-from delayline.kafka.config import kafka_client_config
+from delayline.kafka.config import RDKAFKA_LOGGER
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +72,9 @@ class BrokerConfig:
         acls: Enforce ACLs (KRaft's ``StandardAuthorizer``) so tests can deny an
             operation. Every principal may do everything on a resource that has no
             ACL, so nothing changes until an ACL is added. Off by default.
+        security: ``plaintext``, or ``sasl-ssl``: TLS, SASL users and ACLs denying what
+            none allows (:mod:`delayline.infra.broker_security`), with client properties
+            files written next to the data.
     """
 
     data_dir: Path = field(default_factory=lambda: Path(".delayline/broker"))
@@ -71,6 +85,7 @@ class BrokerConfig:
     stop_timeout_ms: int = 30_000
     jar_cache_dir: Path | None = None
     acls: bool = False
+    security: str = PLAINTEXT
 
     @property
     def host(self) -> str:
@@ -86,6 +101,26 @@ class BrokerConfig:
     def controller(self) -> int:
         """The controller port in use."""
         return self.controller_port if self.controller_port is not None else self.port + 1
+
+    @property
+    def secured(self) -> bool:
+        return self.security == SASL_SSL
+
+    @property
+    def internal_port(self) -> int:
+        """The broker's own SASL_PLAINTEXT listener (secured only)."""
+        return self.port + 2
+
+    @property
+    def mtls_port(self) -> int:
+        """The mutual-TLS listener (secured only)."""
+        return self.port + 3
+
+    @property
+    def ports(self) -> tuple[int, ...]:
+        """Every port the broker binds."""
+        extra = (self.internal_port, self.mtls_port) if self.secured else ()
+        return (self.port, self.controller, *extra)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +145,8 @@ class LocalBroker:
             raise ConfigError(f"ports must be 1-65535, got {config.port}/{config.controller}")
         if config.port == config.controller:
             raise ConfigError("client and controller ports must differ")
+        if config.security not in SECURITY_MODES:
+            raise ConfigError(f"--security: one of {', '.join(SECURITY_MODES)}")
         self.config = config
         self.data_dir = config.data_dir.resolve()
         # The broker process this object started, kept so that it is reaped by stop()
@@ -120,6 +157,7 @@ class LocalBroker:
         self._lock_file = self.data_dir / "broker.lock"
         self._props = self.data_dir / "server.properties"
         self._log_dirs = self.data_dir / "kraft"
+        self.secure_files = SecureFiles(self.data_dir)
 
     @property
     def log_dirs(self) -> Path:
@@ -146,7 +184,8 @@ class LocalBroker:
         for line in lines:
             key, sep, value = line.partition("=")
             if sep and key.strip() == "advertised.listeners":
-                return value.strip().removeprefix("PLAINTEXT://")
+                first = value.strip().split(",")[0]
+                return first.split("://", 1)[-1]
         return self.config.bootstrap_servers
 
     def start(self, progress: Callable[[str], None] = lambda _msg: None) -> BrokerStatus:
@@ -172,7 +211,7 @@ class LocalBroker:
                     f"a broker already runs on {self.data_dir} (pid {self._read_pid()}); "
                     "stop it with `delayline broker stop`"
                 ) from None
-            for port in (self.config.port, self.config.controller):
+            for port in self.config.ports:
                 _require_free_port(self.config.host, port)
             java = shutil.which("java")
             if java is None:
@@ -189,7 +228,15 @@ class LocalBroker:
         self._process = proc
         self.pid_file.write_text(f"{proc.pid}\n")
         progress(f"broker pid {proc.pid}, waiting for {self.config.bootstrap_servers}")
-        self._wait_ready(proc)
+        admin = self._wait_ready(proc)
+        if self.config.secured:
+            create_users(admin, self.secure_files)
+            c = self.config
+            write_client_files(self.secure_files, c.bootstrap_servers, f"{c.host}:{c.mtls_port}")
+            progress(
+                f"client properties: {self.secure_files.admin_properties} (admin), "
+                f"{self.secure_files.delayline_properties} (delayline)"
+            )
         return self.status()
 
     def stop(self) -> int:
@@ -271,7 +318,22 @@ class LocalBroker:
             props["authorizer.class.name"] = _AUTHORIZER
             # An ACL on a resource restricts that resource only.
             props["allow.everyone.if.no.acl.found"] = "true"
-        self._props.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        if c.secured:
+            h = c.host
+            props |= {
+                "listeners": f"SASL_SSL://{h}:{c.port},CONTROLLER://{h}:{c.controller},"
+                f"INTERNAL://{h}:{c.internal_port},SSL://{h}:{c.mtls_port}",
+                "advertised.listeners": f"SASL_SSL://{h}:{c.port},"
+                f"INTERNAL://{h}:{c.internal_port},SSL://{h}:{c.mtls_port}",
+                "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT,"
+                "INTERNAL:SASL_PLAINTEXT,SSL:SSL",
+                "inter.broker.listener.name": "INTERNAL",
+                **prepare(self.secure_files, h),
+            }
+        # Owner-only: a secured broker's holds its passwords.
+        fd = os.open(self._props, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write("".join(f"{k}={_escaped(v)}\n" for k, v in props.items()))
         (self.data_dir / "log4j2.xml").write_text(_LOG4J2)
 
     def _jvm(self, java: str, cp: str) -> list[str]:
@@ -316,8 +378,14 @@ class LocalBroker:
                 cwd=self.data_dir,
             )
 
-    def _wait_ready(self, proc: subprocess.Popen[bytes]) -> None:
+    def _wait_ready(self, proc: subprocess.Popen[bytes]) -> AdminClient:
+        """An admin client of the broker, once it answers (the secured broker's
+        ``admin`` on its INTERNAL listener)."""
         admin: AdminClient | None = None
+        c = self.config
+        port, extra = (
+            (c.internal_port, internal_client(self.secure_files)) if c.secured else (c.port, {})
+        )
         deadline = time.monotonic() + self.config.start_timeout_ms / 1000
         while time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -327,12 +395,15 @@ class LocalBroker:
                     f"broker exited with code {proc.returncode}; last log lines:\n{tail}"
                 )
             # A listening socket first, so the admin client is not made to retry in a loop.
-            if admin is None and accepts(self.config.host, self.config.port):
-                admin = AdminClient(kafka_client_config(self.config.bootstrap_servers))
+            if admin is None and accepts(c.host, port):
+                # The broker's own settings, not the process's --kafka-config.
+                settings: dict[str, Any] = {"bootstrap.servers": f"{c.host}:{port}", **extra}
+                settings["logger"] = RDKAFKA_LOGGER
+                admin = AdminClient(settings)
             if admin is not None:
                 with contextlib.suppress(KafkaException):
                     if admin.list_topics(timeout=1).brokers:
-                        return
+                        return admin
             time.sleep(0.2)
         proc.kill()
         proc.wait()
@@ -347,6 +418,11 @@ class LocalBroker:
             return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+def _escaped(value: str) -> str:
+    """A Java properties value: backslashes doubled (nothing else here needs it)."""
+    return value.replace("\\", "\\\\")
 
 
 def new_cluster_id(random_uuid: Callable[[], uuid.UUID] = uuid.uuid4) -> str:

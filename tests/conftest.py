@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from delayline.dev.testing import secured_broker as start_secured_broker
 from delayline.dev.testing import session_broker, session_redis, unique_topic
 
 TESTS = Path(__file__).parent
@@ -69,3 +70,11 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     session = build_session(PipelineConfig(checkpoint_dir=checkpoint, shuffle_partitions=2))
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def secured_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A broker as production clusters run: SASL_SSL with SCRAM users ``admin`` (super
+    user) and ``delayline``, mutual TLS, and ACLs denying what none allows."""
+    with start_secured_broker(tmp_path_factory.mktemp("secured")) as broker:
+        yield broker

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from delayline.core.topology import DEFAULT_BOOTSTRAP_SERVERS, DEFAULT_SCHEDULES_TOPIC
 from delayline.kafka.config import kafka_client_config
+from delayline.kafka.properties import librdkafka_settings, read_properties
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +22,9 @@ class ClientConfig:
             request before reporting it unreachable.
         delivery_timeout_ms: Upper bound on a record's time from produce to ack.
         producer_overrides: Extra librdkafka settings, applied last.
+        kafka: The librdkafka settings of a secured cluster (TLS, SASL...), as
+            :meth:`from_properties` reads them from a Java client properties file; they
+            come after those of the process's ``DELAYLINE_KAFKA_CONFIG``, if any.
     """
 
     bootstrap_servers: str = DEFAULT_BOOTSTRAP_SERVERS
@@ -27,6 +32,27 @@ class ClientConfig:
     metadata_timeout_ms: int = 10_000
     delivery_timeout_ms: int = 30_000
     producer_overrides: tuple[tuple[str, str], ...] = field(default=())
+    kafka: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    @classmethod
+    def from_properties(cls, path: str | Path, **settings: Any) -> ClientConfig:
+        """A config for the cluster a Java client properties file describes (the file
+        ``delayline --kafka-config`` and Kafka's tools take): its ``bootstrap.servers``
+        (unless ``bootstrap_servers`` is given) and its security settings.
+
+        Args:
+            path: The properties file.
+            settings: Any other field of :class:`ClientConfig`.
+
+        Raises:
+            KafkaConfigError: the file cannot be read, or a key in it cannot be carried
+                to librdkafka (its name and the reason).
+        """
+        props = read_properties(Path(path))
+        translated = librdkafka_settings(props, str(path))
+        if "bootstrap.servers" in props:
+            settings.setdefault("bootstrap_servers", props["bootstrap.servers"])
+        return cls(kafka=tuple(translated.items()), **settings)
 
     def producer_config(self) -> dict[str, Any]:
         """librdkafka settings: idempotent, fully acknowledged writes."""
@@ -43,6 +69,7 @@ class ClientConfig:
                 "socket.connection.setup.timeout.ms": min(self.metadata_timeout_ms, 30_000),
             },
         )
+        conf.update(dict(self.kafka))
         conf.update(dict(self.producer_overrides))
         return conf
 

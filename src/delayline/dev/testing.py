@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
+from delayline.infra.broker import BrokerConfig, LocalBroker, bindable, free_port
+from delayline.infra.broker_security import SASL_SSL
 from delayline.kafka.topics import create_topic
 
 TEST_BOOTSTRAP_ENV = "DELAYLINE_TEST_BOOTSTRAP"
@@ -40,6 +41,21 @@ def session_broker(data_dir: Path, *, acls: bool = False) -> Iterator[str]:
     broker.start()
     try:
         yield broker.config.bootstrap_servers
+    finally:
+        broker.stop()
+
+
+@contextmanager
+def secured_broker(data_dir: Path) -> Iterator[LocalBroker]:
+    """A fresh local broker with ``--security sasl-ssl`` (TLS, SCRAM users, ACLs denying
+    what none allows) on free ports in ``data_dir``, stopped afterwards."""
+    port = free_port()
+    while not all(bindable(port + i) for i in range(1, 4)):
+        port = free_port()
+    broker = LocalBroker(BrokerConfig(data_dir=data_dir, port=port, security=SASL_SSL))
+    broker.start()
+    try:
+        yield broker
     finally:
         broker.stop()
 

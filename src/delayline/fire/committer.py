@@ -47,7 +47,6 @@ from delayline.contract import OutgoingRecord
 from delayline.contract.contracts import InputParser
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.topology import Topology
-from delayline.core.versions import supersedes
 from delayline.fire import clock as broker_clock
 from delayline.fire.due_plan import DuePlan, Group, Pending
 from delayline.fire.inflight import render_inflight_tombstone
@@ -285,20 +284,20 @@ class Committer:
         written."""
         if self._watch is None:
             return
-        arrived = self._watch.poll()
+        arrived = set(self._watch.poll())
         if not arrived:
             return
-        writing: dict[tuple[str, str], list[Pending]] = {}
-        for group in self._in_lanes:
-            for p in group.items:
-                writing.setdefault((p.schedule.require_source().topic, p.schedule.id), []).append(p)
-        for topic, schedule_id, later in arrived:
-            for p in (
-                *self._plan.pending_of(topic, schedule_id),
-                *writing.get((topic, schedule_id), ()),
-            ):
-                if supersedes(later.source, p.schedule.require_source()):
-                    self._withhold(p, later.kind)
+        candidates = [p for topic, sid in arrived for p in self._plan.pending_of(topic, sid)]
+        candidates += [
+            p
+            for group in self._in_lanes
+            for p in group.items
+            if (p.schedule.require_source().topic, p.schedule.id) in arrived
+        ]
+        for p in candidates:
+            kind = self._watch.later.ends(p.schedule)
+            if kind is not None:
+                self._withhold(p, kind)
 
     def _withhold(self, pending: Pending, kind: str) -> None:
         key = pending.record.key or b""
@@ -355,8 +354,10 @@ class Committer:
         if self._host_time(due) - self._write_ahead_ms() > now:
             return
         if not lanes.ready():
-            # Taken later, the group only grows: nothing would be written sooner.
-            lanes.wait_ready(self.config.poll_ms / 1000)
+            # Taken later, the group only grows: nothing would be written sooner. The
+            # watch is read again meanwhile: a group in a lane may be withheld from.
+            wait_ms = self.config.poll_ms if self._watch is None else POLL_MS
+            lanes.wait_ready(wait_ms / 1000)
             return
         group = self._plan.take(self._broker_time(now), self.config.group_width_ms)
         if group is not None:

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_END, KafkaError, TopicPartition
 
 from delayline.contract import ConsumedRecord
-from delayline.contract.contracts import InputParser
-from delayline.core.model import Cancel, Parsed, Schedule, SourceRef
+from delayline.contract.contracts import HEADER, InputParser
+from delayline.core.model import Cancel, Parsed, Schedule
 from delayline.core.versions import supersedes
 from delayline.kafka.reader import private_consumer, to_consumed_record, watermarks
 
@@ -59,19 +59,30 @@ BATCH = 1_000
 """Records taken from the consumer in one call."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class Later:
-    """A record that ends every version of its id it supersedes.
+    """A record of the input topics, read by the watch, parsed only when it is compared
+    with a handed-over version of its id (most never are).
 
     Attributes:
-        source: Its place in the order of its id's versions.
-        kind: :data:`CANCEL` or :data:`UPDATE`.
+        record: The record as read.
         read_ms: When the watch read it (host clock).
+        parsed: What the input parser makes of it, once asked (:meth:`ends`).
     """
 
-    source: SourceRef
-    kind: str
+    record: ConsumedRecord
     read_ms: int
+    parsed: Parsed | None = None
+
+    def ends(self, version: Schedule, parse: Callable[[ConsumedRecord], Parsed]) -> str | None:
+        """How this record ends ``version``: :data:`CANCEL`, :data:`UPDATE` or ``None``."""
+        if self.parsed is None:
+            self.parsed = parse(self.record)
+        kind = ending(self.parsed)
+        if kind is None or not isinstance(self.parsed, Cancel | Schedule):
+            return None
+        at = self.parsed.source or self.record.source
+        return kind if supersedes(at, version.require_source()) else None
 
 
 def ending(parsed: Parsed) -> str | None:
@@ -85,41 +96,49 @@ def ending(parsed: Parsed) -> str | None:
 
 
 class LaterRecords:
-    """The newest record that ends something, per (topic, schedule id), for a while.
-    Pure: no Kafka, the caller passes the time. Not thread-safe."""
+    """The records of each (topic, schedule id) read in the last ``memory_ms``. Pure:
+    no Kafka, the caller passes the time. Not thread-safe.
 
-    def __init__(self, memory_ms: int = MEMORY_MS) -> None:
+    Args:
+        parse: The input topics' parser (for :meth:`ends`).
+        memory_ms: How long a record is kept.
+    """
+
+    def __init__(
+        self, parse: Callable[[ConsumedRecord], Parsed], memory_ms: int = MEMORY_MS
+    ) -> None:
+        self.parse = parse
         self.memory_ms = memory_ms
-        self._newest: dict[tuple[str, str], Later] = {}
-        self._order: deque[tuple[int, tuple[str, str], Later]] = deque()
+        self._by_id: dict[tuple[str, str], list[Later]] = {}
+        self._order: deque[tuple[tuple[str, str], Later]] = deque()
 
     def __len__(self) -> int:
-        return len(self._newest)
+        return len(self._by_id)
 
-    def note(self, topic: str, schedule_id: str, later: Later) -> bool:
-        """Remember ``later`` if it is the newest of its id; whether it is."""
+    def note(self, topic: str, schedule_id: str, later: Later) -> None:
+        """Remember ``later``, a record of ``schedule_id`` in ``topic``."""
         key = (topic, schedule_id)
-        known = self._newest.get(key)
-        if known is not None and not supersedes(later.source, known.source):
-            return False
-        self._newest[key] = later
-        self._order.append((later.read_ms, key, later))
-        return True
+        self._by_id.setdefault(key, []).append(later)
+        self._order.append((key, later))
 
     def ends(self, version: Schedule) -> str | None:
         """How a remembered record ends ``version`` (``None``: none does)."""
         source = version.require_source()
-        later = self._newest.get((source.topic, version.id))
-        if later is None or not supersedes(later.source, source):
-            return None
-        return later.kind
+        for later in self._by_id.get((source.topic, version.id), ()):
+            kind = later.ends(version, self.parse)
+            if kind is not None:
+                return kind
+        return None
 
     def expire(self, now_ms: int) -> None:
         """Forget what was read more than :attr:`memory_ms` before ``now_ms``."""
-        while self._order and self._order[0][0] < now_ms - self.memory_ms:
-            _, key, later = self._order.popleft()
-            if self._newest.get(key) is later:
-                del self._newest[key]
+        while self._order and self._order[0][1].read_ms < now_ms - self.memory_ms:
+            key, later = self._order.popleft()
+            kept = [x for x in self._by_id.get(key, ()) if x is not later]
+            if kept:
+                self._by_id[key] = kept
+            else:
+                self._by_id.pop(key, None)
 
 
 class InputWatch:
@@ -144,7 +163,10 @@ class InputWatch:
     ) -> None:
         self.parse = parse
         self.now_ms = now_ms
-        self.later = LaterRecords(memory_ms)
+        self.later = LaterRecords(parse, memory_ms)
+        self._by_key = {t for t in parse.topology.input_topics
+                        if parse.topology.contract_of(t) == HEADER}  # fmt: skip
+        """Topics whose record key is the schedule id: nothing is parsed on reading."""
         self.read = 0
         """Records read since the start (for the committer's summary)."""
         self._consumer = private_consumer(
@@ -192,9 +214,9 @@ class InputWatch:
             )
         return not ends
 
-    def poll(self) -> list[tuple[str, str, Later]]:
-        """What arrived since the last call that ends something: (topic, id, record)."""
-        out: list[tuple[str, str, Later]] = []
+    def poll(self) -> list[tuple[str, str]]:
+        """Read what arrived since the last call: the (topic, schedule id) of each."""
+        out: list[tuple[str, str]] = []
         while True:
             msgs = self._consumer.consume(BATCH, 0)
             for msg in msgs:
@@ -214,16 +236,25 @@ class InputWatch:
         """Release the consumer."""
         self._consumer.close()
 
-    def _note(self, record: ConsumedRecord) -> tuple[str, str, Later] | None:
+    def _note(self, record: ConsumedRecord) -> tuple[str, str] | None:
+        """Remember ``record`` under its schedule id; (topic, id), or ``None`` for a record
+        about no id. A header-contract record's id is its key, read without parsing."""
         self.read += 1
-        parsed = self.parse(record)
-        kind = ending(parsed)
-        if kind is None or not isinstance(parsed, Cancel | Schedule):
+        later = Later(record, self.now_ms())
+        if record.topic in self._by_key:
+            try:
+                schedule_id = (record.key or b"").decode("utf-8")
+            except UnicodeDecodeError:
+                return None  # no schedule id: nothing it could end
+        else:
+            later.parsed = self.parse(record)
+            if not isinstance(later.parsed, Cancel | Schedule):
+                return None
+            schedule_id = later.parsed.id
+        if not schedule_id:
             return None
-        later = Later(parsed.source or record.source, kind, self.now_ms())
-        if not self.later.note(record.topic, parsed.id, later):
-            return None
-        return record.topic, parsed.id, later
+        self.later.note(record.topic, schedule_id, later)
+        return record.topic, schedule_id
 
 
 def _start(found: TopicPartition) -> TopicPartition:

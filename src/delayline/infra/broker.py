@@ -483,7 +483,7 @@ def free_port(rng: random.Random | None = None) -> int:
         low = 65000
     for _ in range(200):
         port = rng.randrange(_FREE_PORT_MIN, low - 1)
-        if _bindable(port) and _bindable(port + 1):
+        if bindable(port) and bindable(port + 1):
             return port
     raise BrokerStartError(f"no free loopback port pair in {_FREE_PORT_MIN}-{low - 1}")
 
@@ -498,7 +498,8 @@ def _ephemeral_low() -> int:
         return 32768
 
 
-def _bindable(port: int) -> bool:
+def bindable(port: int) -> bool:
+    """Whether nothing listens on ``port`` of 127.0.0.1 (it can be bound now)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind(("127.0.0.1", port))

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from delayline.infra.cds import archive_options
 from delayline.infra.jars import resolve_jars
 from delayline.infra.jvm_hold import hold_jar
-from delayline.kafka.properties import SECRET_NAMES
+from delayline.kafka.properties import KAFKA_CONFIG_ENV, SECRET_NAMES
 from delayline.pipeline.config import PipelineConfig
 from delayline.pipeline.placement import executor_settings
 
@@ -73,6 +73,14 @@ def spark_log_level(log_level: str) -> str:
     ``--log-level``: errors only, except at ``debug`` where INFO and WARN lines show too
     (Spark's "Current batch is falling behind", one per slow batch, among them)."""
     return "INFO" if log_level == "debug" else "ERROR"
+
+
+def kafka_config_settings() -> dict[str, str]:
+    """The executors' Python workers read ``--kafka-config`` at the same path as the
+    driver (in local mode they inherit it anyway; a cluster's executors get it set): the
+    file, and the stores it names, must be there on every worker (docs/deployment.md)."""
+    path = os.environ.get(KAFKA_CONFIG_ENV, "").strip()
+    return {f"spark.executorEnv.{KAFKA_CONFIG_ENV}": path} if path else {}
 
 
 def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSession:
@@ -145,6 +153,7 @@ def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSe
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         **executor_settings(config.master, config.executor_memory_mb, config.java_options),
+        **kafka_config_settings(),
         **dict(config.spark_conf),
     }
 

@@ -1,0 +1,75 @@
+"""The committer's watch: which later records withhold a handed-over version (pure)."""
+
+from __future__ import annotations
+
+from delayline.contract import ConsumedRecord
+from delayline.contract import headers as h
+from delayline.contract.contracts import InputParser
+from delayline.core.model import Schedule, SourceRef
+from delayline.core.topology import Topology
+from delayline.fire.due_plan import DuePlan
+from delayline.fire.inflight import read_inflight, render_inflight
+from delayline.fire.watch import CANCEL, UPDATE, Later, LaterRecords
+
+TOPIC = "schedules"
+PARSE = InputParser(Topology(schedules_topics=(TOPIC,)))
+VERSION = Schedule("a", 10_000, "target", None, b"v1", (), SourceRef(TOPIC, 0, 5, 1_000))
+
+
+def record(offset: int, value: bytes | None = b"v2", *, partition: int = 0, ts: int = 2_000,
+           headers: tuple[tuple[str, bytes | None], ...] | None = None) -> ConsumedRecord:  # fmt: skip
+    if headers is None:
+        headers = () if value is None else ((h.EPOCH, b"20"), (h.TARGET_TOPIC, b"target"))
+    return ConsumedRecord(TOPIC, partition, offset, ts, b"a", value, headers)
+
+
+def ends(*records: ConsumedRecord, read_ms: int = 0) -> str | None:
+    later = LaterRecords(PARSE, memory_ms=30_000)
+    for r in records:
+        later.note(TOPIC, "a", Later(r, read_ms))
+    return later.ends(VERSION)
+
+
+def test_a_later_cancel_or_valid_version_ends_the_handed_over_one() -> None:
+    assert ends(record(6, None)) == CANCEL
+    assert ends(record(6)) == UPDATE
+    assert ends(record(3, None, partition=1, ts=5_000)) == CANCEL, "newer by time, elsewhere"
+
+
+def test_what_ends_nothing() -> None:
+    assert ends(record(4, None)) is None, "older"
+    assert ends(record(5)) is None, "the version itself, read again"
+    assert ends(record(7, b"bad", headers=())) is None, "invalid"
+    own = record(7, None, headers=((h.FIRED_OFFSET, b"5"),))
+    assert ends(own) is None, "delayline's own tombstone of the hand-over"
+    copy = record(8, headers=((h.EPOCH, b"20"), (h.TARGET_TOPIC, b"t"), (h.COPY_OF, b"5")))
+    assert ends(copy) is None, "a copy of the version itself"
+    assert ends(record(3, None, partition=1, ts=500)) is None, "older by time, elsewhere"
+
+
+def test_any_of_several_records_ends_it() -> None:
+    assert ends(record(6, b"bad", headers=()), record(7, None)) == CANCEL
+
+
+def test_records_are_forgotten_after_the_memory() -> None:
+    later = LaterRecords(PARSE, memory_ms=30_000)
+    later.note(TOPIC, "a", Later(record(6, None), 1_000))
+    later.note(TOPIC, "a", Later(record(7), 20_000))
+    later.expire(31_001)
+    assert later.ends(VERSION) == UPDATE
+    later.expire(50_001)
+    assert later.ends(VERSION) is None
+    assert len(later) == 0
+
+
+def test_the_plan_finds_pending_versions_by_id_until_taken() -> None:
+    plan = DuePlan()
+    handed = render_inflight(VERSION, "inflight")
+    as_read = ConsumedRecord("inflight", 0, 0, 9_000, handed.key, handed.value, handed.headers)
+    plan.read(as_read, read_inflight(as_read), now_ms=9_000)
+    (new,) = plan.take_new()
+    assert plan.take_new() == []
+    assert plan.pending_of(TOPIC, "a") == [new]
+    assert plan.earliest_handed_ms() == 9_000
+    assert plan.take(10_000, 5) is not None
+    assert plan.pending_of(TOPIC, "a") == []

@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
@@ -20,10 +21,10 @@ from delayline.client import ClientConfig, Scheduler
 from delayline.core.clock import ms_to_datetime
 from delayline.dev.harness import DeliveryCollector, PipelineProcess
 from delayline.dev.testing import unique_topic
-from delayline.infra.broker import LocalBroker
+from delayline.infra.broker import LocalBroker, free_port
 from delayline.infra.broker_security import secrets_of
 from delayline.kafka.properties import KAFKA_CONFIG_ENV, librdkafka_settings, read_properties
-from tests.support import ARTIFACTS
+from tests.support import ARTIFACTS, eventually
 
 COUNT = 60
 
@@ -47,6 +48,44 @@ def command_lines() -> str:
             except OSError:
                 continue
     return "\n".join(out)
+
+
+def api_writes_one(
+    bootstrap: str, topic_flags: list[str], target: str, tmp_path: Path, config: Path
+) -> str:
+    """``delayline api`` as delayline's principal: a schedule written through it (due in
+    9 s), then found pending in its catalog; every answer's text, concatenated."""
+    port = free_port()
+    token = "secured-e2e"
+    with (tmp_path / "api.log").open("wb") as out:
+        api = subprocess.Popen(
+            [sys.executable, "-m", "delayline", "api", "-b", bootstrap, *topic_flags,
+             "--kafka-config", str(config), "--port", str(port), "--token", token,
+             "--catalog", str(tmp_path / "catalog.db")],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=20,
+                            headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+
+        def ready() -> bool:
+            try:
+                return http.get("/readyz").status_code == 200
+            except httpx.TransportError:
+                return False
+
+        eventually(ready, 60, "the API's catalog caught up")
+        at = time.time_ns() // 1_000_000 + 9_000
+        created = http.post("/schedules", json={"id": "from-api", "target_topic": target,
+                                                "payload": "hi", "due_ms": at})  # fmt: skip
+        assert created.status_code == 202, created.text
+        listed = eventually(
+            lambda: (r := http.get("/schedules", params={"id": "from-api"})).json()["items"]
+            and r, 30, "the API lists it")  # fmt: skip
+        return str(created.text + listed.text + http.get("/info").text)
+    finally:
+        api.terminate()
+        api.wait(30)
 
 
 def test_least_privilege_pipeline_cli_and_client_over_sasl_ssl(
@@ -107,6 +146,10 @@ def test_least_privilege_pipeline_cli_and_client_over_sasl_ssl(
                   "--topic", allowed, "--id", "from-cli", "--in", "8s", "hello",
                   config=files.delayline_properties)  # fmt: skip
         due["from-cli"] = now + 8_000
+        answers = api_writes_one(
+            bootstrap, topic_flags, allowed, tmp_path, files.delayline_properties
+        )
+        due["from-api"] = now + 9_000
         seen.wait_for(lambda d: len(d) >= COUNT // 3, timeout_s=120)
         cmdlines = command_lines()
         running.kill()
@@ -128,7 +171,8 @@ def test_least_privilege_pipeline_cli_and_client_over_sasl_ssl(
     assert all(b"authori" in reason.lower() for reason in refused.values()), refused
 
     # No secret in the logs, the checkpoint or any command line.
-    haystacks = [log.read_bytes(), cmdlines.encode()]
+    haystacks = [log.read_bytes(), cmdlines.encode(), answers.encode()]
+    haystacks.append((tmp_path / "api.log").read_bytes())
     haystacks += [p.read_bytes() for p in checkpoint.rglob("*") if p.is_file()]
     for password in passwords:
         for hay in haystacks:

@@ -102,7 +102,8 @@ def test_a_wrong_password_is_refused(secured_broker: LocalBroker) -> None:
     settings = settings_of(secured_broker.secure_files.delayline_properties,
                            **{"sasl.jaas.config": jaas})  # fmt: skip
     errors: list[KafkaError] = []
-    admin = AdminClient({**settings, "error_cb": errors.append})
+    settings["error_cb"] = errors.append
+    admin = AdminClient(settings)
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=10)
     admin.poll(1)  # serves the error callback

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from delayline.errors import InfraError
+from delayline.kafka.properties import write_private
 
 PLAINTEXT = "plaintext"
 SASL_SSL = "sasl-ssl"
@@ -101,7 +102,7 @@ def secrets_of(files: SecureFiles) -> dict[str, str]:
         return loaded
     made = {name: secrets.token_urlsafe(18) for name in ("store", ADMIN, DELAYLINE)}
     files.tls.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _write_private(files.secrets_file, json.dumps(made))
+    write_private(files.secrets_file, json.dumps(made))
     return made
 
 
@@ -195,7 +196,7 @@ def write_client_files(files: SecureFiles, bootstrap: str, mtls_bootstrap: str) 
             "sasl.jaas.config": f'{SCRAM} required username="{user}" password="{made[user]}";',
             **trust,
         }
-        _write_private(path, _properties_text(props))
+        write_private(path, _properties_text(props))
     mtls = {
         "bootstrap.servers": mtls_bootstrap,
         "security.protocol": "SSL",
@@ -206,7 +207,7 @@ def write_client_files(files: SecureFiles, bootstrap: str, mtls_bootstrap: str) 
         "ssl.truststore.location": str(files.truststore_p12),
         "ssl.truststore.password": made["store"],
     }
-    _write_private(files.mtls_properties, _properties_text(mtls))
+    write_private(files.mtls_properties, _properties_text(mtls))
 
 
 def _properties_text(props: dict[str, str]) -> str:
@@ -247,12 +248,3 @@ def _keytool(args: list[str], store: str) -> None:
     )
     if done.returncode != 0:
         raise InfraError(f"keytool {args[0]} failed: {(done.stdout + done.stderr).strip()}")
-
-
-def _write_private(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staged = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    os.replace(staged, path)

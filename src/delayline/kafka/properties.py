@@ -403,7 +403,7 @@ def _truststore_pem(path: Path, kind: str, password: str, source: str) -> Path:
     certs = re.findall(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", listing, re.S)
     if not certs:
         raise KafkaConfigError(f"{what} holds no certificate")
-    _write_private(target, "\n".join(certs) + "\n")
+    write_private(target, "\n".join(certs) + "\n")
     return target
 
 
@@ -424,8 +424,10 @@ def _jks_to_pkcs12(path: Path, password: str, source: str) -> Path:
     return target
 
 
-def _write_private(target: Path, text: str) -> None:
-    staged = target.with_suffix(f".{os.getpid()}.tmp")
+def write_private(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` readable by its owner only, atomically."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staged = target.with_name(f".{target.name}.{os.getpid()}")
     fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(text)

@@ -7,11 +7,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from delayline.client import ClientConfig, Scheduler
 from delayline.core.clock import ms_to_datetime
+from delayline.core.faults import FIRE_BEFORE_COMMIT, PAUSE_AT_ENV, PAUSE_MARKER_ENV
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
-from tests.support import ARTIFACTS, RunningPipeline, make_topics, pipeline_args
+from tests.support import ARTIFACTS, RunningPipeline, eventually, make_topics, pipeline_args
 
 AHEAD_MS = (4_000, 1_000, 200)
 """How long before the due time the cancels and updates are written."""
@@ -73,12 +76,16 @@ def test_cancels_and_updates_just_before_the_due_time_win(pipeline: RunningPipel
         check(seen.snapshot(), due, kept)
 
 
-def test_a_cancel_written_while_the_pipeline_is_down_after_the_hand_over_wins(
-    kafka_bootstrap: str, tmp_path: Path
+@pytest.mark.parametrize("killed", ["after-hand-over", "during-hand-over"])
+def test_a_cancel_written_while_the_pipeline_is_down_wins(
+    kafka_bootstrap: str, tmp_path: Path, killed: str
 ) -> None:
-    """SIGKILL after the hand-over (the in-flight records committed), then cancels and
-    updates, then a restart that comes back after the due time: the restarted committer
-    withholds what was cancelled or updated, delivers the rest once."""
+    """SIGKILL after the hand-over (the in-flight records committed), or during it (the
+    batch that hands over stopped before its transaction: its replay after the restart
+    hands over again, already due), then cancels and updates, then a restart that comes
+    back after the due time: the restarted committer withholds what was cancelled or
+    updated (read from where the checkpoint's batches stopped reading), delivers the
+    rest once."""
     topics = make_topics(kafka_bootstrap)
     target = create_topic(kafka_bootstrap, unique_topic("target"), partitions=2)
     config = ClientConfig(bootstrap_servers=kafka_bootstrap, schedules_topic=topics.schedules)
@@ -87,8 +94,9 @@ def test_a_cancel_written_while_the_pipeline_is_down_after_the_hand_over_wins(
         pipeline_args(topics, tmp_path / "checkpoint"),
         ARTIFACTS / f"late-cancel-{topics.schedules}.log",
     )
+    pause = {PAUSE_AT_ENV: FIRE_BEFORE_COMMIT, PAUSE_MARKER_ENV: str(tmp_path / "paused")}
     with process as running, DeliveryCollector(kafka_bootstrap, [target]) as seen:
-        running.start()
+        running.start(env=pause if killed == "during-hand-over" else None)
         running.wait_ready()
         at = now_ms() + 9_000
         due: dict[str, int] = {}
@@ -98,7 +106,11 @@ def test_a_cancel_written_while_the_pipeline_is_down_after_the_hand_over_wins(
                     sid = f"{kind}-{n}"
                     client.schedule(sid, b"v1", target, at=ms_to_datetime(at))
                     due[sid] = at + (MOVED_MS if kind == "u" else 0)
-        wait_until(at - 2_500)  # handed over 5 s before due, and committed since
+        if killed == "during-hand-over":
+            marker = tmp_path / "paused"
+            eventually(marker.exists, 60, "the batch that hands over pauses")
+        else:
+            wait_until(at - 2_500)  # handed over 5 s before due, and committed since
         running.kill()
         with Scheduler(config) as client:
             for n in range(EACH * 2):

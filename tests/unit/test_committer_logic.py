@@ -164,12 +164,12 @@ class _Recorder:
     ("lead_ms", "due_ms", "payload_bytes", "handed"),
     [
         (3_000, 10_500, 10, True),
-        (3_000, 10_000, 10, False),  # due: delivered in the batch
+        (3_000, 10_000, 10, True),  # due: the committer delivers it at once, watched
         (0, 10_500, 10, False),  # no lead
         (3_000, 10_500, 1_000_000, False),
     ],
 )  # too large for the topic
-def test_the_fire_stage_hands_over_only_what_is_not_yet_due(
+def test_with_a_lead_the_fire_stage_hands_over_all_but_what_is_too_large(
     lead_ms: int, due_ms: int, payload_bytes: int, handed: bool
 ) -> None:
     config = PipelineConfig(Topology(), lead_ms=lead_ms)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from delayline.contract import ConsumedRecord
 from delayline.contract import headers as h
 from delayline.contract.contracts import InputParser
@@ -9,7 +11,14 @@ from delayline.core.model import Schedule, SourceRef
 from delayline.core.topology import Topology
 from delayline.fire.due_plan import DuePlan
 from delayline.fire.inflight import read_inflight, render_inflight
-from delayline.fire.watch import CANCEL, UPDATE, Later, LaterRecords
+from delayline.fire.watch import (
+    CANCEL,
+    UPDATE,
+    Later,
+    LaterRecords,
+    checkpoint_positions,
+    latest_logged_batch,
+)
 
 TOPIC = "schedules"
 PARSE = InputParser(Topology(schedules_topics=(TOPIC,)))
@@ -73,3 +82,17 @@ def test_the_plan_finds_pending_versions_by_id_until_taken() -> None:
     assert plan.earliest_handed_ms() == 9_000
     assert plan.take(10_000, 5) is not None
     assert plan.pending_of(TOPIC, "a") == []
+
+
+def test_positions_come_from_the_checkpoints_offsets_log(tmp_path: Path) -> None:
+    offsets = tmp_path / "offsets"
+    offsets.mkdir()
+    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
+    (offsets / "4").write_text(f'v1\n{meta}\n{{"s":{{"0":10,"1":7}},"wake":{{"0":3}}}}\n')
+    (offsets / "6").write_text(f'v1\n{meta}\n{{"s":{{"0":12,"1":9}}}}\n{{"buckets":[1,2]}}\n')
+    (offsets / ".6.tmp").write_text("partial")
+    assert latest_logged_batch(tmp_path) == 6
+    assert checkpoint_positions(tmp_path, 4) == {("s", 0): 10, ("s", 1): 7, ("wake", 0): 3}
+    assert checkpoint_positions(tmp_path, 5) == {("s", 0): 12, ("s", 1): 9}, "the next logged"
+    assert checkpoint_positions(tmp_path, 7) == {}
+    assert latest_logged_batch(tmp_path / "none") is None

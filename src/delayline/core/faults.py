@@ -26,6 +26,9 @@ REDIS_BEFORE_RECORD = "redis-before-record"
 """A Redis hold task with its records read, before its script decides and records it."""
 REDIS_AFTER_RECORD = "redis-after-record"
 """A Redis hold task whose record is written (or read back), before the fire stage."""
+FIRE_BEFORE_COMMIT = "fire-before-commit"
+"""A fire task with rows to write, before its Kafka transaction (nothing of the batch
+visible)."""
 FIRE_COMMITTED = "fire-committed"
 """A fire task whose Kafka transaction (rows and marker) committed, before Spark
 commits the batch."""

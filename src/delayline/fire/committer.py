@@ -40,6 +40,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import TopicPartition
 
@@ -49,13 +50,19 @@ from delayline.core.clock import Clock, SystemClock
 from delayline.core.topology import Topology
 from delayline.fire import clock as broker_clock
 from delayline.fire.due_plan import DuePlan, Group, Pending
-from delayline.fire.inflight import render_inflight_tombstone
+from delayline.fire.inflight import inflight_batch, render_inflight_tombstone
 from delayline.fire.inflight_reader import InflightReader
 from delayline.fire.lanes import Job, Lanes
 from delayline.fire.refusals import AdminDescriber, TopicCatalog
 from delayline.fire.report import Delivered
 from delayline.fire.transactional import FireConfig, Firing, TransactionalFirer
-from delayline.fire.watch import MEMORY_MS, POLL_MS, InputWatch
+from delayline.fire.watch import (
+    MEMORY_MS,
+    POLL_MS,
+    InputWatch,
+    checkpoint_positions,
+    latest_logged_batch,
+)
 from delayline.stores.fold import EXPIRED
 
 log = logging.getLogger(__name__)
@@ -67,6 +74,9 @@ SUMMARY_MS = 10_000
 WARM_AHEAD_MS = 20_000
 """Target topic facts are read again when they would expire within this (they live a
 minute): a schedule read waits for its due time a lead at most, usually a few seconds."""
+RESTART_MEMORY_MS = 300_000
+"""After a restart, what the watch read of the input since the checkpoint is kept this
+long at most, until the replayed batch hands over again (it may take a Spark start)."""
 WRITE_SAMPLES = 50
 """How many recent groups' write times decide how far ahead the next one is written."""
 
@@ -100,6 +110,8 @@ class CommitterConfig:
         topology: The input topics and their contracts: a later cancel or update read
             there withholds a handed-over schedule (:mod:`delayline.fire.watch`).
             ``None`` reads none: every handed-over schedule is delivered.
+        checkpoint_dir: The pipeline's checkpoint: after a restart the watch reads the
+            input from where the batches that may hand over again stopped reading.
     """
 
     bootstrap_servers: str
@@ -117,6 +129,7 @@ class CommitterConfig:
     max_lateness_ms: int | None = None
     allowed_targets: str | None = None
     topology: Topology | None = None
+    checkpoint_dir: Path | None = None
 
 
 class _Withdrawn(Exception):  # noqa: N818 - not an error: control flow inside a lane
@@ -157,6 +170,8 @@ class Committer:
         """Per group submitted and not yet reported: the offsets to commit after it."""
         self._sessions = 0
         self._watch: InputWatch | None = None
+        self._replayed: int | None = None
+        """The newest batch in the checkpoint's log at the start (a restart replays it)."""
         self._withheld: dict[bytes, str] = {}
         """In-flight key of each schedule withheld, not yet written off, to why (read by
         the lanes: a dict's get and set are atomic)."""
@@ -254,18 +269,29 @@ class Committer:
                 self._watch = None
 
     def _start_watch(self) -> bool:
-        """Read the input topics from a while before the oldest hand-over pending, so
-        what withheld a schedule before a restart withholds it again; False if stopped
-        meanwhile."""
-        topology = self.config.topology
-        if topology is None:
+        """Read the input topics from where the earliest batch that handed over a pending
+        schedule, or that a restart replays, stopped reading (and at least from
+        :data:`MEMORY_MS` ago), so a cancel written meanwhile, even while the pipeline was
+        down, withholds what it ends; False if stopped meanwhile."""
+        config = self.config
+        if config.topology is None:
             return True
         now = self.clock.now_ms()
         self._watch = InputWatch(
-            self.config.bootstrap_servers, InputParser(topology), self.clock.now_ms
+            config.bootstrap_servers, InputParser(config.topology), self.clock.now_ms
         )
+        positions: dict[tuple[str, int], int] = {}
+        self._replayed = None
+        if config.checkpoint_dir is not None:
+            self._replayed = latest_logged_batch(config.checkpoint_dir)
+            batches = [
+                b for b in (self._replayed, self._plan.earliest_handed_batch()) if b is not None
+            ]
+            if batches:
+                positions = checkpoint_positions(config.checkpoint_dir, min(batches))
         since = min(now, self._plan.earliest_handed_ms() or now) - MEMORY_MS
-        if not self._watch.start(since, self._drained_out):
+        self._watch.later.keep_until = now + RESTART_MEMORY_MS
+        if not self._watch.start(since, self._drained_out, positions):
             return False
         self._check_new()
         return True
@@ -274,10 +300,17 @@ class Committer:
         """Withhold what a remembered record ends among the schedules just read."""
         if self._watch is None:
             return
+        later = self._watch.later
         for pending in self._plan.take_new():
-            kind = self._watch.later.ends(pending.schedule)
+            kind = later.ends(pending.schedule)
             if kind is not None:
                 self._withhold(pending, kind)
+            batch = inflight_batch(pending.record)
+            replay = self._replayed is not None and batch is not None and batch >= self._replayed
+            if replay and later.keep_until is not None:
+                # The batch a restart replays has handed over again: what was read of the
+                # input since the checkpoint may be forgotten in the usual time.
+                later.keep_until = min(later.keep_until, self.clock.now_ms() + MEMORY_MS)
 
     def _watch_input(self) -> None:
         """Read the input topics; withhold what a new record ends, pending or being

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from delayline.contract import ConsumedRecord
 from delayline.core.model import Schedule
+from delayline.fire.inflight import inflight_batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,12 @@ class DuePlan:
         """The pending versions of ``schedule_id`` read from ``topic``."""
         places = self._by_id.get((topic, schedule_id), ())
         return [self._pending[at] for at in places if at in self._pending]
+
+    def earliest_handed_batch(self) -> int | None:
+        """The earliest Spark batch that handed over a schedule pending (of those whose
+        in-flight record says)."""
+        batches = [b for p in self._pending.values() if (b := inflight_batch(p.record)) is not None]
+        return min(batches, default=None)
 
     def earliest_handed_ms(self) -> int | None:
         """The earliest in-flight record time (its hand-over, stamped on append) of the

@@ -42,8 +42,10 @@ def inflight_key(source: SourceRef) -> bytes:
     return source.describe().encode()
 
 
-def render_inflight(schedule: Schedule, topic: str) -> OutgoingRecord:
-    """The in-flight record of ``schedule`` (which must have been read from Kafka)."""
+def render_inflight(schedule: Schedule, topic: str, batch_id: int | None = None) -> OutgoingRecord:
+    """The in-flight record of ``schedule`` (which must have been read from Kafka),
+    handed over by Spark's batch ``batch_id`` (what the committer's watch reads the input
+    topics from after a restart: :func:`delayline.fire.watch.checkpoint_positions`)."""
     source = schedule.require_source()
     facts: dict[str, Any] = {
         "id": schedule.id,
@@ -52,6 +54,8 @@ def render_inflight(schedule: Schedule, topic: str) -> OutgoingRecord:
         "target_key": _b64(schedule.target_key),
         "source": [source.topic, source.partition, source.offset, source.timestamp_ms],
     }
+    if batch_id is not None:
+        facts["batch"] = batch_id
     headers = (*schedule.headers, (HEADER, json.dumps(facts, separators=(",", ":")).encode()))
     return OutgoingRecord(topic, inflight_key(source), schedule.payload, headers)
 
@@ -82,6 +86,15 @@ def read_inflight(record: ConsumedRecord) -> Schedule:
         raise InflightRecordError(
             f"record at offset {record.offset} has an unreadable {HEADER} header: {exc}"
         ) from exc
+
+
+def inflight_batch(record: ConsumedRecord) -> int | None:
+    """The Spark batch that handed the in-flight ``record`` over, when it says."""
+    try:
+        batch = json.loads(record.headers[-1][1] or b"").get("batch")
+    except (ValueError, IndexError, AttributeError):
+        return None
+    return batch if isinstance(batch, int) else None
 
 
 def render_inflight_tombstone(record: ConsumedRecord) -> OutgoingRecord:

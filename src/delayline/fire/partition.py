@@ -142,7 +142,7 @@ def fire_rows(
         FireError: the transaction failed; nothing of it is visible.
     """
     report = PartitionReport(partition)
-    batch = _plan(rows, report, config, clock.now_ms())
+    batch = _plan(rows, report, config, batch_id)
     if batch.records:
         outcome = firer.commit_batch(
             f"{run}/p{partition}", batch_id, batch.records, refresh=refresh, also=run
@@ -177,11 +177,11 @@ class _Batch:
 
 
 def _plan(
-    rows: Sequence[Any], report: PartitionReport, config: PipelineConfig, now_ms: int
+    rows: Sequence[Any], report: PartitionReport, config: PipelineConfig, batch_id: int
 ) -> _Batch:
-    """Count ``rows`` into ``report`` and turn them into what the batch writes: a
-    schedule not yet due at ``now_ms`` (raised ahead by the lead) is handed to the
-    committer, one already due is delivered in the batch."""
+    """Count ``rows`` into ``report`` and turn them into what the batch writes: with a
+    lead every schedule that fires is handed to the committer (in-flight records of
+    ``batch_id``); without one it is delivered in the batch."""
     topology = config.topology
     batch = _Batch()
     missed: set[str] = set()  # ids that arrived past due, until their FIRE or DEAD row
@@ -190,7 +190,7 @@ def _plan(
         report.counts[_count_kind(row)] += 1
         if kind == r.MISSED:
             missed.add(row["id"])
-        elif kind == r.FIRE and (handed := _hand_off(row, config, now_ms)) is not None:
+        elif kind == r.FIRE and (handed := _hand_off(row, config, batch_id)) is not None:
             report.counts[r.FIRE] -= 1
             report.counts[HANDED] += 1
             batch.records.extend((handed, render_tombstone(r.event_schedule(row))))
@@ -208,13 +208,15 @@ def _plan(
     return batch
 
 
-def _hand_off(row: Any, config: PipelineConfig, now_ms: int) -> OutgoingRecord | None:
-    """The in-flight record of a FIRE row not yet due at ``now_ms`` (with a lead), or
-    ``None`` to deliver it in this batch: when due, without a lead, or too large for the
-    in-flight topic (it then goes the way of any delivery, dead-lettered if refused)."""
-    if config.lead_ms <= 0 or int(row["due_ms"]) <= now_ms:
+def _hand_off(row: Any, config: PipelineConfig, batch_id: int) -> OutgoingRecord | None:
+    """The in-flight record of a FIRE row (with a lead), or ``None`` to deliver it in
+    this batch: without a lead, or too large for the in-flight topic (it then goes the
+    way of any delivery, dead-lettered if refused). One already due is handed over too:
+    the committer delivers it at once, after its watch had its say (a cancel written
+    while a batch that hands it over is replayed after a crash wins)."""
+    if config.lead_ms <= 0:
         return None
-    record = render_inflight(r.event_schedule(row), config.inflight_topic_name)
+    record = render_inflight(r.event_schedule(row), config.inflight_topic_name, batch_id)
     return record if batch_size(record) <= INFLIGHT_MAX_BYTES else None
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from delayline.core.clock import SystemClock
-from delayline.core.faults import FIRE_COMMITTED, pause_at
+from delayline.core.faults import FIRE_BEFORE_COMMIT, FIRE_COMMITTED, pause_at
 from delayline.core.timing import warn_if_slow
 from delayline.fire.partition import PartitionReport, fire_rows
 from delayline.fire.rewrite import fill_rewrites
@@ -154,6 +154,7 @@ def _fire_task(job: FireJob, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatc
         rows, counts, timers = split_events(events, job.config.lead_ms)
         rows = fill_rewrites(rows, job.config.topology.bootstrap_servers)
         if rows:
+            pause_at(FIRE_BEFORE_COMMIT)  # crash tests only (delayline.core.faults)
             report = _fire(job, rows, partition, refresh=job.refresh or retried)
             pause_at(FIRE_COMMITTED)  # crash tests only (delayline.core.faults)
         report.counts.update(counts)

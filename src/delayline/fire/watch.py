@@ -29,11 +29,13 @@ before the oldest hand-over it finds pending, so a withheld version stays withhe
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import OFFSET_END, KafkaError, TopicPartition
 
@@ -111,6 +113,10 @@ class LaterRecords:
         self.memory_ms = memory_ms
         self._by_id: dict[tuple[str, str], list[Later]] = {}
         self._order: deque[tuple[tuple[str, str], Later]] = deque()
+        self.keep_until: int | None = None
+        """Nothing is forgotten before this time: what a restarted committer read of the
+        input since the checkpoint stays until a batch hands over again (then plus
+        :attr:`memory_ms`); ``None``: no such wait."""
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -132,6 +138,8 @@ class LaterRecords:
 
     def expire(self, now_ms: int) -> None:
         """Forget what was read more than :attr:`memory_ms` before ``now_ms``."""
+        if self.keep_until is not None and now_ms < self.keep_until:
+            return
         while self._order and self._order[0][1].read_ms < now_ms - self.memory_ms:
             key, later = self._order.popleft()
             kept = [x for x in self._by_id.get(key, ()) if x is not later]
@@ -173,9 +181,17 @@ class InputWatch:
             bootstrap_servers, "delayline-watch", overrides={"enable.partition.eof": True}
         )
 
-    def start(self, since_ms: int, give_up: Callable[[], bool]) -> bool:
-        """Read the input topics from ``since_ms`` (record time) to their end offsets as
-        of now; False when ``give_up()`` cut it short."""
+    def start(
+        self,
+        since_ms: int,
+        give_up: Callable[[], bool],
+        positions: Mapping[tuple[str, int], int] | None = None,
+    ) -> bool:
+        """Read the input topics to their end offsets as of now, from ``since_ms`` (record
+        time) or, where earlier, from ``positions`` (offset by topic and partition); False
+        when ``give_up()`` cut it short. What is read now is remembered until
+        :data:`MEMORY_MS` after the first batch hands something over again
+        (:meth:`LaterRecords.keep_until`)."""
         topics = self.parse.topology.input_topics
         metadata = self._consumer.list_topics(timeout=30)
         wanted = [
@@ -184,7 +200,8 @@ class InputWatch:
             if (found := metadata.topics.get(topic)) is not None and found.error is None
             for p in sorted(found.partitions)
         ]
-        starts = self._consumer.offsets_for_times(wanted, timeout=30) if wanted else []
+        found_at = self._consumer.offsets_for_times(wanted, timeout=30) if wanted else []
+        starts = [_earliest(tp, (positions or {}).get((tp.topic, tp.partition))) for tp in found_at]
         self._consumer.assign([_start(tp) for tp in starts])
         ends: dict[tuple[str, int], int] = {}
         deadline = time.monotonic() + 30
@@ -255,6 +272,51 @@ class InputWatch:
             return None
         self.later.note(record.topic, schedule_id, later)
         return record.topic, schedule_id
+
+
+def _earliest(found: TopicPartition, position: int | None) -> TopicPartition:
+    """The earlier of the offset found for a time (-1: none that recent) and
+    ``position``."""
+    if position is None or 0 <= found.offset <= position:
+        return found
+    return TopicPartition(found.topic, found.partition, position)
+
+
+def checkpoint_positions(checkpoint_dir: Path, batch_id: int) -> dict[tuple[str, int], int]:
+    """Where Spark's batch ``batch_id`` (or the earliest batch logged after it) ended
+    reading each Kafka partition, from the checkpoint's offsets log: a record at or after
+    it was read by no batch up to that one. Empty when the log holds no such batch.
+
+    The log (``offsets/<batch>``) is Spark's: a version line, a metadata line, then one
+    JSON line per source (the Kafka source's maps topic to partition to end offset)."""
+    logged = sorted(int(p.name) for p in (checkpoint_dir / "offsets").glob("*") if p.name.isdigit())
+    chosen = next((b for b in logged if b >= batch_id), None)
+    if chosen is None:
+        return {}
+    try:
+        lines = (checkpoint_dir / "offsets" / str(chosen)).read_text().splitlines()[2:]
+    except OSError:
+        return {}
+    out: dict[tuple[str, int], int] = {}
+    for line in lines:
+        try:
+            source = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(source, dict):
+            continue
+        for topic, parts in source.items():
+            if isinstance(parts, dict):
+                for part, offset in parts.items():
+                    if isinstance(offset, int) and str(part).isdigit():
+                        out[(topic, int(part))] = offset
+    return out
+
+
+def latest_logged_batch(checkpoint_dir: Path) -> int | None:
+    """The newest batch in the checkpoint's offsets log (planned; committed or not)."""
+    logged = [int(p.name) for p in (checkpoint_dir / "offsets").glob("*") if p.name.isdigit()]
+    return max(logged, default=None)
 
 
 def _start(found: TopicPartition) -> TopicPartition:

@@ -354,6 +354,7 @@ class Pipeline:
                 max_lateness_ms=config.max_lateness_ms,
                 allowed_targets=topology.allowed_target_topics,
                 topology=topology,
+                checkpoint_dir=config.checkpoint_dir,
             ),
             on_delivered=self.metrics.observe_committed,
         )

@@ -50,7 +50,7 @@ from delayline.core.clock import Clock, SystemClock
 from delayline.core.topology import Topology
 from delayline.fire import clock as broker_clock
 from delayline.fire.due_plan import DuePlan, Group, Pending
-from delayline.fire.inflight import inflight_batch, render_inflight_tombstone
+from delayline.fire.inflight import inflight_batch, inflight_missed, render_inflight_tombstone
 from delayline.fire.inflight_reader import InflightReader
 from delayline.fire.lanes import Job, Lanes
 from delayline.fire.refusals import AdminDescriber, TopicCatalog
@@ -495,7 +495,15 @@ class Committer:
                 p.schedule.require_source().describe(),
                 reason,
             )
-        lateness = [done - p.due_ms for i, p in enumerate(live) if i not in refused]
+        # Missed ones (past due when written) are late by their writer: counted apart.
+        lateness = [
+            done - p.due_ms
+            for i, p in enumerate(live)
+            if i not in refused and not inflight_missed(p.record)
+        ]
+        missed = sum(
+            1 for i, p in enumerate(live) if i not in refused and inflight_missed(p.record)
+        )
         arrived_due = sum(1 for p in group.items if p.read_ms >= p.due_ms)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
@@ -506,7 +514,7 @@ class Committer:
                 *(m - self._host_time(group.commit_ms) for m in (*marks, done)),
             )
         return Delivered(
-            delivered=len(lateness),
+            delivered=len(lateness) + missed,
             refused=len(refused) + len(expired),
             lateness_ms=lateness,
             arrived_due=arrived_due,

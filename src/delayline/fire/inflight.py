@@ -42,7 +42,9 @@ def inflight_key(source: SourceRef) -> bytes:
     return source.describe().encode()
 
 
-def render_inflight(schedule: Schedule, topic: str, batch_id: int | None = None) -> OutgoingRecord:
+def render_inflight(
+    schedule: Schedule, topic: str, batch_id: int | None = None, *, missed: bool = False
+) -> OutgoingRecord:
     """The in-flight record of ``schedule`` (which must have been read from Kafka),
     handed over by Spark's batch ``batch_id`` (what the committer's watch reads the input
     topics from after a restart: :func:`delayline.fire.watch.checkpoint_positions`)."""
@@ -56,6 +58,8 @@ def render_inflight(schedule: Schedule, topic: str, batch_id: int | None = None)
     }
     if batch_id is not None:
         facts["batch"] = batch_id
+    if missed:
+        facts["missed"] = True  # past due when it arrived: its lateness is the writer's
     headers = (*schedule.headers, (HEADER, json.dumps(facts, separators=(",", ":")).encode()))
     return OutgoingRecord(topic, inflight_key(source), schedule.payload, headers)
 
@@ -90,11 +94,21 @@ def read_inflight(record: ConsumedRecord) -> Schedule:
 
 def inflight_batch(record: ConsumedRecord) -> int | None:
     """The Spark batch that handed the in-flight ``record`` over, when it says."""
+    batch = _fact(record, "batch")
+    return batch if isinstance(batch, int) else None
+
+
+def inflight_missed(record: ConsumedRecord) -> bool:
+    """Whether the in-flight ``record``'s schedule was past due when the hold read it
+    (counted ``missed``: not late by delayline's doing)."""
+    return _fact(record, "missed") is True
+
+
+def _fact(record: ConsumedRecord, name: str) -> Any:
     try:
-        batch = json.loads(record.headers[-1][1] or b"").get("batch")
+        return json.loads(record.headers[-1][1] or b"").get(name)
     except (ValueError, IndexError, AttributeError):
         return None
-    return batch if isinstance(batch, int) else None
 
 
 def render_inflight_tombstone(record: ConsumedRecord) -> OutgoingRecord:

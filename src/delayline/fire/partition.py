@@ -142,7 +142,7 @@ def fire_rows(
         FireError: the transaction failed; nothing of it is visible.
     """
     report = PartitionReport(partition)
-    batch = _plan(rows, report, config, batch_id)
+    batch = _plan(rows, report, config, batch_id, clock.now_ms())
     if batch.records:
         outcome = firer.commit_batch(
             f"{run}/p{partition}", batch_id, batch.records, refresh=refresh, also=run
@@ -177,7 +177,11 @@ class _Batch:
 
 
 def _plan(
-    rows: Sequence[Any], report: PartitionReport, config: PipelineConfig, batch_id: int
+    rows: Sequence[Any],
+    report: PartitionReport,
+    config: PipelineConfig,
+    batch_id: int,
+    now_ms: int,
 ) -> _Batch:
     """Count ``rows`` into ``report`` and turn them into what the batch writes: with a
     lead every schedule that fires is handed to the committer (in-flight records of
@@ -190,9 +194,15 @@ def _plan(
         report.counts[_count_kind(row)] += 1
         if kind == r.MISSED:
             missed.add(row["id"])
-        elif kind == r.FIRE and (handed := _hand_off(row, config, batch_id)) is not None:
+        elif (
+            kind == r.FIRE
+            and (handed := _hand_off(row, config, batch_id, row["id"] in missed)) is not None
+        ):
             report.counts[r.FIRE] -= 1
             report.counts[HANDED] += 1
+            if row["id"] in missed:  # how late it was written; the committer delivers it now
+                missed.discard(row["id"])
+                report.missed_lateness_ms.append(now_ms - int(row["due_ms"]))
             batch.records.extend((handed, render_tombstone(r.event_schedule(row))))
         elif kind == r.FIRE:  # a refused delivery becomes a dead letter
             batch.fires[len(batch.records)] = (int(row["due_ms"]), row["id"] in missed)
@@ -208,7 +218,9 @@ def _plan(
     return batch
 
 
-def _hand_off(row: Any, config: PipelineConfig, batch_id: int) -> OutgoingRecord | None:
+def _hand_off(
+    row: Any, config: PipelineConfig, batch_id: int, missed: bool
+) -> OutgoingRecord | None:
     """The in-flight record of a FIRE row (with a lead), or ``None`` to deliver it in
     this batch: without a lead, or too large for the in-flight topic (it then goes the
     way of any delivery, dead-lettered if refused). One already due is handed over too:
@@ -216,7 +228,9 @@ def _hand_off(row: Any, config: PipelineConfig, batch_id: int) -> OutgoingRecord
     while a batch that hands it over is replayed after a crash wins)."""
     if config.lead_ms <= 0:
         return None
-    record = render_inflight(r.event_schedule(row), config.inflight_topic_name, batch_id)
+    record = render_inflight(
+        r.event_schedule(row), config.inflight_topic_name, batch_id, missed=missed
+    )
     return record if batch_size(record) <= INFLIGHT_MAX_BYTES else None
 
 

@@ -52,9 +52,10 @@ def command_lines() -> str:
 
 def api_writes_one(
     bootstrap: str, topic_flags: list[str], target: str, tmp_path: Path, config: Path
-) -> str:
+) -> tuple[str, int]:
     """``delayline api`` as delayline's principal: a schedule written through it (due in
-    9 s), then found pending in its catalog; every answer's text, concatenated."""
+    9 s), then found pending in its catalog: every answer's text, concatenated, and the
+    schedule's due time."""
     port = free_port()
     token = "secured-e2e"
     with (tmp_path / "api.log").open("wb") as out:
@@ -65,24 +66,24 @@ def api_writes_one(
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
-        http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=20,
-                            headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=20,
+                          headers={"Authorization": f"Bearer {token}"}) as http:  # fmt: skip
 
-        def ready() -> bool:
-            try:
-                return http.get("/readyz").status_code == 200
-            except httpx.TransportError:
-                return False
+            def ready() -> bool:
+                try:
+                    return http.get("/readyz").status_code == 200
+                except httpx.TransportError:
+                    return False
 
-        eventually(ready, 60, "the API's catalog caught up")
-        at = time.time_ns() // 1_000_000 + 9_000
-        created = http.post("/schedules", json={"id": "from-api", "target_topic": target,
-                                                "payload": "hi", "due_ms": at})  # fmt: skip
-        assert created.status_code == 202, created.text
-        listed = eventually(
-            lambda: (r := http.get("/schedules", params={"id": "from-api"})).json()["items"]
-            and r, 30, "the API lists it")  # fmt: skip
-        return str(created.text + listed.text + http.get("/info").text)
+            eventually(ready, 60, "the API's catalog caught up")
+            at = time.time_ns() // 1_000_000 + 9_000
+            created = http.post("/schedules", json={"id": "from-api", "target_topic": target,
+                                                    "payload": "hi", "due_ms": at})  # fmt: skip
+            assert created.status_code == 202, created.text
+            listed = eventually(
+                lambda: (r := http.get("/schedules", params={"id": "from-api"})).json()["items"]
+                and r, 30, "the API lists it")  # fmt: skip
+            return str(created.text + listed.text + http.get("/info").text), at
     finally:
         api.terminate()
         api.wait(30)
@@ -146,10 +147,9 @@ def test_least_privilege_pipeline_cli_and_client_over_sasl_ssl(
                   "--topic", allowed, "--id", "from-cli", "--in", "8s", "hello",
                   config=files.delayline_properties)  # fmt: skip
         due["from-cli"] = now + 8_000
-        answers = api_writes_one(
+        answers, due["from-api"] = api_writes_one(
             bootstrap, topic_flags, allowed, tmp_path, files.delayline_properties
         )
-        due["from-api"] = now + 9_000
         seen.wait_for(lambda d: len(d) >= COUNT // 3, timeout_s=120)
         cmdlines = command_lines()
         running.kill()
@@ -164,7 +164,7 @@ def test_least_privilege_pipeline_cli_and_client_over_sasl_ssl(
     dead = [d for d in deliveries if d.topic == names["--dead-letter-topic"]]
     counts = Counter(d.schedule_id for d in delivered)
     assert {k: n for k, n in counts.items() if n > 1} == {}, "duplicated"
-    assert set(counts) == {sid for sid in due if sid == "from-cli" or int(sid[2:]) % 10}
+    assert set(counts) == {sid for sid in due if sid.startswith("from-") or int(sid[2:]) % 10}
     assert all(d.timestamp_ms >= due[d.schedule_id or ""] for d in delivered), "early"
     refused = {(d.key or b"").decode(): dict(d.headers).get("delayline-error") or b"" for d in dead}
     assert set(refused) == {f"s-{i}" for i in range(0, COUNT, 10)}

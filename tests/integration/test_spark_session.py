@@ -49,3 +49,26 @@ def test_a_jvm_that_dies_at_start_says_why(tmp_path: Path) -> None:
     assert result.returncode != 0
     # The JVM's own words, not only py4j's "gateway exited".
     assert "Could not create the Java Virtual Machine" in result.stderr
+
+
+def test_the_kafka_sources_secrets_are_redacted_in_plans_and_settings(spark: Any) -> None:
+    """``--kafka-config`` reaches Spark's Kafka source as options: a query plan (which
+    Spark logs and shows in errors) and the session's settings hide the JAAS password and
+    inline keys."""
+    secret = "pa55-w0rd-in-jaas"
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="delayline" password="{secret}";'
+    )
+    frame = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", "127.0.0.1:9")
+        .option("subscribe", "t")
+        .option("kafka.sasl.jaas.config", jaas)
+        .option("kafka.ssl.keystore.key", f"-----BEGIN PRIVATE KEY----- {secret}")
+        .option("kafka.ssl.truststore.password", secret)
+        .load()
+    )
+    plan = frame._jdf.queryExecution().toString()
+    assert "kafka.sasl.jaas.config" in plan, plan[:2000]  # the options are in the plan
+    assert secret not in plan, plan[:2000]

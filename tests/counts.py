@@ -15,8 +15,8 @@ def schedule_spread(
 ) -> dict[str, int]:
     """``total`` schedules due over ``span_ms`` from ``start_ms`` (the first ones already
     due); of those due 15 s or more ahead (well past the lead), every 10th is updated
-    (payload ``updated-<n>``, due 3 s later) and every 25th cancelled. An update or a
-    cancel that arrives after its schedule was handed over does not stop it, by design.
+    (payload ``updated-<n>``, due 3 s later) and every 25th cancelled, before they are
+    handed over (those written just before the due time: ``tests/e2e/test_late_cancels.py``).
 
     Returns:
         The due time of each schedule that must be delivered.

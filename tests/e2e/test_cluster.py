@@ -19,8 +19,11 @@ import pytest
 from delayline.client import ClientConfig
 from delayline.dev.harness import DeliveryCollector, PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
+from delayline.infra.broker import LocalBroker
 from delayline.infra.spark_cluster import ClusterConfig, LocalCluster
+from delayline.kafka.properties import KAFKA_CONFIG_ENV
 from tests.counts import check_counts, report, schedule_spread
+from tests.e2e.test_secured import administer
 from tests.support import ARTIFACTS, make_topics, pipeline_args
 
 TOTAL = 5_000
@@ -153,3 +156,39 @@ def _fired_by_executor(progress: Path) -> Counter[str]:
             for name, done in batch.get("executors", {}).items():
                 fired[name] += done.get("fire", 0)
     return fired
+
+
+def test_a_secured_kafka_from_a_spark_cluster(
+    secured_broker: LocalBroker,
+    tmp_path: Path,
+    cluster: LocalCluster,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--kafka-config`` on a cluster: the executors (other processes than the driver's,
+    started by the workers) find the properties file and the truststore at the same paths
+    (one machine here: a path on every worker) and run Spark's Kafka source and the fire
+    tasks' producers as delayline's principal, with the ACLs ``delayline acls`` lists."""
+    files = secured_broker.secure_files
+    bootstrap = secured_broker.config.bootstrap_servers
+    query, target = unique_topic("q"), unique_topic("allowed")
+    names = administer(secured_broker, query, target)
+    progress = tmp_path / "progress.jsonl"
+    args = ["-b", bootstrap, *[w for pair in names.items() for w in pair],
+            "--checkpoint-dir", str(tmp_path / "cp"), "--query-name", query,
+            "--master", cluster.config.master_url, "--lead", "0", "--executor-memory-mb", "1024",
+            "--progress-file", str(progress)]  # fmt: skip
+    process = PipelineProcess(bootstrap, args, ARTIFACTS / f"cluster-secured-{query}.log")
+    monkeypatch.setenv(KAFKA_CONFIG_ENV, str(files.admin_properties))  # this process: admin
+    config = ClientConfig.from_properties(
+        files.delayline_properties, schedules_topic=names["--schedules-topic"]
+    )
+    with process as running, DeliveryCollector(bootstrap, [target]) as seen:
+        running.start(env={KAFKA_CONFIG_ENV: str(files.delayline_properties)})
+        running.wait_ready(timeout_s=240)
+        due = schedule_spread(config, target, "sc", 200, time.time_ns() // 10**6, 10_000)
+        seen.wait_for(lambda d: len({x.schedule_id for x in d}) >= len(due), timeout_s=180)
+        time.sleep(2)
+        deliveries = seen.snapshot()
+        assert running.terminate() == 0, running.tail()
+    check_counts(deliveries, due)
+    assert sum(_fired_by_executor(progress).values()) > 0, "the executors delivered nothing"

@@ -89,13 +89,13 @@ def api_writes_one(
         api.wait(30)
 
 
-def test_least_privilege_pipeline_cli_and_client_over_sasl_ssl(
-    secured_broker: LocalBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    files = secured_broker.secure_files
-    bootstrap = secured_broker.config.bootstrap_servers
-    passwords = [secrets_of(files)[user] for user in ("admin", "delayline")]
-    query = unique_topic("q")
+def administer(broker: LocalBroker, query: str, allowed: str, *others: str) -> dict[str, str]:
+    """What an administrator does before delayline runs as its own principal: make the
+    topics (delayline's, by ``delayline topics create``; the targets ``allowed`` and
+    ``others``) and grant exactly what ``delayline acls`` lists for ``query`` delivering to
+    ``allowed``. The topic flags of the pipeline, flag to topic."""
+    files = broker.secure_files
+    bootstrap = broker.config.bootstrap_servers
     names = {
         "--schedules-topic": unique_topic("sched"),
         "--dead-letter-topic": unique_topic("dlq"),
@@ -103,20 +103,29 @@ def test_least_privilege_pipeline_cli_and_client_over_sasl_ssl(
         "--commits-topic": unique_topic("commits"),
     }
     topic_flags = [word for pair in names.items() for word in pair]
-    allowed, forbidden = unique_topic("allowed"), unique_topic("forbidden")
-    # The administrator makes the topics and grants exactly what `delayline acls` lists.
     delayline("topics", "create", "-b", bootstrap, *topic_flags, config=files.admin_properties)
     admin_settings: dict[str, Any] = {"bootstrap.servers": bootstrap,
                       **librdkafka_settings(read_properties(files.admin_properties))}  # fmt: skip
     admin = AdminClient(admin_settings)
-    for name in (allowed, forbidden):
+    for name in (allowed, *others):
         admin.create_topics([NewTopic(name, 2, 1)])[name].result(30)
-    printed = delayline("acls", "-b", bootstrap, "--principal", "User:delayline", "--query-name",
-                        query, "--target-topic", allowed, *topic_flags,
-                        config=files.admin_properties).stdout  # fmt: skip
-    assert "kafka-acls.sh" in printed
-    delayline("acls", "--apply", "-b", bootstrap, "--principal", "User:delayline", "--query-name",
-              query, "--target-topic", allowed, *topic_flags, config=files.admin_properties)  # fmt: skip
+    grant = ["-b", bootstrap, "--principal", "User:delayline", "--query-name", query,
+             "--target-topic", allowed, *topic_flags]  # fmt: skip
+    assert "kafka-acls.sh" in delayline("acls", *grant, config=files.admin_properties).stdout
+    delayline("acls", "--apply", *grant, config=files.admin_properties)
+    return names
+
+
+def test_least_privilege_pipeline_cli_and_client_over_sasl_ssl(
+    secured_broker: LocalBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = secured_broker.secure_files
+    bootstrap = secured_broker.config.bootstrap_servers
+    passwords = [secrets_of(files)[user] for user in ("admin", "delayline")]
+    query = unique_topic("q")
+    allowed, forbidden = unique_topic("allowed"), unique_topic("forbidden")
+    names = administer(secured_broker, query, allowed, forbidden)
+    topic_flags = [word for pair in names.items() for word in pair]
 
     checkpoint = tmp_path / "checkpoint"
     log = ARTIFACTS / f"secured-{query}.log"

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from delayline.client import ClientConfig
+from delayline.client import ClientConfig, Scheduler
+from delayline.core.clock import ms_to_datetime
 from delayline.dev.harness import DeliveryCollector, PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.infra.broker import LocalBroker
@@ -185,10 +186,16 @@ def test_a_secured_kafka_from_a_spark_cluster(
     with process as running, DeliveryCollector(bootstrap, [target]) as seen:
         running.start(env={KAFKA_CONFIG_ENV: str(files.delayline_properties)})
         running.wait_ready(timeout_s=240)
-        due = schedule_spread(config, target, "sc", 200, time.time_ns() // 10**6, 10_000)
+        now = time.time_ns() // 10**6
+        due = {f"sc-{i}": now + 5_000 + 50 * i for i in range(200)}
+        with Scheduler(config) as client:
+            for sid, at in due.items():
+                client.schedule(sid, b"p", target, at=ms_to_datetime(at))
         seen.wait_for(lambda d: len({x.schedule_id for x in d}) >= len(due), timeout_s=180)
         time.sleep(2)
         deliveries = seen.snapshot()
         assert running.terminate() == 0, running.tail()
-    check_counts(deliveries, due)
+    counts = Counter(d.schedule_id for d in deliveries)
+    assert counts == Counter(dict.fromkeys(due, 1)), "lost or duplicated"
+    assert all(d.timestamp_ms >= due[d.schedule_id or ""] for d in deliveries), "early"
     assert sum(_fired_by_executor(progress).values()) > 0, "the executors delivered nothing"

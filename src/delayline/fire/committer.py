@@ -50,7 +50,7 @@ from delayline.core.clock import Clock, SystemClock
 from delayline.core.topology import Topology
 from delayline.fire import clock as broker_clock
 from delayline.fire.due_plan import DuePlan, Group, Pending
-from delayline.fire.inflight import inflight_batch, inflight_missed, render_inflight_tombstone
+from delayline.fire.inflight import render_inflight_tombstone
 from delayline.fire.inflight_reader import InflightReader
 from delayline.fire.lanes import Job, Lanes
 from delayline.fire.refusals import AdminDescriber, TopicCatalog
@@ -307,7 +307,7 @@ class Committer:
             kind = later.ends(pending.schedule)
             if kind is not None:
                 self._withhold(pending, kind)
-            batch = inflight_batch(pending.record)
+            batch = pending.batch
             replay = self._replayed is not None and batch is not None and batch >= self._replayed
             if replay and later.keep_until is not None:
                 # The batch a restart replays has handed over again: what was read of the
@@ -499,13 +499,9 @@ class Committer:
             )
         # Missed ones (past due when written) are late by their writer: counted apart.
         lateness = [
-            done - p.due_ms
-            for i, p in enumerate(live)
-            if i not in refused and not inflight_missed(p.record)
+            done - p.due_ms for i, p in enumerate(live) if i not in refused and not p.missed
         ]
-        missed = sum(
-            1 for i, p in enumerate(live) if i not in refused and inflight_missed(p.record)
-        )
+        missed = sum(1 for i, p in enumerate(live) if i not in refused and p.missed)
         arrived_due = sum(1 for p in group.items if p.read_ms >= p.due_ms)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from delayline.contract import ConsumedRecord
 from delayline.core.model import Schedule
-from delayline.fire.inflight import inflight_batch
+from delayline.fire.inflight import inflight_facts
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +26,10 @@ class Pending:
     record: ConsumedRecord
     schedule: Schedule
     read_ms: int = 0
+    batch: int | None = None
+    """The Spark batch that handed it over (when its record says)."""
+    missed: bool = False
+    """Past due when the hold read it: late by its writer, not counted as lateness."""
 
     @property
     def due_ms(self) -> int:
@@ -78,7 +82,10 @@ class DuePlan:
         key = record.key or b""
         if schedule is not None:
             at = (record.partition, record.offset)
-            pending = self._pending[at] = Pending(record, schedule, now_ms)
+            facts = inflight_facts(record)
+            pending = self._pending[at] = Pending(
+                record, schedule, now_ms, facts.batch, facts.missed
+            )
             self._by_key[key] = at
             self._by_id.setdefault(_id_of(schedule), set()).add(at)
             heapq.heappush(self._heap, (schedule.due_ms, *at))
@@ -102,7 +109,7 @@ class DuePlan:
     def earliest_handed_batch(self) -> int | None:
         """The earliest Spark batch that handed over a schedule pending (of those whose
         in-flight record says)."""
-        batches = [b for p in self._pending.values() if (b := inflight_batch(p.record)) is not None]
+        batches = [p.batch for p in self._pending.values() if p.batch is not None]
         return min(batches, default=None)
 
     def earliest_handed_ms(self) -> int | None:

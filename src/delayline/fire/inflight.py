@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from delayline.contract import ConsumedRecord, OutgoingRecord
@@ -92,23 +93,30 @@ def read_inflight(record: ConsumedRecord) -> Schedule:
         ) from exc
 
 
-def inflight_batch(record: ConsumedRecord) -> int | None:
-    """The Spark batch that handed the in-flight ``record`` over, when it says."""
-    batch = _fact(record, "batch")
-    return batch if isinstance(batch, int) else None
+@dataclass(frozen=True, slots=True)
+class InflightFacts:
+    """What an in-flight record says beside its schedule.
+
+    Attributes:
+        batch: The Spark batch that handed it over, when it says.
+        missed: The schedule was past due when the hold read it.
+    """
+
+    batch: int | None = None
+    missed: bool = False
 
 
-def inflight_missed(record: ConsumedRecord) -> bool:
-    """Whether the in-flight ``record``'s schedule was past due when the hold read it
-    (counted ``missed``: not late by delayline's doing)."""
-    return _fact(record, "missed") is True
-
-
-def _fact(record: ConsumedRecord, name: str) -> Any:
+def inflight_facts(record: ConsumedRecord) -> InflightFacts:
+    """The facts of an in-flight ``record`` (none for a record that has no readable
+    header: :func:`read_inflight` says why)."""
     try:
-        return json.loads(record.headers[-1][1] or b"").get(name)
-    except (ValueError, IndexError, AttributeError):
-        return None
+        facts = json.loads(record.headers[-1][1] or b"")
+    except (ValueError, IndexError):
+        return InflightFacts()
+    if not isinstance(facts, dict):
+        return InflightFacts()
+    batch = facts.get("batch")
+    return InflightFacts(batch if isinstance(batch, int) else None, facts.get("missed") is True)
 
 
 def render_inflight_tombstone(record: ConsumedRecord) -> OutgoingRecord:

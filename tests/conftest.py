@@ -73,8 +73,19 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def secured_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def oidc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """An OpenID provider issuing OAUTHBEARER tokens to the clients a test registers."""
+    from delayline.dev.oidc import OidcProvider  # noqa: PLC0415
+
+    with OidcProvider(tmp_path_factory.mktemp("oidc")) as provider:
+        yield provider
+
+
+@pytest.fixture(scope="session")
+def secured_broker(tmp_path_factory: pytest.TempPathFactory, oidc: Any) -> Iterator[Any]:
     """A broker as production clusters run: SASL_SSL with SCRAM users ``admin`` (super
-    user) and ``delayline``, mutual TLS, and ACLs denying what none allows."""
-    with start_secured_broker(tmp_path_factory.mktemp("secured")) as broker:
+    user) and ``delayline``, OAUTHBEARER tokens from ``oidc``, mutual TLS, and ACLs
+    denying what none allows."""
+    data_dir = tmp_path_factory.mktemp("secured")
+    with start_secured_broker(data_dir, oauth_jwks_url=oidc.jwks_url) as broker:
         yield broker

@@ -13,12 +13,18 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from delayline.dev.oidc import OidcProvider
 from delayline.dev.testing import unique_topic
 from delayline.infra.broker import LocalBroker
-from delayline.infra.broker_security import MTLS_SUBJECT, secrets_of
+from delayline.infra.broker_security import MTLS_SUBJECT, OAUTH, secrets_of
 from delayline.kafka.acls import GROUP, TOPIC, Acl, apply_acls
 from delayline.kafka.config import check
-from delayline.kafka.properties import KafkaConfigError, librdkafka_settings, read_properties
+from delayline.kafka.properties import (
+    KafkaConfigError,
+    librdkafka_settings,
+    read_properties,
+    spark_options,
+)
 
 
 def settings_of(path: Path, **java: str) -> dict[str, Any]:
@@ -108,6 +114,70 @@ def test_a_wrong_password_is_refused(secured_broker: LocalBroker) -> None:
         admin.list_topics(timeout=10)
     admin.poll(1)  # serves the error callback
     assert KafkaError._AUTHENTICATION in {e.code() for e in errors}, errors
+
+
+def oidc_properties(broker: LocalBroker, oidc: OidcProvider, client_id: str, path: Path) -> Path:
+    """A Java client file for OAUTHBEARER as an OIDC user writes it (Kafka 3.4+), for
+    ``client_id`` registered with ``oidc``."""
+    secret = oidc.register(client_id)
+    jaas = f'{OAUTH} required clientId="{client_id}" clientSecret="{secret}" scope="kafka";'
+    props = {
+        "bootstrap.servers": broker.config.bootstrap_servers,
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.token.endpoint.url": oidc.token_url,
+        "sasl.login.callback.handler.class":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+        "sasl.jaas.config": jaas,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(broker.secure_files.ca_pem),
+    }  # fmt: skip
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return path
+
+
+def test_oauthbearer_tokens_from_an_oidc_provider(
+    secured_broker: LocalBroker, oidc: OidcProvider, tmp_path: Path
+) -> None:
+    """librdkafka fetches a token with the client credentials; the broker verifies it
+    with the provider's key set and authorises the token's subject by its ACLs."""
+    client = "delayline-oidc"
+    config = oidc_properties(secured_broker, oidc, client, tmp_path / "oidc.properties")
+    topic = new_topic(secured_broker, f"User:{client}")
+    group_acl(secured_broker, f"User:{client}")
+    before = oidc.issued[client]
+    assert round_trip(settings_of(config), topic) == b"hello"
+    assert oidc.issued[client] > before  # the token came from the provider
+    # Another subject's token is authenticated but not authorised on the topic.
+    stranger = oidc_properties(secured_broker, oidc, "stranger", tmp_path / "stranger.properties")
+    with pytest.raises((AssertionError, KafkaException), match="TOPIC_AUTHORIZATION_FAILED"):
+        round_trip(settings_of(stranger), topic)
+    assert oidc.issued["stranger"] >= 1
+
+
+def test_sparks_kafka_source_logs_in_with_oauthbearer(
+    secured_broker: LocalBroker, oidc: OidcProvider, spark: Any, tmp_path: Path
+) -> None:
+    """The Java client of Spark's Kafka source, with the same file as its options (as
+    ``delayline run --kafka-config`` gives them), fetches its own token and reads."""
+    client = "delayline-oidc-java"
+    config = oidc_properties(secured_broker, oidc, client, tmp_path / "oidc.properties")
+    topic = new_topic(secured_broker, f"User:{client}")
+    producer = Producer(settings_of(secured_broker.secure_files.admin_properties))
+    producer.produce(topic, b"from-admin")
+    assert producer.flush(30) == 0
+    props = read_properties(config)
+    rows = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", props["bootstrap.servers"])
+        .options(**spark_options(props))
+        .option("subscribe", topic)
+        .load()
+        .select("value")
+        .collect()
+    )
+    assert b"from-admin" in [bytes(r.value) for r in rows]
+    assert oidc.issued[client] >= 1
 
 
 def test_mutual_tls_with_pkcs12_stores_is_the_certificate_subject(

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from delayline.kafka.config import check
 from delayline.kafka.properties import (
     KafkaConfigError,
     librdkafka_settings,
@@ -128,6 +129,47 @@ def test_oauthbearer_needs_a_token_endpoint() -> None:
     assert settings["sasl.oauthbearer.token.endpoint.url"] == url
     assert (settings["sasl.oauthbearer.client.id"], settings["sasl.oauthbearer.client.secret"],
             settings["sasl.oauthbearer.scope"]) == ("app", "shh", "kafka")  # fmt: skip
+
+
+def test_a_java_oidc_client_file_is_carried_whole() -> None:
+    """What a Kafka 3.4+ user writes for OIDC: the login callback handler, extensions and
+    Java's login tuning. librdkafka's OIDC method is the same flow; the tuning is Java's."""
+    jaas = (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'clientId="app" clientSecret="shh" extension_logicalCluster="lkc-1" '
+        'extension_identityPoolId="pool-2";'
+    )
+    props = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.jaas.config": jaas,
+        "sasl.oauthbearer.token.endpoint.url": "https://idp.example/token",
+        "sasl.login.callback.handler.class":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+        "sasl.login.connect.timeout.ms": "15000",
+        "sasl.oauthbearer.sub.claim.name": "client_id",
+    }  # fmt: skip
+    settings = librdkafka_settings(props)
+    assert settings["sasl.oauthbearer.extensions"] == "logicalCluster=lkc-1,identityPoolId=pool-2"
+    assert settings["sasl.oauthbearer.client.id"] == "app"
+    assert not {k for k in settings if k.startswith(("sasl.login.", "sasl.oauthbearer.sub"))}
+    check(settings, "client.properties")  # librdkafka knows every key left
+    older = "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler"
+    assert librdkafka_settings({**props, "sasl.login.callback.handler.class": older})
+    other = {**props, "sasl.login.callback.handler.class": "com.example.MyLogin"}
+    with pytest.raises(KafkaConfigError, match=r"sasl\.login\.callback\.handler\.class"):
+        librdkafka_settings(other)
+
+
+def test_an_oauth_option_librdkafka_cannot_take_is_refused_by_name() -> None:
+    jaas = (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'clientId="app" clientSecret="shh" unsecuredLoginStringClaim_sub="me";'
+    )
+    props = {"sasl.mechanism": "OAUTHBEARER", "sasl.jaas.config": jaas,
+             "sasl.oauthbearer.token.endpoint.url": "https://idp.example/token"}  # fmt: skip
+    with pytest.raises(KafkaConfigError, match="unsecuredLoginStringClaim_sub"):
+        librdkafka_settings(props)
 
 
 @pytest.mark.parametrize(

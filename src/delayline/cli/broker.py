@@ -71,6 +71,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "next to the data (on a data dir first started that way)",
     )
     env_flag(
+        start,
+        "--oauth-jwks-url",
+        env="DELAYLINE_BROKER_OAUTH_JWKS_URL",
+        default=None,
+        metavar="URL",
+        help="with --security sasl-ssl, also accept OAUTHBEARER tokens verified by this "
+        "OpenID provider's key set (https://, http:// or file://); the principal is "
+        "User: and the token's sub",
+    )
+    env_flag(
         stop,
         "--stop-timeout",
         env="DELAYLINE_BROKER_STOP_TIMEOUT",
@@ -94,6 +104,7 @@ def _broker(args: argparse.Namespace) -> LocalBroker:
             start_timeout_ms=getattr(args, "start_timeout_ms", 90_000),
             stop_timeout_ms=getattr(args, "stop_timeout_ms", 30_000),
             security=getattr(args, "security", PLAINTEXT),
+            oauth_jwks_url=getattr(args, "oauth_jwks_url", None),
         )
     )
 

@@ -46,13 +46,16 @@ def session_broker(data_dir: Path, *, acls: bool = False) -> Iterator[str]:
 
 
 @contextmanager
-def secured_broker(data_dir: Path) -> Iterator[LocalBroker]:
+def secured_broker(data_dir: Path, oauth_jwks_url: str | None = None) -> Iterator[LocalBroker]:
     """A fresh local broker with ``--security sasl-ssl`` (TLS, SCRAM users, ACLs denying
-    what none allows) on free ports in ``data_dir``, stopped afterwards."""
+    what none allows; OAUTHBEARER tokens ``oauth_jwks_url`` verifies) on free ports in
+    ``data_dir``, stopped afterwards."""
     port = free_port()
     while not all(bindable(port + i) for i in range(1, 4)):
         port = free_port()
-    broker = LocalBroker(BrokerConfig(data_dir=data_dir, port=port, security=SASL_SSL))
+    config = BrokerConfig(data_dir=data_dir, port=port, security=SASL_SSL,
+                          oauth_jwks_url=oauth_jwks_url)  # fmt: skip
+    broker = LocalBroker(config)
     broker.start()
     try:
         yield broker

@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ from delayline.errors import (
     InfraError,
 )
 from delayline.infra.broker_security import (
+    ALLOWED_FILES,
+    ALLOWED_URLS,
     PLAINTEXT,
     SASL_SSL,
     SECURITY_MODES,
@@ -75,6 +78,9 @@ class BrokerConfig:
         security: ``plaintext``, or ``sasl-ssl``: TLS, SASL users and ACLs denying what
             none allows (:mod:`delayline.infra.broker_security`), with client properties
             files written next to the data.
+        oauth_jwks_url: With ``sasl-ssl``, also accept OAUTHBEARER tokens that this
+            OpenID provider's key set verifies (an ``https://``, ``http://`` or
+            ``file://`` URL); the principal is ``User:`` and the token's ``sub``.
     """
 
     data_dir: Path = field(default_factory=lambda: Path(".delayline/broker"))
@@ -86,6 +92,7 @@ class BrokerConfig:
     jar_cache_dir: Path | None = None
     acls: bool = False
     security: str = PLAINTEXT
+    oauth_jwks_url: str | None = None
 
     @property
     def host(self) -> str:
@@ -147,6 +154,8 @@ class LocalBroker:
             raise ConfigError("client and controller ports must differ")
         if config.security not in SECURITY_MODES:
             raise ConfigError(f"--security: one of {', '.join(SECURITY_MODES)}")
+        if config.oauth_jwks_url and not config.secured:
+            raise ConfigError(f"--oauth-jwks-url needs --security {SASL_SSL}")
         self.config = config
         self.data_dir = config.data_dir.resolve()
         # The broker process this object started, kept so that it is reaped by stop()
@@ -328,7 +337,7 @@ class LocalBroker:
                 "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT,"
                 "INTERNAL:SASL_PLAINTEXT,SSL:SSL",
                 "inter.broker.listener.name": "INTERNAL",
-                **prepare(self.secure_files, h),
+                **prepare(self.secure_files, h, c.oauth_jwks_url),
             }
         # Owner-only: a secured broker's holds its passwords.
         fd = os.open(self._props, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -345,9 +354,20 @@ class LocalBroker:
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.xml'}",
             f"-Ddelayline.broker.dir={self.data_dir}",
+            *self._oauth_jvm(),
             "-cp",
             cp,
         ]
+
+    def _oauth_jvm(self) -> list[str]:
+        """Kafka 4 reads OAUTHBEARER key sets only from URLs (and files) allowed by name."""
+        url = self.config.oauth_jwks_url if self.config.secured else None
+        if not url:
+            return []
+        allowed = [f"-D{ALLOWED_URLS}={url}"]
+        if url.startswith("file:"):
+            allowed.append(f"-D{ALLOWED_FILES}={Path(urllib.parse.urlparse(url).path)}")
+        return allowed
 
     def _format(self, java: str, cp: str) -> None:
         cluster_id = new_cluster_id()

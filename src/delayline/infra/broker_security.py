@@ -42,6 +42,11 @@ DELAYLINE = "delayline"
 MTLS_SUBJECT = "CN=delayline-mtls"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+ALLOWED_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
+"""The JVM property naming the OAUTHBEARER URLs a Kafka 4 client or broker may read."""
+ALLOWED_FILES = "org.apache.kafka.sasl.oauthbearer.allowed.files"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +111,10 @@ def secrets_of(files: SecureFiles) -> dict[str, str]:
     return made
 
 
-def prepare(files: SecureFiles, host: str) -> dict[str, str]:
-    """Certificates (once) and the server settings of the secured listeners.
+def prepare(files: SecureFiles, host: str, oauth_jwks_url: str | None = None) -> dict[str, str]:
+    """Certificates (once) and the server settings of the secured listeners; with
+    ``oauth_jwks_url``, the SASL_SSL listener also takes OAUTHBEARER tokens that key set
+    verifies (the principal is the token's ``sub``).
 
     Raises:
         InfraError: ``keytool`` is missing or failed.
@@ -120,8 +127,19 @@ def prepare(files: SecureFiles, host: str) -> dict[str, str]:
     admin_jaas = f'{PLAIN} required username="{ADMIN}" password="{admin}" user_{ADMIN}="{admin}";'
     users = f'user_{ADMIN}="{made[ADMIN]}" user_{DELAYLINE}="{made[DELAYLINE]}"'
     del host  # listeners are set by the broker (it knows its ports)
+    oauth = (
+        {
+            "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": f"{OAUTH} required;",
+            "listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class": _VALIDATOR,
+            "sasl.oauthbearer.jwks.endpoint.url": oauth_jwks_url,
+        }
+        if oauth_jwks_url
+        else {}
+    )
     return {
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
+        **oauth,
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN"
+        + (",OAUTHBEARER" if oauth_jwks_url else ""),
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
         "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
         "listener.name.internal.plain.sasl.jaas.config": admin_jaas,

@@ -80,9 +80,34 @@ _JAVA_ONLY = frozenset(
         "ssl.endpoint.identification.algorithm",
         "sasl.oauthbearer.token.endpoint.url",
         "bootstrap.servers",
+        # Java's token login, tuned: librdkafka fetches a token at start and again at 80 %
+        # of its lifetime, and reads ``sub`` and ``scope`` as OIDC names them.
+        "sasl.login.callback.handler.class",  # only Java's OIDC login gets this far
+        "sasl.login.connect.timeout.ms",
+        "sasl.login.read.timeout.ms",
+        "sasl.login.retry.backoff.ms",
+        "sasl.login.retry.backoff.max.ms",
+        "sasl.login.refresh.buffer.seconds",
+        "sasl.login.refresh.min.period.seconds",
+        "sasl.login.refresh.window.factor",
+        "sasl.login.refresh.window.jitter",
+        "sasl.oauthbearer.scope.claim.name",
+        "sasl.oauthbearer.sub.claim.name",
+        "sasl.oauthbearer.clock.skew.seconds",
     }
 )
-"""Keys translated here (never passed to librdkafka under their Java name)."""
+"""Keys translated here, or Java's alone (never passed to librdkafka under their Java
+name); Spark's Kafka source takes every key as written."""
+
+OAUTH_LOGIN_HANDLERS = frozenset(
+    {
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+        "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+    }
+)
+"""Java's OIDC client-credentials login (Kafka 3.4 and later, and its older name):
+librdkafka's ``sasl.oauthbearer.method=oidc`` is the same flow, so a file naming it is
+carried; any other login class is refused."""
 
 _LOGIN_MODULES = {
     "org.apache.kafka.common.security.plain.PlainLoginModule": "basic",
@@ -224,7 +249,7 @@ def librdkafka_settings(
             cannot be read.
     """
     for key, why in _REFUSED.items():
-        if key in props:
+        if key in props and not _oidc_login(key, props[key]):
             raise KafkaConfigError(
                 f"{key} (in {source}) cannot be carried to delayline's librdkafka clients: "
                 f"{why}; remove it"
@@ -254,6 +279,10 @@ def spark_options(props: Mapping[str, str]) -> dict[str, str]:
 def redacted(settings: Mapping[str, object]) -> dict[str, object]:
     """``settings`` with every secret value replaced (for logs and answers)."""
     return {k: ("[redacted]" if _SECRET.search(k) else v) for k, v in settings.items()}
+
+
+def _oidc_login(key: str, value: str) -> bool:
+    return key == "sasl.login.callback.handler.class" and value.strip() in OAUTH_LOGIN_HANDLERS
 
 
 def _uses_tls(props: Mapping[str, str]) -> bool:
@@ -303,7 +332,20 @@ def _oauth(options: Mapping[str, str], endpoint: str | None, source: str) -> dic
     names = {"clientId": "sasl.oauthbearer.client.id",
              "clientSecret": "sasl.oauthbearer.client.secret",
              "scope": "sasl.oauthbearer.scope"}  # fmt: skip
-    return {ours: options[java] for java, ours in names.items() if java in options}
+    out = {ours: options[java] for java, ours in names.items() if java in options}
+    extensions = []
+    for option, value in options.items():
+        if option.startswith("extension_"):
+            extensions.append(f"{option.removeprefix('extension_')}={value}")
+        elif option not in names:
+            raise KafkaConfigError(
+                f"sasl.jaas.config (in {source}): the OAuthBearerLoginModule option "
+                f"{option} cannot be carried to delayline's librdkafka clients (they take "
+                "clientId, clientSecret, scope and extension_NAME)"
+            )
+    if extensions:
+        out["sasl.oauthbearer.extensions"] = ",".join(extensions)
+    return out
 
 
 def _trust(props: Mapping[str, str], source: str) -> dict[str, str]:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from delayline.dev.testing import unique_topic
 from delayline.infra.broker import LocalBroker, free_port
 from delayline.infra.broker_security import secrets_of
 from delayline.kafka.properties import KAFKA_CONFIG_ENV, librdkafka_settings, read_properties
+from delayline.pipeline.config import spark_progress_file
 from tests.support import ARTIFACTS, eventually
 
 COUNT = 60
@@ -48,6 +50,19 @@ def command_lines() -> str:
             except OSError:
                 continue
     return "\n".join(out)
+
+
+UI = [f"/ui/{p.name}" for p in resources.files("delayline.admin").joinpath("static").iterdir()]
+"""The admin page's files."""
+
+
+def every_answer(http: httpx.Client, paths: list[str]) -> str:
+    """The text of every answer to ``paths`` and to the API's own read routes."""
+    reads = ["/info", "/stats", "/metrics", "/dead-letters", "/schedules", "/readyz",
+             "/openapi.json", "/ui/"]  # fmt: skip
+    answers = [http.get(path) for path in [*reads, *paths]]
+    assert all(a.status_code == 200 for a in answers), [(a.url, a.status_code) for a in answers]
+    return "".join(a.text for a in answers)
 
 
 def api_writes_one(
@@ -83,7 +98,7 @@ def api_writes_one(
             listed = eventually(
                 lambda: (r := http.get("/schedules", params={"id": "from-api"})).json()["items"]
                 and r, 30, "the API lists it")  # fmt: skip
-            return str(created.text + listed.text + http.get("/info").text), at
+            return created.text + listed.text + every_answer(http, UI), at
     finally:
         api.terminate()
         api.wait(30)
@@ -129,8 +144,10 @@ def test_least_privilege_pipeline_cli_and_client_over_sasl_ssl(
 
     checkpoint = tmp_path / "checkpoint"
     log = ARTIFACTS / f"secured-{query}.log"
+    progress, metrics_port = tmp_path / "progress.jsonl", free_port()
     args = ["-b", bootstrap, *topic_flags, "--checkpoint-dir", str(checkpoint),
-            "--trigger-interval", "500ms", "--shuffle-partitions", "2", "--query-name", query]  # fmt: skip
+            "--trigger-interval", "500ms", "--shuffle-partitions", "2", "--query-name", query,
+            "--progress-file", str(progress), "--metrics-port", str(metrics_port)]  # fmt: skip
     process = PipelineProcess(bootstrap, args, log)
     as_delayline = {KAFKA_CONFIG_ENV: str(files.delayline_properties)}
     # This process reads the targets as the administrator.
@@ -161,6 +178,8 @@ def test_least_privilege_pipeline_cli_and_client_over_sasl_ssl(
         )
         seen.wait_for(lambda d: len(d) >= COUNT // 3, timeout_s=120)
         cmdlines = command_lines()
+        with httpx.Client(base_url=f"http://127.0.0.1:{metrics_port}", timeout=20) as http:
+            answers += "".join(http.get(path).text for path in ("/metrics", "/progress"))
         running.kill()
         running.start(env=as_delayline)
         running.wait_ready()
@@ -179,9 +198,13 @@ def test_least_privilege_pipeline_cli_and_client_over_sasl_ssl(
     assert set(refused) == {f"s-{i}" for i in range(0, COUNT, 10)}
     assert all(b"authori" in reason.lower() for reason in refused.values()), refused
 
-    # No secret in the logs, the checkpoint or any command line.
+    # No secret in the logs, the checkpoint, any command line, the progress files, /metrics
+    # or the API's answers (the admin page's files among them).
     haystacks = [log.read_bytes(), cmdlines.encode(), answers.encode()]
     haystacks.append((tmp_path / "api.log").read_bytes())
+    progress_files = [progress, spark_progress_file(progress)]
+    assert all(p.stat().st_size for p in progress_files), "no progress was written"
+    haystacks += [p.read_bytes() for p in progress_files]
     haystacks += [p.read_bytes() for p in checkpoint.rglob("*") if p.is_file()]
     for password in passwords:
         for hay in haystacks:

@@ -1,4 +1,4 @@
-"""`delayline bench --quick` runs and its figures hold together."""
+"""`delayline bench --quick` runs against a secured cluster and its figures hold together."""
 
 from __future__ import annotations
 
@@ -7,13 +7,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+from delayline.infra.broker import LocalBroker
 
-def test_quick_steady_bench_reports_exactly_once(kafka_bootstrap: str, tmp_path: Path) -> None:
+
+def test_quick_steady_bench_reports_exactly_once(
+    secured_broker: LocalBroker, tmp_path: Path
+) -> None:
+    """On an external cluster, secured (SASL_SSL, SCRAM, ACLs): as its administrator."""
     out = tmp_path / "steady.json"
+    external = ["--bootstrap-servers", secured_broker.config.bootstrap_servers,
+                "--kafka-config", str(secured_broker.secure_files.admin_properties)]  # fmt: skip
     png = tmp_path / "steady.png"
     result = subprocess.run(
         [sys.executable, "-m", "delayline", "bench", "--scenario", "steady", "--quick",
-         "--bootstrap-servers", kafka_bootstrap, "--json", str(out), "--plot", str(png),
+         *external, "--json", str(out), "--plot", str(png),
          "--work-dir", str(tmp_path / "work")],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip

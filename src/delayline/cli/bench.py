@@ -14,6 +14,7 @@ from delayline.cli._common import duration_arg, env_bool, env_flag, one_of, posi
 from delayline.cli.extras import require_extras
 from delayline.core.units import parse_duration_ms
 from delayline.errors import ConfigError
+from delayline.kafka.properties import KAFKA_CONFIG_ENV
 
 PENDING_SCENARIOS = ("backlog", "restart", "idle")
 """The scenarios that hold far-future schedules (``--pending`` sets how many)."""
@@ -81,6 +82,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         env="DELAYLINE_BENCH_BOOTSTRAP_SERVERS",
         default=None,
         help="use this Kafka instead of a private broker (fresh topics are created)",
+    )
+    env_flag(
+        p,
+        "--kafka-config",
+        env=KAFKA_CONFIG_ENV,
+        metavar="FILE",
+        help="Kafka client properties for --bootstrap-servers (see delayline run); its "
+        "principal creates the bench's topics",
     )
     env_flag(
         p,
@@ -155,6 +164,11 @@ def _bench(args: argparse.Namespace) -> int:
     require_extras("bench", "bench")  # the catalog scenario too: report.machine() needs pyspark
     from delayline.bench import report  # noqa: PLC0415 - loads pyspark, matplotlib
 
+    if args.kafka_config and not args.bootstrap_servers:
+        raise ConfigError(
+            f"--kafka-config ({KAFKA_CONFIG_ENV}) is for --bootstrap-servers: the private "
+            "broker is plaintext"
+        )
     size = _size(args)
     if args.scenario == "catalog":
         return _catalog(args)

@@ -36,6 +36,7 @@ lint: $(STAMP) js
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy  # src, tests and benchmarks: [tool.mypy] files in pyproject.toml
+	$(BIN)/lint-imports --no-cache  # imports go down the layers: [tool.importlinter]
 	npx eslint src/delayline/admin/static
 	node --test tests/js/
 

@@ -15,7 +15,7 @@ import pytest
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
 from delayline.client import ClientConfig, Scheduler
-from delayline.core.topology import Topology
+from delayline.contract.topology import Topology
 from delayline.dev.harness import PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.infra.broker import free_port

@@ -23,7 +23,7 @@ from confluent_kafka import Producer
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
 from delayline.client.partitioner import partition_for
-from delayline.core.topology import Topology
+from delayline.contract.topology import Topology
 from delayline.dev.harness import DeliveryCollector
 from delayline.kafka.config import kafka_client_config
 from tests.support import (

@@ -13,8 +13,8 @@ from confluent_kafka import TopicPartition
 from delayline.client import ClientConfig
 from delayline.dev.harness import DeliveryCollector, PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
+from delayline.holds.buckets.config import BucketsConfig
 from delayline.kafka.reader import private_consumer
-from delayline.stores.buckets.config import BucketsConfig
 from tests.counts import check_counts, report, schedule_spread
 from tests.support import ARTIFACTS, make_topics, pipeline_args
 

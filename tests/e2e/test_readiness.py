@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
-from delayline.core.topology import Topology
+from delayline.contract.topology import Topology
 from delayline.dev.harness import PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port

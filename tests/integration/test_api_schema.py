@@ -21,7 +21,7 @@ from schemathesis.specs.openapi.checks import (
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
-from delayline.core.topology import Topology
+from delayline.contract.topology import Topology
 from delayline.dev.testing import create_topic, unique_topic
 
 TOKEN = "schema-token"

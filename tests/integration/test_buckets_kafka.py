@@ -16,13 +16,13 @@ from delayline.contract.codec import encode_headers
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.errors import TopicConfigError
 from delayline.fire.rewrite import fill_rewrites
+from delayline.holds.buckets.config import BucketsConfig
+from delayline.holds.buckets.copy import decode_copy, encode_copy
+from delayline.holds.buckets.source import BucketReader, layout_options
+from delayline.holds.buckets.topics import ensure_bucket_topics
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.produce import produce_one
 from delayline.kafka.reader import private_consumer, read_topic
-from delayline.stores.buckets.config import BucketsConfig
-from delayline.stores.buckets.copy import decode_copy, encode_copy
-from delayline.stores.buckets.source import BucketReader, layout_options
-from delayline.stores.buckets.topics import ensure_bucket_topics
 
 
 def layout(partitions: int = 1) -> BucketsConfig:

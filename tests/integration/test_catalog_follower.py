@@ -13,7 +13,7 @@ from delayline.catalog import CatalogFollower, FollowConfig, PendingQuery, Sqlit
 from delayline.catalog.events import Change, Upsert
 from delayline.catalog.store import Position
 from delayline.client import ClientConfig, Scheduler
-from delayline.core.topology import Topology
+from delayline.contract.topology import Topology
 from delayline.dev.testing import create_topic, unique_topic
 
 

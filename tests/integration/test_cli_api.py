@@ -21,8 +21,8 @@ from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
 from delayline.client import ClientConfig, Scheduler, partition_for
 from delayline.contract import parse_record
+from delayline.contract.topology import Topology
 from delayline.core.model import Cancel
-from delayline.core.topology import Topology
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.infra.broker import free_port
 from delayline.kafka.config import kafka_client_config

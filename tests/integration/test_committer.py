@@ -15,9 +15,9 @@ from dataclasses import replace
 import pytest
 from confluent_kafka import Producer
 
+from delayline.contract.topology import Topology
 from delayline.core.clock import SystemClock
 from delayline.core.model import Schedule, SourceRef
-from delayline.core.topology import Topology
 from delayline.dev.harness import Delivery, DeliveryCollector
 from delayline.dev.testing import unique_topic
 from delayline.fire.committer import Committer, CommitterConfig

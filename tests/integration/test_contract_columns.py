@@ -11,10 +11,10 @@ import random
 from typing import Any
 
 from delayline.contract import ConsumedRecord, parse_record
+from delayline.contract import events as rows
 from delayline.contract import headers as h
 from delayline.contract.columns import CANCEL, INVALID, SCHEDULE, parsed
 from delayline.core.model import Cancel, Invalid, Schedule
-from delayline.pipeline import rows
 
 NOT_UTF8 = [b"\xff\xfe", b"\xed\xa0\x80", b"\xc0\xaf", b"ok\x80"]
 KEYS = [None, b"", b"id", "émoji-\U0001f600".encode(), *NOT_UTF8]

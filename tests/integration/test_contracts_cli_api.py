@@ -16,7 +16,7 @@ from tests.support import eventually
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
-from delayline.core.topology import Topology
+from delayline.contract.topology import Topology
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.kafka.reader import read_topic
 

@@ -18,15 +18,15 @@ from tests.unit.holds.test_contract_rules import *  # noqa: F403 - the suite its
 from tests.unit.holds.test_rules import *  # noqa: F403
 
 from delayline.contract import ConsumedRecord
+from delayline.contract import events as r
 from delayline.contract.arrow import with_contracts
 from delayline.contract.codec import encode_headers
-from delayline.pipeline import rows as r
-from delayline.stores.buckets.config import BucketsConfig
-from delayline.stores.buckets.copy import encode_copy
-from delayline.stores.buckets.hold import gate_input
-from delayline.stores.buckets.read import SCHEMA_DDL, CopyRows, Span
-from delayline.stores.buckets.route import render_copy
-from delayline.stores.jvm import holds_class
+from delayline.holds.buckets.config import BucketsConfig
+from delayline.holds.buckets.copy import encode_copy
+from delayline.holds.buckets.hold import gate_input
+from delayline.holds.buckets.read import SCHEMA_DDL, CopyRows, Span
+from delayline.holds.buckets.route import render_copy
+from delayline.holds.jvm import holds_class
 
 
 class BucketDriver:

@@ -15,12 +15,12 @@ from tests.unit.holds.test_contract_rules import *  # noqa: F403 - the suite its
 from tests.unit.holds.test_rules import *  # noqa: F403
 
 from delayline.contract import ConsumedRecord
+from delayline.contract import events as r
 from delayline.contract import headers as h
 from delayline.contract.arrow import with_contracts
 from delayline.contract.codec import decode_headers, encode_headers
 from delayline.contract.columns import parsed
-from delayline.pipeline import rows as r
-from delayline.stores.jvm import holds_class
+from delayline.holds.jvm import holds_class
 
 
 class JvmDriver:

@@ -15,8 +15,8 @@ from tests.unit.holds.test_contract_rules import *  # noqa: F403 - the suite its
 from tests.unit.holds.test_rules import *  # noqa: F403
 
 from delayline.contract import ConsumedRecord
-from delayline.stores.redis.config import RedisHoldConfig
-from delayline.stores.redis.store import RedisStore
+from delayline.holds.redis.config import RedisHoldConfig
+from delayline.holds.redis.store import RedisStore
 
 
 class RedisDriver:

@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 
 from delayline.contract import ConsumedRecord
+from delayline.contract import events as r
 from delayline.contract import headers as h
+from delayline.contract.topology import Topology
 from delayline.core.clock import SystemClock
-from delayline.core.topology import Topology
-from delayline.pipeline import rows as r
+from delayline.fire.tasks import deliver_as
+from delayline.holds.redis.config import RedisHoldConfig
+from delayline.holds.redis.hold import RedisHold
 from delayline.pipeline.config import PipelineConfig
-from delayline.stores.redis.config import RedisHoldConfig
-from delayline.stores.redis.hold import RedisHold
 
 TOPIC = "delayline-schedules"
 CLAIMERS = 2
@@ -92,12 +93,12 @@ def test_a_replay_with_the_source_partitions_in_another_order_gets_the_same_even
     partition has exactly the events it had (so its fire marker covers them)."""
     now = SystemClock().now_ms()
     a, b = frame(spark, schedules(0, 30, now)), frame(spark, schedules(1, 30, now))
-    first = RedisHold(config)
+    first = RedisHold(config, deliver_as)
     try:
         decided = events_by_partition(first, a.union(b), 3)
     finally:
         first.close()
-    again = RedisHold(config)  # the restarted pipeline: same checkpoint, same run
+    again = RedisHold(config, deliver_as)  # the restarted pipeline: same checkpoint, same run
     try:
         replayed = events_by_partition(again, b.union(a), 3)
     finally:
@@ -128,7 +129,7 @@ def test_a_batch_without_records_still_claims_in_every_task(
         )
         for offset in range(10)
     ]
-    hold = RedisHold(config)
+    hold = RedisHold(config, deliver_as)
     try:
         planned = events_by_partition(hold, frame(spark, due), 1)
         kinds = [json.loads(e)[:2] for e in sum(planned.values(), Counter()).elements()]

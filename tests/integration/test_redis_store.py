@@ -10,9 +10,9 @@ import pytest
 from delayline.contract import ConsumedRecord
 from delayline.contract import headers as h
 from delayline.contract.contracts import InputParser
-from delayline.core.topology import Topology
-from delayline.stores.redis.config import RedisHoldConfig
-from delayline.stores.redis.store import RedisHoldError, RedisStore, fingerprint
+from delayline.contract.topology import Topology
+from delayline.holds.redis.config import RedisHoldConfig
+from delayline.holds.redis.store import RedisHoldError, RedisStore, fingerprint
 
 NOW = 1_800_000_000_000
 

@@ -15,16 +15,16 @@ from tests.support import Topics, make_topics
 
 from delayline.contract import ConsumedRecord
 from delayline.contract import headers as h
+from delayline.contract.topology import Topology
 from delayline.core.clock import SystemClock
-from delayline.core.topology import Topology
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.fire.partition import fire_rows
-from delayline.fire.tasks import new_firer, split_events
+from delayline.fire.tasks import deliver_as, new_firer, split_events
+from delayline.holds.redis.config import RedisHoldConfig
+from delayline.holds.redis.hold import RedisHold
+from delayline.holds.redis.takeover import owner_json, take_over
 from delayline.kafka.reader import read_topic
 from delayline.pipeline.config import PipelineConfig
-from delayline.stores.redis.config import RedisHoldConfig
-from delayline.stores.redis.hold import RedisHold
-from delayline.stores.redis.takeover import owner_json, take_over
 
 
 def config_of(bootstrap: str, topics: Topics, name: str, url: str, prefix: str) -> PipelineConfig:
@@ -51,8 +51,10 @@ def test_a_silent_pipelines_claims_are_delivered_once_by_another(
     target = create_topic(kafka_bootstrap, unique_topic("target"))
     topics_a, topics_b = make_topics(kafka_bootstrap), make_topics(kafka_bootstrap)
     owner = config_of(kafka_bootstrap, topics_a, f"{prefix}-a", redis_url, prefix)
-    hold_a = RedisHold(owner)
-    hold_b = RedisHold(config_of(kafka_bootstrap, topics_b, f"{prefix}-b", redis_url, prefix))
+    hold_a = RedisHold(owner, deliver_as)
+    hold_b = RedisHold(
+        config_of(kafka_bootstrap, topics_b, f"{prefix}-b", redis_url, prefix), deliver_as
+    )
     run_a = f"{owner.query_name}@1"
     now = SystemClock().now_ms()
     due_s = (now + 300) / 1000
@@ -74,7 +76,10 @@ def test_a_silent_pipelines_claims_are_delivered_once_by_another(
     assert store_a.pending() == 0
     time.sleep(1.1)  # A's lease (1 s) ends; its heartbeat is as old
 
-    assert take_over(hold_b.store, hold_b.config, f"{prefix}-b@2", SystemClock().now_ms()) == 1
+    assert (
+        take_over(hold_b.store, hold_b.config, f"{prefix}-b@2", SystemClock().now_ms(), deliver_as)
+        == 1
+    )
     delivered = read_topic(kafka_bootstrap, target)
     assert sorted(r.value or b"" for r in delivered) == [b"p0", b"p1", b"p2"]
     # Under A's marker, on A's commits topic: A's own attempt finds it committed ...
@@ -91,7 +96,10 @@ def test_a_silent_pipelines_claims_are_delivered_once_by_another(
     assert replay.events.num_rows == 0
     # Nothing open is left to take over again.
     assert (
-        take_over(hold_b.store, hold_b.config, f"{prefix}-b@2", SystemClock().now_ms() + 5_000) == 0
+        take_over(
+            hold_b.store, hold_b.config, f"{prefix}-b@2", SystemClock().now_ms() + 5_000, deliver_as
+        )
+        == 0
     )
     assert len(read_topic(kafka_bootstrap, target)) == 3
     hold_a.close()

@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 
-from delayline.core.topology import Topology
+from delayline.contract.topology import Topology
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.errors import ConfigError, TopicConfigError
 from delayline.kafka.topics import TopicsConfig, ensure_topics

@@ -6,9 +6,10 @@ import time
 
 from delayline.core.clock import SystemClock
 from delayline.dev.testing import unique_topic
+from delayline.holds.hold import GRANULARITY_MS, wake_slot
 from delayline.kafka.reader import read_topic
 from delayline.kafka.topics import ensure_wake_topic
-from delayline.pipeline.wake import GRANULARITY_MS, Waker, wake_slot
+from delayline.pipeline.wake import Waker
 
 # Measured here (20 wakes, idle machine): a wake record carries a time 0-1 ms after its
 # step's end. The margin is for a machine busy with Spark.

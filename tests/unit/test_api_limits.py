@@ -16,7 +16,7 @@ from fastapi.responses import PlainTextResponse
 from delayline.api.app import create_app
 from delayline.api.config import ApiConfig
 from delayline.api.limits import UI_CSP, BodyLimit, SecurityHeaders
-from delayline.core.topology import Topology
+from delayline.contract.topology import Topology
 
 LIMIT = 1_000
 

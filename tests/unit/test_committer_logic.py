@@ -10,9 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from delayline.contract import ConsumedRecord
+from delayline.contract import events as r
+from delayline.contract.events import HoldEvent
+from delayline.contract.topology import Topology
 from delayline.core.clock import ManualClock
 from delayline.core.model import Schedule, SourceRef
-from delayline.core.topology import Topology
 from delayline.errors import ConfigError
 from delayline.fire import clock
 from delayline.fire.due_plan import DuePlan
@@ -26,9 +28,7 @@ from delayline.fire.inflight import (
 from delayline.fire.partition import fire_rows
 from delayline.fire.report import HANDED
 from delayline.fire.transactional import Firing
-from delayline.pipeline import rows as r
 from delayline.pipeline.config import MAX_LEAD_MS, PipelineConfig
-from delayline.stores.fold import HoldEvent
 
 INFLIGHT = "pipeline-inflight"
 

@@ -7,7 +7,7 @@ import pyarrow as pa
 
 from delayline.contract.arrow import _parser
 from delayline.contract.contracts import InputParser
-from delayline.core.topology import Topology
+from delayline.contract.topology import Topology
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 

@@ -19,8 +19,8 @@ from delayline.contract.contracts import (
 from delayline.contract.future_pb2 import Future
 from delayline.contract.ids import derived_id, parse_derived_id
 from delayline.contract.timer_request import parse_timer_request_checked, render_timer_request
+from delayline.contract.topology import Topology
 from delayline.core.model import Cancel, Invalid, Schedule
-from delayline.core.topology import Topology
 from delayline.errors import ConfigError, InvalidScheduleError
 
 # Future{callBackTopic: "out", callBackKey: "k1", callBack: b"\x00cb"}, encoded by hand from

@@ -17,12 +17,12 @@ from delayline.contract import (
     render_history,
     render_tombstone,
 )
+from delayline.contract import events as r
 from delayline.contract import headers as h
 from delayline.contract.codec import decode_headers, encode_headers
+from delayline.contract.topology import Topology
 from delayline.core.model import Cancel, Schedule, SourceRef
-from delayline.core.topology import Topology
 from delayline.fire.partition import to_records
-from delayline.pipeline import rows as r
 from delayline.pipeline.config import PipelineConfig
 
 SOURCE = SourceRef("schedules", 2, 41, 1_607_918_336_000)

@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from delayline.contract import ConsumedRecord, OutgoingRecord
+from delayline.contract import events as r
 from delayline.core.model import Schedule, SourceRef
 from delayline.fire import transactional as tx
 from delayline.fire.partition import to_records
@@ -29,7 +30,6 @@ from delayline.fire.transactional import (
     Firing,
     TransactionalFirer,
 )
-from delayline.pipeline import rows as r
 
 MISSING = Failure(KafkaError.UNKNOWN_TOPIC_OR_PART, "UNKNOWN_TOPIC_OR_PART", "Broker: Unknown")
 DENIED = Failure(

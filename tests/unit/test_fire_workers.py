@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from delayline.core import logs
 from delayline.fire import tasks
 from delayline.fire.partition import PartitionReport, merge
 
@@ -23,8 +24,8 @@ def test_a_workers_warnings_reach_its_stderr_despite_the_packages_null_handler(
     saved = list(root.handlers), root.level
     root.handlers = [logging.NullHandler()]  # as delayline/__init__.py leaves it
     try:
-        tasks.log_to_stderr()
-        tasks.log_to_stderr()  # once per process
+        logs.log_to_stderr()
+        logs.log_to_stderr()  # once per process
         logging.getLogger("delayline.fire.test").warning("slow step")
         streams = [h for h in root.handlers if not isinstance(h, logging.NullHandler)]
         assert len(streams) == 1

@@ -11,9 +11,9 @@ from typing import Any
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from delayline.contract import events as r
 from delayline.core.clock import ManualClock
 from delayline.fire.report import REFUSED, BatchReport
-from delayline.pipeline import rows as r
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from delayline.cli.jars import submit_args
 from delayline.contract.topics import target_not_allowed
-from delayline.core.topology import Topology
+from delayline.contract.topology import Topology
 from delayline.errors import ConfigError, SparkClusterError
 from delayline.pipeline.config import PipelineConfig, spark_conf_from
 from delayline.pipeline.placement import (

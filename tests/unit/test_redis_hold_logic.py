@@ -12,14 +12,14 @@ from hypothesis import strategies as st
 from delayline.bench.summary import holds_markdown
 from delayline.core.model import Schedule, SourceRef
 from delayline.errors import ConfigError
-from delayline.stores.redis.codec import (
+from delayline.holds.redis.codec import (
     TOKEN_BYTES,
     decode_schedule,
     encode_schedule,
     version_token,
 )
-from delayline.stores.redis.config import RedisHoldConfig
-from delayline.stores.redis.scripts import UNCHANGED
+from delayline.holds.redis.config import RedisHoldConfig
+from delayline.holds.redis.scripts import UNCHANGED
 
 headers = st.lists(st.tuples(st.text(max_size=20), st.none() | st.binary(max_size=20)), max_size=5)
 

@@ -9,16 +9,16 @@ from typing import Any
 import pytest
 
 from delayline.contract import ConsumedRecord, OutgoingRecord
+from delayline.contract import events as r
+from delayline.contract.topology import Topology
 from delayline.core.clock import ManualClock
-from delayline.core.topology import Topology
 from delayline.fire.partition import PartitionReport, fire_rows
 from delayline.fire.report import REFUSED, BatchReport
 from delayline.fire.sink import FireSink
 from delayline.fire.tasks import FireJob
 from delayline.fire.transactional import Committed, FireConfig, Firing, TransactionalFirer
-from delayline.pipeline import rows as r
+from delayline.holds.memory import MemoryHold
 from delayline.pipeline.config import PipelineConfig
-from delayline.stores.memory import MemoryHold
 
 NOW_MS = 1_800_000_000_000
 DAY_MS = 86_400_000
@@ -74,7 +74,7 @@ def sink_with(
     config = PipelineConfig(
         Topology(history_topic=None), max_lateness_ms=max_lateness_ms, lead_ms=0
     )
-    hold = ListHold(config, clock)
+    hold = ListHold(config, clock=clock)
     reports: list[BatchReport] = []
     firer = FakeFirer()
 

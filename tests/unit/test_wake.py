@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from delayline.core.clock import ManualClock
-from delayline.pipeline.wake import GRANULARITY_MS, WakePlan, Waker, next_wake_ms, wake_slot
+from delayline.holds.hold import GRANULARITY_MS, wake_slot
+from delayline.pipeline.wake import WakePlan, Waker, next_wake_ms
 
 HEARTBEAT = 30_000
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from delayline.contract import ConsumedRecord
 from delayline.contract import headers as h
 from delayline.contract.contracts import InputParser
+from delayline.contract.topology import Topology
 from delayline.core.model import Schedule, SourceRef
-from delayline.core.topology import Topology
 from delayline.fire.due_plan import DuePlan
 from delayline.fire.inflight import read_inflight, render_inflight
 from delayline.fire.watch import (

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from delayline.api.limits import DEFAULT_MAX_BODY_BYTES
-from delayline.core.topology import Topology
+from delayline.contract.topology import Topology
 from delayline.errors import ConfigError
 
 

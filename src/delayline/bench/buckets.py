@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from delayline.stores.buckets.config import BucketsConfig
+from delayline.holds.buckets.config import BucketsConfig
 
 
 def bucket_prefix(run: str) -> str:

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from delayline.bench.stats import summary
+from delayline.holds.redis.config import RedisHoldConfig
+from delayline.holds.redis.scripts import Keys
+from delayline.holds.redis.store import connect
 from delayline.infra.broker import free_port
 from delayline.infra.redis_server import LocalRedis, RedisServerConfig
-from delayline.stores.redis.config import RedisHoldConfig
-from delayline.stores.redis.scripts import Keys
-from delayline.stores.redis.store import connect
 
 PAYLOAD_BYTES = 100
 """As the broker baseline's records."""

@@ -15,8 +15,8 @@ from typing import Any
 from delayline.bench.sampler import GroupSampler
 from delayline.bench.stats import summary
 from delayline.client import ClientConfig, Scheduler
+from delayline.contract.topology import Topology
 from delayline.core.clock import ms_to_datetime
-from delayline.core.topology import Topology
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
 from delayline.infra.redis_server import LocalRedis

@@ -19,8 +19,8 @@ from confluent_kafka import (
 from delayline.catalog.events import Change, Role, changes_for
 from delayline.catalog.store import CatalogStore, Position
 from delayline.contract.contracts import InputParser
+from delayline.contract.topology import Topology
 from delayline.core.clock import Clock, SystemClock
-from delayline.core.topology import Topology
 from delayline.core.units import format_duration_ms
 from delayline.kafka.errors import kafka_error
 from delayline.kafka.reader import private_consumer, to_consumed_record

@@ -24,6 +24,7 @@ from delayline.cli import (
 )
 from delayline.cli._common import apply_kafka_config
 from delayline.cli.extras import MissingExtraError, add_unavailable, missing_extras
+from delayline.core.logs import FORMAT
 from delayline.errors import ConfigError, DelaylineError
 from delayline.kafka.config import RDKAFKA_LOGGER
 
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose == 1
         else logging.DEBUG
     )
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=level, format=FORMAT)
     if args.verbose >= 2:
         RDKAFKA_LOGGER.setLevel(logging.DEBUG)
     try:

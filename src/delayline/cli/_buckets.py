@@ -8,7 +8,7 @@ from typing import Any
 from delayline.cli._common import duration_arg, env_flag, positive_int
 from delayline.core.units import format_duration_ms, parse_duration_ms
 from delayline.errors import ConfigError
-from delayline.stores.buckets.config import (
+from delayline.holds.buckets.config import (
     DEFAULT_BOUNDARIES_MS,
     DEFAULT_RETENTION_MARGIN_MS,
     BucketsConfig,

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from delayline.core.topology import (
+from delayline.contract.topology import (
     DEFAULT_BOOTSTRAP_SERVERS,
     DEFAULT_COMMITS_TOPIC,
     DEFAULT_DEAD_LETTER_TOPIC,

@@ -14,10 +14,10 @@ from delayline.cli._common import (
     topology_from,
 )
 from delayline.errors import ConfigError
+from delayline.holds.hold import HOLDS
 from delayline.kafka.acls import AclNeeds, apply_acls, kafka_acls_commands, required_acls
 from delayline.kafka.config import kafka_client_config
 from delayline.pipeline.config import PipelineConfig
-from delayline.stores.hold import HOLDS
 
 TARGETS_ENV = "DELAYLINE_ACL_TARGET_TOPICS"
 PREFIXES_ENV = "DELAYLINE_ACL_TARGET_PREFIXES"

@@ -19,6 +19,8 @@ from delayline.cli._common import (
 )
 from delayline.cli.extras import require_extras
 from delayline.core.units import parse_duration_ms
+from delayline.holds.hold import HOLDS
+from delayline.holds.redis.config import DEFAULT_URL, RedisHoldConfig
 from delayline.kafka.topics import TopicsConfig, ensure_topics
 from delayline.pipeline.config import (
     DEFAULT_JAVA_OPTIONS,
@@ -29,8 +31,6 @@ from delayline.pipeline.config import (
     PipelineConfig,
     spark_conf_from,
 )
-from delayline.stores.hold import HOLDS
-from delayline.stores.redis.config import DEFAULT_URL, RedisHoldConfig
 
 LOG_LEVELS = {
     "debug": logging.DEBUG,
@@ -366,7 +366,7 @@ def _run(args: argparse.Namespace) -> int:
     pipeline.claim_checkpoint()  # before anything is created: a second start changes nothing
     ensure_topics(TopicsConfig(config.topology))  # each must exist with the right policy
     if config.hold == "buckets":
-        from delayline.stores.buckets.topics import ensure_bucket_topics  # noqa: PLC0415
+        from delayline.holds.buckets.topics import ensure_bucket_topics  # noqa: PLC0415
 
         ensure_bucket_topics(config.topology.bootstrap_servers, config.buckets)
     stop = stop_on_signals(log, "finishing the batch in flight")

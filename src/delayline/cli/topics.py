@@ -13,9 +13,9 @@ from delayline.cli._common import (
     say,
     topology_from,
 )
+from delayline.holds.buckets.topics import ensure_bucket_topics
+from delayline.holds.hold import HOLDS
 from delayline.kafka.topics import TopicsConfig, ensure_topics
-from delayline.stores.buckets.topics import ensure_bucket_topics
-from delayline.stores.hold import HOLDS
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

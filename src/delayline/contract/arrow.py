@@ -20,7 +20,7 @@ from delayline.core.model import Cancel, Invalid, Parsed
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from delayline.core.topology import Topology
+    from delayline.contract.topology import Topology
 
 PARSED = "contracted"
 """The column :func:`with_contracts` adds: the parser's result (null for records of

@@ -1,6 +1,6 @@
 """The input contracts delayline reads, by name, and the parser of each.
 
-Each input topic speaks one contract (:meth:`delayline.core.topology.Topology.contract_of`);
+Each input topic speaks one contract (:meth:`delayline.contract.topology.Topology.contract_of`);
 every contract parses into the same model (:mod:`delayline.core.model`), so the hold and
 the fire path never know which one a schedule came in by.
 """
@@ -18,7 +18,7 @@ from delayline.contract.timer_request import parse_timer_request
 from delayline.core.model import Invalid, Parsed
 
 if TYPE_CHECKING:
-    from delayline.core.topology import Topology
+    from delayline.contract.topology import Topology
 
 Contract = Literal["header", "envelope", "timer-request"]
 """A contract's name (the API's ``contract`` field)."""
@@ -47,7 +47,7 @@ def parse_as(contract: Contract, record: ConsumedRecord) -> Parsed:
 def compacted(contract: Contract) -> bool:
     """Whether topics of ``contract`` are compacted by schedule id, so a version must be
     written again when a later record of its key would replace it in compaction
-    (``rewrite``/``retire`` in :mod:`delayline.stores.fold`). Envelope and timer-request
+    (``rewrite``/``retire`` in :mod:`delayline.holds.fold`). Envelope and timer-request
     topics are ordinary topics whose records are not keyed by schedule id: retention,
     not compaction, ends their records."""
     return contract == HEADER

@@ -1,1 +1,1 @@
-"""What every layer uses: the model, time and units, the clock, the topology."""
+"""What every layer uses: the model, time and units, the clock."""

@@ -26,8 +26,8 @@ from delayline.contract.contracts import ENVELOPE, TIMER_REQUEST
 from delayline.contract.envelope import ceil_ms, render_envelope
 from delayline.contract.ids import derived_id
 from delayline.contract.timer_request import render_timer_request
+from delayline.contract.topology import Topology
 from delayline.core.clock import ms_to_datetime
-from delayline.core.topology import Topology
 from delayline.dev.demo_api import DEMO_TOKEN, api_agrees, demo_api, hold
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port

@@ -46,8 +46,10 @@ from confluent_kafka import TopicPartition
 
 from delayline.contract import OutgoingRecord
 from delayline.contract.contracts import InputParser
+from delayline.contract.events import EXPIRED
+from delayline.contract.topology import Topology
 from delayline.core.clock import Clock, SystemClock
-from delayline.core.topology import Topology
+from delayline.core.identifiers import committer_transactional_id
 from delayline.fire import clock as broker_clock
 from delayline.fire.due_plan import DuePlan, Group, Pending
 from delayline.fire.inflight import render_inflight_tombstone
@@ -63,7 +65,6 @@ from delayline.fire.watch import (
     checkpoint_positions,
     latest_logged_batch,
 )
-from delayline.stores.fold import EXPIRED
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +230,7 @@ class Committer:
                 FireConfig(
                     config.bootstrap_servers,
                     config.commits_topic,
-                    f"{config.transactional_id}-committer-{lane}",
+                    committer_transactional_id(config.transactional_id, lane),
                     linger_ms=0,
                 ),
                 topics=topics,
@@ -243,7 +244,7 @@ class Committer:
             reader = InflightReader(
                 config.bootstrap_servers,
                 config.inflight_topic,
-                f"{config.transactional_id}-committer",
+                committer_transactional_id(config.transactional_id),
                 self._plan,
                 self.clock,
             )

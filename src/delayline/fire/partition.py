@@ -21,15 +21,16 @@ from delayline.contract import (
     render_rewrite,
     render_tombstone,
 )
+from delayline.contract import events as r
 from delayline.contract.contracts import InputParser, compacted
 from delayline.core.clock import Clock
+from delayline.core.identifiers import partition_marker_key
 from delayline.fire.inflight import render_inflight
 from delayline.fire.refusals import batch_size
 from delayline.fire.report import HANDED, REFUSED, BatchReport
 from delayline.fire.transactional import Firing, TransactionalFirer
-from delayline.pipeline import rows as r
-from delayline.pipeline.config import PipelineConfig
-from delayline.stores.buckets.route import render_copy
+from delayline.holds.buckets.route import render_copy
+from delayline.holds.hold import RunSettings
 
 INFLIGHT_MAX_BYTES = 1_000_000
 """The largest in-flight record handed over: the producer's default ``message.max.bytes``
@@ -82,7 +83,7 @@ def merge(batch_id: int, parts: Sequence[PartitionReport]) -> BatchReport:
     return report
 
 
-def to_records(row: Any, config: PipelineConfig) -> list[OutgoingRecord]:
+def to_records(row: Any, config: RunSettings) -> list[OutgoingRecord]:
     """The Kafka records one event row turns into (none for bookkeeping kinds)."""
     kind = row["kind"]
     if kind == r.REWRITE and not compacted(config.topology.contract_of(row["src_topic"])):
@@ -118,7 +119,7 @@ def fire_rows(
     partition: int,
     batch_id: int,
     run: str,
-    config: PipelineConfig,
+    config: RunSettings,
     firer: TransactionalFirer,
     clock: Clock,
     *,
@@ -127,7 +128,7 @@ def fire_rows(
     """Write what ``rows`` (one partition's events) ask for, exactly once.
 
     Args:
-        rows: Event rows (:data:`delayline.pipeline.rows.EVENT_SCHEMA`), mappings by name.
+        rows: Event rows (:data:`delayline.contract.events.EVENT_SCHEMA`), mappings by name.
         partition: Which partition they are; part of the marker.
         batch_id: Spark's batch id.
         run: The run (query name and checkpoint id); markers of other runs do not apply.
@@ -145,7 +146,7 @@ def fire_rows(
     batch = _plan(rows, report, config, batch_id, clock.now_ms())
     if batch.records:
         outcome = firer.commit_batch(
-            f"{run}/p{partition}", batch_id, batch.records, refresh=refresh, also=run
+            partition_marker_key(run, partition), batch_id, batch.records, refresh=refresh, also=run
         )
         report.replay = outcome.replay
         if report.replay:
@@ -179,7 +180,7 @@ class _Batch:
 def _plan(
     rows: Sequence[Any],
     report: PartitionReport,
-    config: PipelineConfig,
+    config: RunSettings,
     batch_id: int,
     now_ms: int,
 ) -> _Batch:
@@ -218,9 +219,7 @@ def _plan(
     return batch
 
 
-def _hand_off(
-    row: Any, config: PipelineConfig, batch_id: int, missed: bool
-) -> OutgoingRecord | None:
+def _hand_off(row: Any, config: RunSettings, batch_id: int, missed: bool) -> OutgoingRecord | None:
     """The in-flight record of a FIRE row (with a lead), or ``None`` to deliver it in
     this batch: without a lead, or too large for the in-flight topic (it then goes the
     way of any delivery, dead-lettered if refused). One already due is handed over too:

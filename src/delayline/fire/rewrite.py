@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from delayline.pipeline import rows as r
+from delayline.contract import events as r
 
 log = logging.getLogger(__name__)
 

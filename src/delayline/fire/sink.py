@@ -9,19 +9,16 @@ dead-letter topic.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from delayline.core.clock import Clock, SystemClock
+from delayline.core.identifiers import run_id
 from delayline.fire.partition import PartitionReport, merge
 from delayline.fire.report import BatchReport
 from delayline.fire.tasks import FireJob, fire_on_executors
-from delayline.pipeline.config import PipelineConfig
-from delayline.pipeline.wake import wake_slot
-from delayline.stores.hold import Hold
+from delayline.holds.hold import Hold, RunSettings, wake_slot
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +44,7 @@ class FireSink:
 
     def __init__(
         self,
-        config: PipelineConfig,
+        config: RunSettings,
         run_id: Callable[[], str],
         on_batch: Callable[[BatchReport], None] = lambda _report: None,
         on_timers: Callable[[list[int]], None] | None = None,
@@ -67,7 +64,7 @@ class FireSink:
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         events = self.hold.batch_events(frame, batch_id)
-        run = f"{self.config.query_name}@{self.run_id()}"
+        run = run_id(self.config.query_name, self.run_id())
         # The first batch after a start can be the replay of one committed before.
         job = FireJob(
             self.config,
@@ -90,9 +87,3 @@ class FireSink:
                 log.info("batch %d: %s", batch_id, note)
         report.finished_ms = self.clock.now_ms()
         self.on_batch(report)
-
-
-def checkpoint_query_id(checkpoint_dir: Path) -> str:
-    """The query id Spark stores in the checkpoint; new after ``--rebuild``."""
-    metadata = (checkpoint_dir / "metadata").read_text()
-    return str(json.loads(metadata.splitlines()[0])["id"])

@@ -16,7 +16,6 @@ import logging
 import os
 import re
 import socket
-import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
@@ -24,16 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from delayline.contract import events as r
 from delayline.core.clock import SystemClock
 from delayline.core.faults import FIRE_BEFORE_COMMIT, FIRE_COMMITTED, pause_at
+from delayline.core.identifiers import partition_transactional_id
+from delayline.core.logs import log_to_stderr
 from delayline.core.timing import warn_if_slow
 from delayline.fire.partition import PartitionReport, fire_rows
 from delayline.fire.rewrite import fill_rewrites
 from delayline.fire.transactional import FireConfig, TransactionalFirer
-from delayline.pipeline import rows as r
-from delayline.pipeline.config import PipelineConfig
-from delayline.pipeline.wake import wake_slot
-from delayline.stores.fold import raise_ms
+from delayline.holds.fold import raise_ms
+from delayline.holds.hold import RunSettings, wake_slot
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -62,7 +62,7 @@ class FireJob:
             ``finished_by_others``): a producer new to a partition reads the markers.
     """
 
-    config: PipelineConfig
+    config: RunSettings
     run: str
     batch_id: int
     refresh: bool
@@ -205,7 +205,7 @@ def _fire(
     job: FireJob, rows: list[dict[str, Any]], partition: int, *, refresh: bool
 ) -> PartitionReport:
     config = job.config
-    tx_id = f"{config.transactional_id}-p{partition}"
+    tx_id = partition_transactional_id(config.transactional_id, partition)
     firer = _FIRERS.get(tx_id)
     if firer is not None and not _LAST_USER.holds(tx_id, firer):
         # Another worker process of this machine fired this partition since: its
@@ -256,7 +256,30 @@ def _fire(
     )
 
 
-def new_firer(config: PipelineConfig, tx_id: str) -> TransactionalFirer:
+def deliver_as(
+    events: pa.Table,
+    settings: RunSettings,
+    partition: int,
+    batch_id: int,
+    run: str,
+    transactional_id: str,
+) -> str:
+    """Deliver another run's batch of one partition as that run (see
+    :class:`delayline.holds.hold.Deliver`); what was written, for the log."""
+    rows, _counts, _timers = split_events(events, settings.lead_ms)
+    if not rows:
+        return "nothing to write"
+    firer = new_firer(settings, transactional_id)
+    try:
+        report = fire_rows(
+            rows, partition, batch_id, run, settings, firer, SystemClock(), refresh=True
+        )
+    finally:
+        firer.close()
+    return "already committed by it" if report.replay else f"wrote {dict(report.counts)}"
+
+
+def new_firer(config: RunSettings, tx_id: str) -> TransactionalFirer:
     topology = config.topology
     return TransactionalFirer(
         FireConfig(
@@ -298,14 +321,3 @@ def executor_label() -> str:
     found = re.search(r"[?&]executorId=([^&]+)", os.environ.get("SPARK_LOG_URL_STDERR", ""))
     executor = found.group(1) if found else f"pid-{os.getppid()}"
     return f"{socket.gethostname()}/{executor}"
-
-
-def log_to_stderr() -> None:
-    """Warnings of a Python worker reach the pipeline's stderr (once per process)."""
-    root = logging.getLogger("delayline")
-    # The package's own NullHandler (a library's default) does not count.
-    if not any(not isinstance(h, logging.NullHandler) for h in root.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
-        root.setLevel(logging.WARNING)

@@ -71,7 +71,7 @@ def archive_options(hold_jar: Path) -> str:
     return f'-XX:SharedArchiveFile="{path}" {QUIET}' if path.is_file() else ""
 
 
-WORKLOAD = (sys.executable, "-m", "delayline.infra.cds_workload")
+WORKLOAD = (sys.executable, "-m", "delayline.pipeline.cds_workload")
 """The child that records the archive; the archive's path is its last argument."""
 
 

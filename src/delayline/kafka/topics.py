@@ -15,7 +15,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from delayline.contract.topics import target_topic_problem, topic_name_problem
-from delayline.core.topology import Topology
+from delayline.contract.topology import Topology
 from delayline.errors import ConfigError, KafkaUnavailableError, TopicConfigError
 from delayline.kafka.config import kafka_client_config
 

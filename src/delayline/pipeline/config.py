@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from delayline.core.topology import Topology
+from delayline.contract.topology import Topology
+from delayline.core.identifiers import inflight_topic, transactional_id, wake_topic
 from delayline.errors import ConfigError
-from delayline.stores.buckets.config import BucketsConfig
-from delayline.stores.redis.config import RedisHoldConfig
+from delayline.holds.buckets.config import BucketsConfig
+from delayline.holds.redis.config import RedisHoldConfig
 
 DEFAULT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 DEFAULT_LEAD_MS = 5_000
@@ -67,13 +68,13 @@ class PipelineConfig:
             timers are raised at the next tick after their raise time (up to a second
             later; within the lead, so deliveries stay on time).
         heartbeat_interval_ms: With ``wake``, the longest time without a micro-batch.
-        hold: Where pending schedules wait (:data:`delayline.stores.hold.HOLDS`):
+        hold: Where pending schedules wait (:data:`delayline.holds.hold.HOLDS`):
             ``jvm`` (Spark state through a Java processor, durable, the fast one),
             ``spark`` (the same through Python's ``transformWithState``, durable, slower)
             ``memory`` (not durable), ``redis`` (a Redis sorted set, durable, shared by
-            every pipeline of one Redis prefix: :mod:`delayline.stores.redis`) or
+            every pipeline of one Redis prefix: :mod:`delayline.holds.redis`) or
             ``buckets`` (Kafka time-bucket topics, durable, Spark state holds versions
-            only: :mod:`delayline.stores.buckets`).
+            only: :mod:`delayline.holds.buckets`).
         redis: Settings of the Redis hold (used only with ``hold="redis"``).
         buckets: Settings of the bucket hold (used only with ``hold="buckets"``).
         max_offsets_per_trigger: Cap on records read per micro-batch. Timers fire only
@@ -165,12 +166,12 @@ class PipelineConfig:
             return self.wake_topic
         if self.waker == OSCILLATOR_WAKER:
             return DEFAULT_OSCILLATOR_TOPIC
-        return f"{self.query_name}-wake"
+        return wake_topic(self.query_name)
 
     @property
     def inflight_topic_name(self) -> str:
         """The topic schedules handed to the committer go to (:mod:`delayline.fire.inflight`)."""
-        return f"{self.query_name}-inflight"
+        return inflight_topic(self.query_name)
 
     @property
     def source_topics(self) -> tuple[str, ...]:
@@ -183,7 +184,7 @@ class PipelineConfig:
     @property
     def transactional_id(self) -> str:
         """Stable across restarts of this pipeline, distinct between pipelines."""
-        return f"delayline-{self.query_name}"
+        return transactional_id(self.query_name)
 
 
 def _check_spark_conf(pairs: tuple[tuple[str, str], ...]) -> None:

@@ -13,11 +13,14 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.streaming.query import StreamingQuery
 
 from delayline.contract.arrow import with_contracts
+from delayline.core.identifiers import checkpoint_query_id
 from delayline.core.units import format_duration_ms
 from delayline.errors import DelaylineError
 from delayline.fire.committer import Committer, CommitterConfig
 from delayline.fire.report import BatchReport
-from delayline.fire.sink import FireSink, checkpoint_query_id
+from delayline.fire.sink import FireSink
+from delayline.fire.tasks import deliver_as
+from delayline.holds.hold import Hold, hold_for
 from delayline.kafka.config import client_properties
 from delayline.kafka.properties import spark_options
 from delayline.kafka.topics import (
@@ -36,7 +39,6 @@ from delayline.pipeline.progress import ProgressListener, log_batch
 from delayline.pipeline.recovery import NO_SPACE, Failure, Recovery, diagnose, no_space_message
 from delayline.pipeline.session import build_session
 from delayline.pipeline.wake import Waker
-from delayline.stores.hold import Hold, hold_for
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +137,7 @@ class Pipeline:
         self._committer: Committer | None = None
         self._sink: FireSink | None = None
         self._events: DataFrame | None = None
-        self.hold: Hold = hold_for(config)
+        self.hold: Hold = hold_for(config, deliver_as)
         self._lock = CheckpointLock(config.checkpoint_dir, config.query_name)
         self._lease = QueryLease(
             config.topology.bootstrap_servers, config.query_name, str(config.checkpoint_dir)

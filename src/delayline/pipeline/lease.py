@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from delayline.core.identifiers import lease_group
 from delayline.errors import DelaylineError, KafkaUnavailableError
 from delayline.infra.procs import pid_alive
 from delayline.kafka.config import kafka_client_config
@@ -109,7 +110,7 @@ class QueryLease:
         session_timeout_ms: int = 10_000,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
-        self.group = f"delayline-{query_name}-lease"
+        self.group = lease_group(query_name)
         self.query_name = query_name
         self.session_timeout_ms = session_timeout_ms
         self.me = Holder(socket.gethostname(), os.getpid(), checkpoint)

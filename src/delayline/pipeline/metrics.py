@@ -17,10 +17,10 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from delayline.contract import events as r
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.units import format_duration_ms
 from delayline.fire.report import HANDED, REFUSED, WITHHELD, BatchReport, Delivered
-from delayline.pipeline import rows as r
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from delayline.contract import events as r
 from delayline.core.units import format_duration_ms
 from delayline.fire.report import HANDED, REFUSED, BatchReport
-from delayline.pipeline import rows as r
 from delayline.pipeline.metrics import PipelineMetrics
 
 log = logging.getLogger(__name__)

@@ -109,7 +109,7 @@ def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSe
           memory holds), and inside ``foreachBatch`` it then applies to the batch's
           own plan. The Redis hold keys each task record and fire marker by the task's
           partition index, so its shuffle must keep exactly the partitions it asks for
-          (:mod:`delayline.stores.redis.hold`); adaptive execution may
+          (:mod:`delayline.holds.redis.hold`); adaptive execution may
           re-plan a shuffle at run time (coalesce partitions, drop empty ones). Spark
           4.2 was seen to keep all of them for this plan with it on; off, nothing in a
           later version can change that. The pipeline's other queries have no joins and

@@ -13,14 +13,14 @@ Where the due times come from:
     * While running: every ``planned`` and ``updated`` event of the hold carries
       its timer's due time (:meth:`Waker.add`).
     * After a restart: what the hold says is pending
-      (:meth:`delayline.stores.hold.Hold.pending_due_times`; for the Spark hold, the
+      (:meth:`delayline.holds.hold.Hold.pending_due_times`; for the Spark hold, the
       timers stored in the checkpoint, read once with Spark's state data source).
       Until they are loaded the waker wakes the pipeline every trigger interval, as
       Spark itself would, so nothing is late while they load.
 
 Guarantee: every timer reported to the waker gets a wake record at or after its
-due time, at most :data:`GRANULARITY_MS` after it while Kafka takes the writes; a
-failed write is retried every :data:`RETRY_MS` until one succeeds.
+due time, at most :data:`delayline.holds.hold.GRANULARITY_MS` after it while Kafka
+takes the writes; a failed write is retried every :data:`RETRY_MS` until one succeeds.
 Extra wake records (for cancelled schedules, or from another pipeline) only cost
 a batch; they never change what fires.
 """
@@ -36,19 +36,13 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from delayline.core.clock import Clock, SystemClock
+from delayline.holds.hold import GRANULARITY_MS, wake_slot
 from delayline.kafka.config import kafka_client_config
 
 log = logging.getLogger(__name__)
 
-GRANULARITY_MS = 100
-"""Due times are rounded up to this step: at most one wake record per step."""
 RETRY_MS = 1_000
 """How soon a wake record Kafka did not take is written again."""
-
-
-def wake_slot(due_ms: int) -> int:
-    """The wake time of a timer due at ``due_ms``: rounded up, never earlier."""
-    return -(-due_ms // GRANULARITY_MS) * GRANULARITY_MS
 
 
 class WakePlan:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from delayline.stores.buckets.copy import decode_copy, encode_copy
-from delayline.stores.buckets.read import COLUMNS, BucketRead, CopyRows, Span, plan_reads
+from delayline.holds.buckets.copy import decode_copy, encode_copy
+from delayline.holds.buckets.read import COLUMNS, BucketRead, CopyRows, Span, plan_reads
 
 ROW = {
     "src_topic": "schedules", "src_partition": 3, "src_offset": 2**40, "src_timestamp_ms": 17,

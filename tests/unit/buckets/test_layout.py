@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from delayline.errors import ConfigError
-from delayline.stores.buckets.config import BucketsConfig, parse_boundaries
+from delayline.holds.buckets.config import BucketsConfig, parse_boundaries
 
 S = 1_000
 

@@ -7,8 +7,8 @@ from delayline.catalog.events import Remove, Role, Upsert, changes_for
 from delayline.contract import ConsumedRecord, render_history
 from delayline.contract.contracts import InputParser
 from delayline.contract.envelope import parse_envelope
+from delayline.contract.topology import Topology
 from delayline.core.model import Schedule
-from delayline.core.topology import Topology
 
 PARSE = InputParser(Topology(envelope_topics=("env",), timer_request_topics=("timers",)))
 ENVELOPE = ConsumedRecord(

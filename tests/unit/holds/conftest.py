@@ -15,13 +15,13 @@ from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from delayline.contract import ConsumedRecord
+from delayline.contract import events as r
 from delayline.contract.contracts import InputParser
-from delayline.core.topology import Topology
-from delayline.pipeline import rows as r
+from delayline.contract.events import HoldEvent
+from delayline.contract.topology import Topology
+from delayline.holds.memory import MemoryHold
+from delayline.holds.spark_state import HoldProcessor
 from delayline.pipeline.config import PipelineConfig
-from delayline.stores.fold import HoldEvent
-from delayline.stores.memory import MemoryHold
-from delayline.stores.spark_state import HoldProcessor
 
 MAX_LATENESS_MS = 60_000
 TOPOLOGY = Topology(envelope_topics=("envelopes",), timer_request_topics=("timers",))

@@ -27,8 +27,8 @@ from delayline.api.state import api_state
 from delayline.catalog import MAX_PAGE, PendingQuery
 from delayline.contract.contracts import Contract
 from delayline.contract.topics import target_not_allowed
+from delayline.contract.topology import Topology, cancel_place
 from delayline.core.clock import datetime_to_ms
-from delayline.core.topology import Topology, cancel_place
 from delayline.errors import InvalidScheduleError, TargetNotAllowedError
 
 router = APIRouter(tags=["schedules"])

@@ -10,7 +10,7 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 
 /**
- * The hold's rules, exactly those of {@code delayline.stores.fold} (read its module
+ * The hold's rules, exactly those of {@code delayline.holds.fold} (read its module
  * docstring for the why of each). The shared hold suite runs against both.
  *
  * <p>Deterministic: the result depends only on the held version, the records and the

@@ -33,7 +33,7 @@ public final class Holds {
 
   /**
    * The bucket hold's stage: parsed records and bucket copies in (one frame, the columns
-   * of {@code delayline.stores.buckets.source}), event rows out.
+   * of {@code delayline.holds.buckets.source}), event rows out.
    *
    * @param input the parsed schedules stream united with the copies read back
    * @param maxLatenessMs later than this a due schedule is dead-lettered; negative: never

@@ -5,7 +5,7 @@ import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * The row shapes of the hold, field for field those of {@code delayline.pipeline.rows}
+ * The row shapes of the hold, field for field those of {@code delayline.contract.events}
  * (a Python test compares them through {@link Holds#eventSchemaJson()}).
  */
 final class Schemas {

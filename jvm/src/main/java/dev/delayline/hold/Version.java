@@ -121,7 +121,7 @@ final class Version {
   }
 
   /** A copy read back from a bucket topic (the columns of
-   * {@code delayline.stores.buckets.source}; its headers already encoded). */
+   * {@code delayline.holds.buckets.source}; its headers already encoded). */
   static Version fromCopy(Row row) {
     String id = row.getAs("id");
     return new Version(

@@ -8,13 +8,13 @@ from functools import cache
 
 import pyarrow as pa
 
-from delayline.pipeline import rows as r
-from delayline.stores.fold import HoldEvent
+from delayline.contract import events as r
+from delayline.contract.events import HoldEvent
 
 
 @cache
 def event_schema() -> pa.Schema:
-    """:data:`delayline.pipeline.rows.EVENT_SCHEMA` in Arrow."""
+    """:data:`delayline.contract.events.EVENT_SCHEMA` in Arrow."""
     from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415
 
     return to_arrow_schema(r.EVENT_SCHEMA)

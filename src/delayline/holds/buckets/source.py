@@ -24,8 +24,8 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 
-from delayline.stores.buckets.config import BucketsConfig
-from delayline.stores.buckets.read import SCHEMA_DDL, BucketRead, Span, plan_reads, read_spans
+from delayline.holds.buckets.config import BucketsConfig
+from delayline.holds.buckets.read import SCHEMA_DDL, BucketRead, Span, plan_reads, read_spans
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -1,4 +1,4 @@
-"""A hold in the driver's memory: the rules of :mod:`delayline.stores.fold` over a dict.
+"""A hold in the driver's memory: the rules of :mod:`delayline.holds.fold` over a dict.
 
 Not durable: a crash or restart forgets every pending schedule. It exists for fast
 runs of the shared hold suite and for trying the pipeline without Spark state
@@ -15,15 +15,14 @@ from typing import TYPE_CHECKING, ClassVar
 
 from delayline.contract import ConsumedRecord
 from delayline.contract.contracts import InputParser
+from delayline.contract.events import HoldEvent
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.model import Schedule
-from delayline.stores.fold import HoldEvent, fire, fold, raise_ms
-from delayline.stores.hold import Hold
+from delayline.holds.fold import fire, fold, raise_ms
+from delayline.holds.hold import Deliver, Hold, RunSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-    from delayline.pipeline.config import PipelineConfig
 
 Key = tuple[str, bytes]
 """(source topic, record key): one pending version at most per key."""
@@ -33,20 +32,18 @@ class MemoryHold(Hold):
     """Pending schedules in a dict, timers in a heap.
 
     Args:
-        config: The pipeline settings (``max_lateness_ms`` is used); ``None`` for the
-            defaults, as the shared hold suite runs it.
+        config: The pipeline settings (``max_lateness_ms`` and ``lead_ms`` are used).
+        deliver: Unused (see :class:`Hold`).
         clock: The batch time source for :meth:`batch_events`.
     """
 
     name: ClassVar[str] = "memory"
     durable: ClassVar[bool] = False
 
-    def __init__(self, config: PipelineConfig | None = None, clock: Clock | None = None) -> None:
-        if config is None:
-            from delayline.pipeline.config import PipelineConfig  # noqa: PLC0415 - no Spark
-
-            config = PipelineConfig()
-        super().__init__(config)
+    def __init__(
+        self, config: RunSettings, deliver: Deliver | None = None, clock: Clock | None = None
+    ) -> None:
+        super().__init__(config, deliver)
         self.clock = clock or SystemClock()
         self._parse = InputParser(config.topology)
         self._held: dict[Key, Schedule] = {}
@@ -112,7 +109,7 @@ class MemoryHold(Hold):
         return records
 
     def batch_events(self, frame: DataFrame, batch_id: int) -> DataFrame:
-        from delayline.pipeline import rows as r  # noqa: PLC0415 - Spark rows only here
+        from delayline.contract import events as r  # noqa: PLC0415 - Spark rows only here
 
         records = [r.input_to_record(row) for row in frame.collect()]
         events = [r.event_row(e) for e in self.offer(records, self.clock.now_ms())]

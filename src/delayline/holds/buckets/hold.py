@@ -9,7 +9,7 @@ has left, a smaller one. Spark state keeps, per pending schedule, only its versi
 when its live copy was routed (about 60 bytes): never its payload or headers.
 
 Cancels and updates: a new version is folded by the hold rules
-(:mod:`delayline.stores.fold`) against the version held, whatever bucket its copy is in;
+(:mod:`delayline.holds.fold`) against the version held, whatever bucket its copy is in;
 a copy is judged when it comes back, against the state of that moment, and a copy
 that is not the live one is dropped. So a cancel needs no path to the copy it ends.
 
@@ -25,13 +25,13 @@ from typing import ClassVar
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 
+from delayline.contract import events as r
 from delayline.contract.columns import parsed
 from delayline.errors import ConfigError
-from delayline.pipeline import rows as r
-from delayline.stores.buckets.read import COLUMNS
-from delayline.stores.buckets.source import NAME, BucketSource, layout_options
-from delayline.stores.hold import Hold
-from delayline.stores.jvm import holds_class
+from delayline.holds.buckets.read import COLUMNS
+from delayline.holds.buckets.source import NAME, BucketSource, layout_options
+from delayline.holds.hold import Hold
+from delayline.holds.jvm import holds_class
 
 
 def gate_input(records: DataFrame) -> DataFrame:

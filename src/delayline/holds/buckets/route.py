@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from delayline.contract import OutgoingRecord
-from delayline.stores.buckets.config import BucketsConfig
-from delayline.stores.buckets.copy import encode_copy
+from delayline.holds.buckets.config import BucketsConfig
+from delayline.holds.buckets.copy import encode_copy
 
 
 def render_copy(row: Mapping[str, Any], layout: BucketsConfig, lead_ms: int) -> OutgoingRecord:

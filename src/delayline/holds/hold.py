@@ -9,14 +9,84 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from delayline.errors import ConfigError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from delayline.pipeline.config import PipelineConfig
+    from delayline.contract.topology import Topology
+    from delayline.holds.buckets.config import BucketsConfig
+    from delayline.holds.redis.config import RedisHoldConfig
+
+
+class RunSettings(Protocol):
+    """What the holds and the fire stage read of the pipeline's settings
+    (:class:`delayline.pipeline.config.PipelineConfig` is one; see it for each field)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def topology(self) -> Topology: ...
+    @property
+    def checkpoint_dir(self) -> Path: ...
+    @property
+    def query_name(self) -> str: ...
+    @property
+    def lead_ms(self) -> int: ...
+    @property
+    def max_lateness_ms(self) -> int | None: ...
+    @property
+    def shuffle_partitions(self) -> int: ...
+    @property
+    def max_offsets_per_trigger(self) -> int: ...
+    @property
+    def hold(self) -> str: ...
+    @property
+    def redis(self) -> RedisHoldConfig: ...
+    @property
+    def buckets(self) -> BucketsConfig: ...
+    @property
+    def transactional_id(self) -> str: ...
+    @property
+    def inflight_topic_name(self) -> str: ...
+
+
+class Deliver(Protocol):
+    """The fire stage, for a hold that finishes another run's batch (the Redis hold's
+    take-over).
+
+    It delivers ``events`` (an Arrow table of :data:`delayline.contract.events.EVENT_SCHEMA`
+    rows) as ``run``'s batch ``batch_id`` of ``partition``, with ``settings`` (that run's
+    topics and timing) and that partition's ``transactional_id``, exactly once: a batch
+    its run already committed is not written again.
+
+    Returns:
+        What was done, for the log.
+    """
+
+    def __call__(
+        self,
+        events: pa.Table,
+        settings: RunSettings,
+        partition: int,
+        batch_id: int,
+        run: str,
+        transactional_id: str,
+    ) -> str: ...
+
+
+GRANULARITY_MS = 100
+"""A timer's wake time is its due time rounded up to this step: the pipeline's waker
+writes at most one wake record per step."""
+
+
+def wake_slot(due_ms: int) -> int:
+    """The wake time of a timer due at ``due_ms``: rounded up, never earlier."""
+    return -(-due_ms // GRANULARITY_MS) * GRANULARITY_MS
 
 
 class Hold(abc.ABC):
@@ -25,7 +95,7 @@ class Hold(abc.ABC):
     Guarantees every hold gives (the shared hold suite, ``tests/unit/holds``, checks
     the rules against each one):
 
-    - It applies the rules of :mod:`delayline.stores.fold` per (schedules topic,
+    - It applies the rules of :mod:`delayline.holds.fold` per (schedules topic,
       schedule id): newer wins, a tombstone cancels, delayline's own tombstones never
       cancel a newer version, a version hidden from compaction is rewritten, due on
       arrival fires, max lateness expires.
@@ -53,8 +123,11 @@ class Hold(abc.ABC):
     """Another process may commit this pipeline's batches (the Redis hold's take-over):
     a producer new to a partition then reads the markers before writing."""
 
-    def __init__(self, config: PipelineConfig) -> None:
+    def __init__(self, config: RunSettings, deliver: Deliver | None = None) -> None:
         self.config = config
+        self.deliver = deliver
+        """The fire stage, for a hold that finishes others' batches (given by the
+        pipeline; ``None`` in tests of the rules)."""
 
     @abc.abstractmethod
     def stage(self, records: DataFrame) -> DataFrame:
@@ -71,7 +144,7 @@ class Hold(abc.ABC):
 
     @abc.abstractmethod
     def batch_events(self, frame: DataFrame, batch_id: int) -> DataFrame:
-        """This micro-batch's hold events, of :data:`delayline.pipeline.rows.EVENT_SCHEMA`.
+        """This micro-batch's hold events, of :data:`delayline.contract.events.EVENT_SCHEMA`.
 
         The fire stage evaluates the result once, partition by partition on the
         executors, and keys each partition's transaction and marker by its index: a
@@ -110,31 +183,31 @@ HOLDS: dict[str, Callable[[], type[Hold]]] = {}
 
 
 def _spark_state() -> type[Hold]:
-    from delayline.stores.spark_state import SparkStateHold  # noqa: PLC0415 - lazy
+    from delayline.holds.spark_state import SparkStateHold  # noqa: PLC0415 - lazy
 
     return SparkStateHold
 
 
 def _memory() -> type[Hold]:
-    from delayline.stores.memory import MemoryHold  # noqa: PLC0415 - lazy
+    from delayline.holds.memory import MemoryHold  # noqa: PLC0415 - lazy
 
     return MemoryHold
 
 
 def _jvm() -> type[Hold]:
-    from delayline.stores.jvm import JvmHold  # noqa: PLC0415 - lazy
+    from delayline.holds.jvm import JvmHold  # noqa: PLC0415 - lazy
 
     return JvmHold
 
 
 def _redis() -> type[Hold]:
-    from delayline.stores.redis.hold import RedisHold  # noqa: PLC0415 - lazy
+    from delayline.holds.redis.hold import RedisHold  # noqa: PLC0415 - lazy
 
     return RedisHold
 
 
 def _buckets() -> type[Hold]:
-    from delayline.stores.buckets.hold import BucketHold  # noqa: PLC0415 - lazy
+    from delayline.holds.buckets.hold import BucketHold  # noqa: PLC0415 - lazy
 
     return BucketHold
 
@@ -144,8 +217,8 @@ HOLDS.update(
 )
 
 
-def hold_for(config: PipelineConfig) -> Hold:
-    """The hold ``config.hold`` names.
+def hold_for(config: RunSettings, deliver: Deliver | None = None) -> Hold:
+    """The hold ``config.hold`` names, with the fire stage ``deliver``.
 
     Raises:
         ConfigError: no hold has that name.
@@ -153,4 +226,4 @@ def hold_for(config: PipelineConfig) -> Hold:
     loader = HOLDS.get(config.hold)
     if loader is None:
         raise ConfigError(f"unknown hold {config.hold!r}: choose one of {', '.join(HOLDS)}")
-    return loader()(config)
+    return loader()(config, deliver)

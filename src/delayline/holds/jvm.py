@@ -1,6 +1,6 @@
 """The JVM hold: pending schedules in Spark state, every state call inside the JVM.
 
-The rules are those of :mod:`delayline.stores.fold`, in Java
+The rules are those of :mod:`delayline.holds.fold`, in Java
 (``jvm/src/main/java/dev/delayline/hold``; the shared hold suite runs against both).
 Records are validated by Spark SQL expressions (:func:`delayline.contract.columns.parsed`)
 before they reach it, so no Python worker runs in the hold stage at all. Python's own
@@ -17,11 +17,11 @@ from typing import Any, ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
 
+from delayline.contract import events as r
 from delayline.contract.columns import parsed
 from delayline.errors import ConfigError
-from delayline.pipeline import rows as r
-from delayline.stores.hold import Hold
-from delayline.stores.spark_state import checkpoint_timers
+from delayline.holds.hold import Hold
+from delayline.holds.spark_state import checkpoint_timers
 
 HELPER = "dev.delayline.hold.Holds"
 """The static entry point in the hold jar (:func:`delayline.infra.jvm_hold.hold_jar`)."""

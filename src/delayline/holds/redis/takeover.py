@@ -18,17 +18,19 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
-from delayline.core.clock import SystemClock
-from delayline.core.topology import Topology
-from delayline.pipeline.config import PipelineConfig
-from delayline.stores.redis.store import RedisStore, TaskRecord
+from delayline.contract.topology import Topology
+from delayline.core.identifiers import partition_transactional_id
+from delayline.holds.hold import Deliver, RunSettings
+from delayline.holds.redis.store import RedisStore, TaskRecord
 
 log = logging.getLogger(__name__)
 
+S = TypeVar("S", bound=RunSettings)
 
-def owner_json(config: PipelineConfig) -> str:
+
+def owner_json(config: RunSettings) -> str:
     """What another pipeline needs to finish one of this pipeline's tasks as it."""
     t = config.topology
     return json.dumps(
@@ -46,7 +48,7 @@ def owner_json(config: PipelineConfig) -> str:
     )
 
 
-def as_owner(config: PipelineConfig, owner: dict[str, Any]) -> PipelineConfig:
+def as_owner(config: S, owner: dict[str, Any]) -> S:
     """``config`` (ours: cluster, in-flight topic) with the owner's topics and timing."""
     topology = Topology(
         bootstrap_servers=config.topology.bootstrap_servers,
@@ -65,8 +67,11 @@ def as_owner(config: PipelineConfig, owner: dict[str, Any]) -> PipelineConfig:
     )
 
 
-def take_over(store: RedisStore, config: PipelineConfig, run: str, now_ms: int) -> int:
-    """Finish the task records of silent runs whose lease ended; how many.
+def take_over(
+    store: RedisStore, config: RunSettings, run: str, now_ms: int, deliver: Deliver
+) -> int:
+    """Finish the task records of silent runs whose lease ended, through the fire stage
+    ``deliver``; how many.
 
     A record that fails is logged and left: its lease (renewed when taken) ends again
     and it is tried again, by this or another pipeline.
@@ -85,7 +90,7 @@ def take_over(store: RedisStore, config: PipelineConfig, run: str, now_ms: int) 
         if record is None:
             continue
         try:
-            written = _finish_as_owner(store, config, record)
+            written = _finish_as_owner(store, config, record, deliver)
         except Exception as exc:  # any failure: leave it for a later try
             log.warning(
                 "could not finish batch %d partition %d of silent run %s (%s: %s); "
@@ -109,28 +114,11 @@ def take_over(store: RedisStore, config: PipelineConfig, run: str, now_ms: int) 
     return finished
 
 
-def _finish_as_owner(store: RedisStore, config: PipelineConfig, record: TaskRecord) -> str:
-    from delayline.fire.partition import fire_rows  # noqa: PLC0415 - Spark-free, but heavy
-    from delayline.fire.tasks import new_firer, split_events  # noqa: PLC0415
-
+def _finish_as_owner(
+    store: RedisStore, config: RunSettings, record: TaskRecord, deliver: Deliver
+) -> str:
     owner = json.loads(record.owner)
     theirs = as_owner(config, owner)
     events = store.record_events(record, theirs.max_lateness_ms)
-    rows, _counts, _timers = split_events(events, theirs.lead_ms)
-    if not rows:
-        return "nothing to write"
-    firer = new_firer(theirs, f"{owner['txn']}-p{record.partition}")
-    try:
-        report = fire_rows(
-            rows,
-            record.partition,
-            record.batch_id,
-            record.run,
-            theirs,
-            firer,
-            SystemClock(),
-            refresh=True,
-        )
-    finally:
-        firer.close()
-    return "already committed by it" if report.replay else f"wrote {dict(report.counts)}"
+    txn = partition_transactional_id(owner["txn"], record.partition)
+    return deliver(events, theirs, record.partition, record.batch_id, record.run, txn)

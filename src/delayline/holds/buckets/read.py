@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import InputPartition
 
-from delayline.stores.buckets.copy import decode_copy
+from delayline.holds.buckets.copy import decode_copy
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -29,22 +29,23 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from delayline.contract import ConsumedRecord
 from delayline.contract.contracts import InputParser
+from delayline.contract.topology import Topology
 from delayline.core.clock import SystemClock
 from delayline.core.faults import REDIS_AFTER_RECORD, REDIS_BEFORE_RECORD, pause_at
+from delayline.core.identifiers import checkpoint_query_id, redis_txn_claim, run_id
+from delayline.core.logs import log_to_stderr
 from delayline.core.timing import warn_if_slow
-from delayline.core.topology import Topology
 from delayline.errors import ConfigError
-from delayline.stores.fold import raise_ms
-from delayline.stores.hold import Hold
-from delayline.stores.redis.config import RedisHoldConfig
-from delayline.stores.redis.store import RedisStore
-from delayline.stores.redis.takeover import owner_json, take_over
+from delayline.holds.fold import raise_ms
+from delayline.holds.hold import Deliver, Hold, RunSettings
+from delayline.holds.redis.config import RedisHoldConfig
+from delayline.holds.redis.store import RedisStore
+from delayline.holds.redis.takeover import owner_json, take_over
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from delayline.pipeline.config import PipelineConfig
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,8 @@ class RedisHold(Hold):
     durable: ClassVar[bool] = True
     finished_by_others: ClassVar[bool] = True
 
-    def __init__(self, config: PipelineConfig) -> None:
-        super().__init__(config)
+    def __init__(self, config: RunSettings, deliver: Deliver | None = None) -> None:
+        super().__init__(config, deliver)
         self._store: RedisStore | None = None
         self._run: str | None = None
         self._stop = threading.Event()
@@ -116,7 +117,9 @@ class RedisHold(Hold):
             released = store.release(run, batch_id)
             if released:
                 log.debug("released %d task records of run %s", released, run)
-            take_over(store, config, run, now)
+            if self.deliver is None:
+                raise ConfigError("the Redis hold needs the fire stage to take over batches")
+            take_over(store, config, run, now, self.deliver)
         job = TaskJob(
             config.redis,
             config.topology,
@@ -186,16 +189,14 @@ class RedisHold(Hold):
         """This run's id; on the first batch, registers it as its topics' reader."""
         if self._run is not None:
             return self._run
-        from delayline.fire.sink import checkpoint_query_id  # noqa: PLC0415
-
         config = self.config
-        run = f"{config.query_name}@{checkpoint_query_id(config.checkpoint_dir)}"
+        run = run_id(config.query_name, checkpoint_query_id(config.checkpoint_dir))
         now = SystemClock().now_ms()
         # Topic names have no ':': the transactional id is registered beside them, as
         # two pipelines of one query name would fence each other's producers.
-        names = (*config.topology.input_topics, f"txn:{config.transactional_id}")
+        names = (*config.topology.input_topics, redis_txn_claim(config.transactional_id))
         taken = self.store.own(run, names, now)
-        if taken is not None and taken[0].startswith("txn:"):
+        if taken is not None and taken[0] == redis_txn_claim(config.transactional_id):
             raise TopicTakenError(
                 f"pipeline {taken[1]} (heartbeat {now - taken[2]} ms ago) runs under query "
                 f"name {config.query_name!r} too, through Redis {config.redis.safe_url} prefix "
@@ -252,8 +253,6 @@ _STORES: dict[tuple[Any, ...], RedisStore] = {}
 
 def _run_task(job: TaskJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     from pyspark import TaskContext  # noqa: PLC0415 - executor side
-
-    from delayline.fire.tasks import log_to_stderr  # noqa: PLC0415
 
     log_to_stderr()
     context = TaskContext.get()

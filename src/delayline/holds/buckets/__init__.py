@@ -4,5 +4,5 @@
 - :mod:`.source`: the bucket topics as a Spark source of what is ready;
 - :mod:`.route`: what the fire stage writes for it (copies, rewrites);
 - :mod:`.topics`: creating and checking the bucket topics;
-- :mod:`.hold`: the :class:`~delayline.stores.hold.Hold` the pipeline calls.
+- :mod:`.hold`: the :class:`~delayline.holds.hold.Hold` the pipeline calls.
 """

@@ -1,6 +1,6 @@
 """The workload whose classes :func:`delayline.infra.cds.build_archive` records.
 
-``python -m delayline.infra.cds_workload ARCHIVE``: a Spark session as the pipeline
+``python -m delayline.pipeline.cds_workload ARCHIVE``: a Spark session as the pipeline
 builds it runs what a pipeline's batches run (a stream through the SQL validation and
 the JVM hold into RocksDB state, a shuffle, a Python ``mapInArrow`` stage), without
 Kafka; its JVM writes ``ARCHIVE`` when it exits.
@@ -22,8 +22,8 @@ def main(archive: Path) -> None:
     """Run the workload in a JVM that records ``archive`` at its exit."""
     from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark's convention
 
+    from delayline.holds.jvm import JvmHold  # noqa: PLC0415
     from delayline.pipeline.session import build_session  # noqa: PLC0415
-    from delayline.stores.jvm import JvmHold  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="delayline-cds-") as tmp:
         base = PipelineConfig(checkpoint_dir=Path(tmp) / "checkpoint")

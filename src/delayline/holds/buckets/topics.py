@@ -20,8 +20,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from delayline.core.units import format_duration_ms
 from delayline.errors import KafkaUnavailableError, TopicConfigError
+from delayline.holds.buckets.config import BucketsConfig
 from delayline.kafka.config import kafka_client_config
-from delayline.stores.buckets.config import BucketsConfig
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The Redis hold's state operations: what one Spark task, and the driver, do in Redis.
 
 One task of one micro-batch is one atomic script (:data:`.scripts.TASK`): it applies
-the task's records (folded in Python by :func:`delayline.stores.fold.fold`, one
+the task's records (folded in Python by :func:`delayline.holds.fold.fold`, one
 definition of the rules for every hold), claims the due schedules, and stores what it
 decided as the task record. A replay of the task (a retried task, or the batch again
 after a crash) reads the record back and emits the same events, whatever changed in
@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from delayline.contract import ConsumedRecord
 from delayline.contract.contracts import InputParser
+from delayline.contract.events import HoldEvent
 from delayline.core.model import Schedule
 from delayline.errors import DelaylineError, RedisUnavailableError
-from delayline.stores.fold import HoldEvent, fire, fold
-from delayline.stores.redis import scripts
-from delayline.stores.redis.codec import decode_schedule, encode_schedule, version_token
-from delayline.stores.redis.config import RedisHoldConfig
+from delayline.holds.fold import fire, fold
+from delayline.holds.redis import scripts
+from delayline.holds.redis.codec import decode_schedule, encode_schedule, version_token
+from delayline.holds.redis.config import RedisHoldConfig
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -53,7 +54,7 @@ class TaskResult:
 
     Attributes:
         now_ms: The batch time the decision was made at (a replay keeps the first).
-        events: The events, :data:`delayline.pipeline.rows.EVENT_SCHEMA` as Arrow.
+        events: The events, :data:`delayline.contract.events.EVENT_SCHEMA` as Arrow.
         replay: The task record existed: these are the events of an earlier attempt.
         lost: Due members whose value had expired (past the grace): never delivered.
     """
@@ -148,7 +149,7 @@ class RedisStore:
             RedisUnavailableError: Redis did not answer within the timeout.
             RedisHoldError: a replay got other input than the attempt it replays.
         """
-        from delayline.stores.redis import events as ev  # noqa: PLC0415 - pyarrow
+        from delayline.holds.redis import events as ev  # noqa: PLC0415 - pyarrow
 
         key = self.keys.task(run, batch_id, partition)
         groups = self._groups(records)
@@ -232,7 +233,7 @@ class RedisStore:
             max_lateness_ms: The maximum lateness that decides between FIRE and expired:
                 the owner's (when another pipeline finishes the record, its own).
         """
-        from delayline.stores.redis import events as ev  # noqa: PLC0415
+        from delayline.holds.redis import events as ev  # noqa: PLC0415
 
         if record.state != "open":
             return ev.to_table([])

@@ -9,7 +9,7 @@ the payload it delivers. No pickle: a release must read what an older one wrote.
 
 ``routed_at`` is the copy's token: the hold keeps, beside each held version, the batch
 time it last routed it, and accepts a copy only with both equal (see
-:mod:`delayline.stores.buckets.hold`).
+:mod:`delayline.holds.buckets.hold`).
 """
 
 from __future__ import annotations

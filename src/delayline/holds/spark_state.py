@@ -2,8 +2,8 @@
 
 One grouping key per schedule: ``(source topic, record key)``. The state is the held
 version; one processing-time timer at its due time; RocksDB keeps both in the
-checkpoint, so the hold is durable. The rules are :func:`delayline.stores.fold.fold`
-and :func:`delayline.stores.fold.fire`, unchanged; this module only moves state and
+checkpoint, so the hold is durable. The rules are :func:`delayline.holds.fold.fold`
+and :func:`delayline.holds.fold.fire`, unchanged; this module only moves state and
 timers in and out of Spark.
 """
 
@@ -22,12 +22,12 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from delayline.contract import ConsumedRecord, parse_record
+from delayline.contract import events as r
 from delayline.contract.contracts import InputParser
+from delayline.contract.events import EXPIRED
 from delayline.core.model import Parsed, Schedule
-from delayline.pipeline import rows as r
-from delayline.pipeline.wake import GRANULARITY_MS
-from delayline.stores.fold import EXPIRED, fire, fold, raise_ms
-from delayline.stores.hold import Hold
+from delayline.holds.fold import fire, fold, raise_ms
+from delayline.holds.hold import GRANULARITY_MS, Hold
 
 __all__ = ["EXPIRED", "HoldProcessor", "SparkStateHold", "checkpoint_timers"]
 

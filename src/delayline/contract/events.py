@@ -1,4 +1,5 @@
-"""Spark row shapes between the pipeline stages, and their model conversions.
+"""What every layer shares about the hold's events: their kinds, :class:`HoldEvent`,
+the Spark row shapes between the pipeline stages, and their model conversions.
 
 Three shapes: the input row (a Kafka record), the held state (one pending
 schedule) and the event row the hold emits for the fire stage. Headers travel
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Row
@@ -25,30 +27,81 @@ from pyspark.sql.types import (
 from delayline.contract import ConsumedRecord, parse_record
 from delayline.contract.codec import decode_headers, encode_headers
 from delayline.core.model import Invalid, Parsed, Schedule, SourceRef
-from delayline.stores.fold import (
-    CANCELLED,
-    DEAD,
-    EXPIRED,
-    FIRE,
-    KINDS,
-    MISSED,
-    OWN_TOMBSTONE,
-    PLANNED,
-    RETIRE,
-    REWRITE,
-    ROUTE,
-    SHORT,
-    STALE,
-    SUPERSEDED,
-    TIMER_KINDS,
-    UNKNOWN_CANCEL,
-    UPDATED,
-    HoldEvent,
-)
 
 log = logging.getLogger(__name__)
 
-# The event kinds are the fold's; the fire stage reads them from here with the shapes.
+# Kinds of events. Only FIRE, DEAD and REWRITE are written to Kafka; all are counted.
+FIRE = "fire"
+DEAD = "dead"
+PLANNED = "planned"
+UPDATED = "updated"
+CANCELLED = "cancelled"
+UNKNOWN_CANCEL = "unknown_cancel"
+OWN_TOMBSTONE = "own_tombstone"
+"""delayline's tombstone after a delivery, read back: the schedule is already gone."""
+STALE = "stale"
+MISSED = "missed"
+"""A schedule already due when it arrived (it fires, or expires, in the same batch)."""
+SHORT = "short"
+"""A schedule that arrived with less than the lead to go, not yet due: raised (FIRE) in
+the same batch, so no timer is set for it."""
+REWRITE = "rewrite"
+"""Append the held version to the schedules topic again: a record compaction would keep
+instead of it now sits after it in its partition."""
+RETIRE = "retire"
+"""Write delayline's tombstone for a version dropped in favour of another partition's
+record, into the version's own partition, so compaction removes it."""
+ROUTE = "route"
+"""The bucket hold's: write the version as a copy into the bucket of its remaining wait
+(:mod:`delayline.holds.buckets`)."""
+SUPERSEDED = "superseded"
+"""The bucket hold's: a copy that is not its schedule's live one came back and was
+dropped (its version was replaced, cancelled or fired)."""
+TIMER_KINDS = (PLANNED, UPDATED)
+"""Events that carry the due time of a newly set timer."""
+KINDS = (
+    FIRE,
+    DEAD,
+    PLANNED,
+    UPDATED,
+    CANCELLED,
+    UNKNOWN_CANCEL,
+    OWN_TOMBSTONE,
+    STALE,
+    MISSED,
+    SHORT,
+    REWRITE,
+    RETIRE,
+    ROUTE,
+    SUPERSEDED,
+)
+EXPIRED = "expired"
+"""The dead-letter reason of a schedule later than the maximum lateness."""
+
+
+@dataclass(frozen=True, slots=True)
+class HoldEvent:
+    """Something the hold decided about one record or one schedule.
+
+    Attributes:
+        kind: One of :data:`KINDS`.
+        at_ms: The batch time it was decided at.
+        id: The schedule id, when the record had a valid one.
+        schedule: For FIRE, REWRITE, RETIRE and an expired DEAD: the version concerned.
+        record: For an invalid DEAD: the record as read.
+        due_ms: For PLANNED and UPDATED: the timer now set.
+        reason: For DEAD: the dead-letter reason.
+    """
+
+    kind: str
+    at_ms: int
+    id: str | None = None
+    schedule: Schedule | None = None
+    record: ConsumedRecord | None = None
+    due_ms: int | None = None
+    reason: str | None = None
+
+
 __all__ = [
     "CANCELLED",
     "DEAD",
@@ -71,6 +124,7 @@ __all__ = [
     "TIMER_KINDS",
     "UNKNOWN_CANCEL",
     "UPDATED",
+    "HoldEvent",
     "count_event",
     "dead_reason",
     "event_record",

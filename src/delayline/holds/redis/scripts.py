@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from delayline.stores.redis.codec import TOKEN_BYTES
+from delayline.holds.redis.codec import TOKEN_BYTES
 
 
 @dataclass(frozen=True, slots=True)

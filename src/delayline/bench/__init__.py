@@ -1,0 +1,1 @@
+"""`delayline bench`: scenarios driven against a broker and a pipeline, and their figures."""

@@ -1,0 +1,76 @@
+"""The identifiers exactly-once relies on, made here and nowhere else.
+
+Kafka fences a producer by its transactional id, a replay finds its batch by the commit
+marker's key, and a second pipeline is refused by the lease group and the Redis
+registration. Two copies of one format that drift apart would break fencing silently, so
+every such identifier is made by a function of this module, and
+``tests/unit/test_identifiers.py`` pins each format.
+
+None of them depends on a Spark partition's or task's index alone: a partition here is the
+*state* partition of the shuffle by schedule, the same for a record on every replay.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def transactional_id(query_name: str) -> str:
+    """The pipeline's transactional id: stable across restarts of one query name,
+    distinct between pipelines; the prefix of every transactional id it uses."""
+    return f"delayline-{query_name}"
+
+
+def partition_transactional_id(pipeline_txn: str, partition: int) -> str:
+    """The fire task's producer of one state partition (a replay of its batch, on any
+    executor, fences the attempt before it)."""
+    return f"{pipeline_txn}-p{partition}"
+
+
+def committer_transactional_id(pipeline_txn: str, lane: int | None = None) -> str:
+    """The committer's producer (``lane`` ``None``), or one of its lanes'."""
+    base = f"{pipeline_txn}-committer"
+    return base if lane is None else f"{base}-{lane}"
+
+
+def run_id(query_name: str, query_id: str) -> str:
+    """One run of the pipeline: a checkpoint's streaming query (a ``--rebuild`` starts a
+    new one); the key of its commit markers."""
+    return f"{query_name}@{query_id}"
+
+
+def partition_marker_key(run: str, partition: int) -> str:
+    """The commit marker key of one state partition's batches in ``run``."""
+    return f"{run}/p{partition}"
+
+
+def checkpoint_query_id(checkpoint_dir: Path) -> str:
+    """The query id Spark stores in the checkpoint (``metadata``); new after ``--rebuild``.
+
+    Raises:
+        OSError: the checkpoint has no metadata yet (the query has not started).
+    """
+    metadata = (checkpoint_dir / "metadata").read_text()
+    return str(json.loads(metadata.splitlines()[0])["id"])
+
+
+def lease_group(query_name: str) -> str:
+    """The consumer group a running pipeline of ``query_name`` is the member of."""
+    return f"delayline-{query_name}-lease"
+
+
+def redis_txn_claim(pipeline_txn: str) -> str:
+    """The Redis hold's registration of a transactional id beside its topics (topic
+    names have no ``:``), so two pipelines of one query name cannot both run."""
+    return f"txn:{pipeline_txn}"
+
+
+def inflight_topic(query_name: str) -> str:
+    """The topic schedules handed to the committer go to."""
+    return f"{query_name}-inflight"
+
+
+def wake_topic(query_name: str) -> str:
+    """The pipeline's own wake topic."""
+    return f"{query_name}-wake"

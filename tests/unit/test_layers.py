@@ -1,0 +1,29 @@
+"""Every package of delayline sits in one layer of the import contract that `make lint`
+checks (``[tool.importlinter]`` in pyproject.toml), so a new package cannot escape it."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "src" / "delayline"
+NO_CODE = {"admin"}
+"""Packages of static files only."""
+
+
+def test_every_package_is_in_a_layer() -> None:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    layered = {name.strip() for layer in contract["layers"] for name in layer.split("|")}
+    packages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")} - NO_CODE
+    modules = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
+    assert packages | modules == layered
+
+
+def test_the_layers_run_from_the_command_line_down_to_the_core() -> None:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    order = [layer.split("|")[0].strip() for layer in contract["layers"]]
+    expected = ["cli", "api", "catalog", "pipeline", "fire", "holds", "kafka", "contract", "core"]
+    assert [name for name in order if name in expected] == expected

@@ -37,18 +37,18 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
 from delayline.contract import OutgoingRecord, parse_record
+from delayline.contract import events as r
 from delayline.contract import headers as h
-from delayline.core.model import Schedule
 from delayline.contract.topology import Topology
+from delayline.core.model import Schedule
+from delayline.holds.hold import hold_for
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.produce import produce
 from delayline.kafka.topics import create_topic
-from delayline.contract import events as r
 from delayline.pipeline.config import PipelineConfig
 from delayline.pipeline.job import read_schedules
 from delayline.pipeline.session import build_session
-from delayline.holds.hold import hold_for
 
 SLOT_MS = 1_000
 SHARDS = 8

@@ -245,7 +245,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
     f = result["figures"]
     if "_rss" in f:
-        from delayline.bench.soak import plot_over_time  # noqa: PLC0415
+        from delayline.bench.soak import plot_over_time  # noqa: PLC0415 - a scenario's own module loads only for it
 
         fig, ((left, right), (below_left, below_right)) = plt.subplots(2, 2, figsize=(12, 9))
         plot_over_time(f, below_left, below_right)

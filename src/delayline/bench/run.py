@@ -88,7 +88,7 @@ def open_env(
         bootstrap = config.bootstrap_servers
     env = BenchEnv(bootstrap, root, broker, hold=hold, redis_url=redis_url)
     if hold == "redis" and redis_url is None:
-        from delayline.bench.redis import start_private  # noqa: PLC0415
+        from delayline.bench.redis import start_private  # noqa: PLC0415 - a scenario's own module loads only for it
 
         progress(f"starting a private Redis in {root / 'redis'}")
         env.redis = start_private(root)
@@ -129,7 +129,7 @@ def start_pipeline(env: BenchEnv, *extra: str) -> float:
         if env.hold == "redis":
             args += ["--redis-url", env.redis_url or "", "--redis-prefix", env.redis_prefix]
         if env.hold == "buckets":
-            from delayline.bench.buckets import bucket_prefix  # noqa: PLC0415
+            from delayline.bench.buckets import bucket_prefix  # noqa: PLC0415 - a scenario's own module loads only for it
 
             args += ["--bucket-topic-prefix", bucket_prefix(env.run)]
         if env.master is not None:

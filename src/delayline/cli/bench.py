@@ -24,7 +24,7 @@ RATE_SCENARIOS = ("steady", "trickle")
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``bench``."""
-    from delayline.bench.scenarios import SCENARIOS  # noqa: PLC0415
+    from delayline.bench.scenarios import SCENARIOS  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
 
     p = sub.add_parser(
         "bench",
@@ -173,7 +173,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.scenario == "catalog":
         return _catalog(args)
     if args.master is not None:
-        from delayline.pipeline.placement import check_master  # noqa: PLC0415
+        from delayline.pipeline.placement import check_master  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
 
         check_master(args.master)
     started = time.time()
@@ -193,7 +193,7 @@ def _bench(args: argparse.Namespace) -> int:
     }
     say(report.table(result))
     if args.master is not None:
-        from delayline.bench.cluster import side_by_side  # noqa: PLC0415
+        from delayline.bench.cluster import side_by_side  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
 
         say("")
         say(side_by_side(result))
@@ -209,9 +209,9 @@ def _bench(args: argparse.Namespace) -> int:
 def _measure(args: argparse.Namespace, size: Any) -> dict[str, Any]:
     """The raw broker's figures, then the scenario's (and on ``--master`` too): the
     ``baseline``, ``pipeline_ready_s``, ``figures`` (and ``cluster``) of the result."""
-    from delayline.bench.baseline import measure_baseline  # noqa: PLC0415
-    from delayline.bench.run import close_env, open_env, progress, start_pipeline  # noqa: PLC0415
-    from delayline.bench.scenarios import SCENARIOS  # noqa: PLC0415
+    from delayline.bench.baseline import measure_baseline  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
+    from delayline.bench.run import close_env, open_env, progress, start_pipeline  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
+    from delayline.bench.scenarios import SCENARIOS  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
 
     env = open_env(args.bootstrap_servers, args.work_dir, args.hold, args.redis_url)
     try:
@@ -220,7 +220,7 @@ def _measure(args: argparse.Namespace, size: Any) -> dict[str, Any]:
             "baseline": measure_baseline(env.bootstrap, 20_000 if args.quick else 200_000)
         }
         if env.redis_url is not None:
-            from delayline.bench import redis as bench_redis  # noqa: PLC0415
+            from delayline.bench import redis as bench_redis  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
 
             progress("measuring the raw Redis (pipelined ZADD+SET, PING)")
             measured["baseline"]["redis"] = bench_redis.baseline(
@@ -237,12 +237,12 @@ def _measure(args: argparse.Namespace, size: Any) -> dict[str, Any]:
         if env.redis_url is not None:
             figures["redis"] = bench_redis.memory(env.redis_url, env.redis_prefix)
         if args.hold == "buckets" and env.broker is not None:
-            from delayline.bench.buckets import disk  # noqa: PLC0415
+            from delayline.bench.buckets import disk  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
 
             figures["buckets"] = disk(env.broker.log_dirs, env.run, size.pending)
         if args.master is not None:
-            from delayline.bench.cluster import on_cluster  # noqa: PLC0415
-            from delayline.bench.run import stop_pipeline  # noqa: PLC0415
+            from delayline.bench.cluster import on_cluster  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
+            from delayline.bench.run import stop_pipeline  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
 
             stop_pipeline(env)  # two cores: one pipeline at a time
             scenario = SCENARIOS[args.scenario]
@@ -258,7 +258,7 @@ def _size(args: argparse.Namespace) -> Any:
     Raises:
         ConfigError: a flag the scenario has no use for.
     """
-    from delayline.bench.scenarios import SIZES, Size  # noqa: PLC0415
+    from delayline.bench.scenarios import SIZES, Size  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
 
     backlog = args.pending is not None or args.pending_span_ms
     if backlog and args.scenario not in PENDING_SCENARIOS:
@@ -278,7 +278,7 @@ def _size(args: argparse.Namespace) -> Any:
 
 
 def _catalog(args: argparse.Namespace) -> int:
-    from delayline.bench import catalog, report  # noqa: PLC0415
+    from delayline.bench import catalog, report  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
 
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="delayline-bench-") as tmp:

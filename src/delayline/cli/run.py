@@ -366,7 +366,7 @@ def _run(args: argparse.Namespace) -> int:
     pipeline.claim_checkpoint()  # before anything is created: a second start changes nothing
     ensure_topics(TopicsConfig(config.topology))  # each must exist with the right policy
     if config.hold == "buckets":
-        from delayline.holds.buckets.topics import ensure_bucket_topics  # noqa: PLC0415
+        from delayline.holds.buckets.topics import ensure_bucket_topics  # noqa: PLC0415 - pyspark loads only for run
 
         ensure_bucket_topics(config.topology.bootstrap_servers, config.buckets)
     stop = stop_on_signals(log, "finishing the batch in flight")

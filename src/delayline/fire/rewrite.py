@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from delayline.contract import events as r
+from delayline.contract.codec import encode_headers
+from delayline.kafka.reader import private_consumer, to_consumed_record
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +66,6 @@ def _fetch(
 ) -> dict[tuple[str, int, int], tuple[bytes | None, bytes]]:
     """(value, encoded headers) of the records at ``places`` that are still there."""
     from confluent_kafka import TopicPartition  # noqa: PLC0415
-
-    from delayline.contract.codec import encode_headers  # noqa: PLC0415
-    from delayline.kafka.reader import private_consumer, to_consumed_record  # noqa: PLC0415
 
     found: dict[tuple[str, int, int], tuple[bytes | None, bytes]] = {}
     consumer = private_consumer(bootstrap_servers, "delayline-rewrite")

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
 from delayline.contract import ConsumedRecord
+from delayline.contract import events as r
 from delayline.contract.contracts import InputParser
 from delayline.contract.events import HoldEvent
 from delayline.core.clock import Clock, SystemClock
@@ -109,7 +110,6 @@ class MemoryHold(Hold):
         return records
 
     def batch_events(self, frame: DataFrame, batch_id: int) -> DataFrame:
-        from delayline.contract import events as r  # noqa: PLC0415 - Spark rows only here
 
         records = [r.input_to_record(row) for row in frame.collect()]
         events = [r.event_row(e) for e in self.offer(records, self.clock.now_ms())]

@@ -22,8 +22,8 @@ def main(archive: Path) -> None:
     """Run the workload in a JVM that records ``archive`` at its exit."""
     from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark's convention
 
-    from delayline.holds.jvm import JvmHold  # noqa: PLC0415
-    from delayline.pipeline.session import build_session  # noqa: PLC0415
+    from delayline.holds.jvm import JvmHold  # noqa: PLC0415 - pyspark loads once the JVM's options are set
+    from delayline.pipeline.session import build_session  # noqa: PLC0415 - pyspark loads once the JVM's options are set
 
     with tempfile.TemporaryDirectory(prefix="delayline-cds-") as tmp:
         base = PipelineConfig(checkpoint_dir=Path(tmp) / "checkpoint")

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import InputPartition
 
+from delayline.errors import KafkaUnavailableError
 from delayline.holds.buckets.copy import decode_copy
+from delayline.kafka.reader import private_consumer
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -87,8 +89,6 @@ def read_spans(read: BucketRead) -> Iterator[pa.RecordBatch]:
     Raises:
         KafkaUnavailableError: the spans could not be read within :data:`READ_TIMEOUT_S`.
     """
-    from delayline.errors import KafkaUnavailableError  # noqa: PLC0415
-    from delayline.kafka.reader import private_consumer  # noqa: PLC0415
 
     consumer = private_consumer(
         read.bootstrap, "delayline-buckets", overrides={"fetch.wait.max.ms": 10}
@@ -127,7 +127,6 @@ class _Spans:
 
     def take(self, msg: Any, rows: CopyRows) -> None:
         """Add ``msg`` to ``rows`` if it is in its span."""
-        from delayline.errors import KafkaUnavailableError  # noqa: PLC0415
 
         if msg.error() is not None:
             raise KafkaUnavailableError(f"reading {msg.topic()}: {msg.error()}")

@@ -24,8 +24,10 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 
+from delayline.errors import TopicConfigError
 from delayline.holds.buckets.config import BucketsConfig
 from delayline.holds.buckets.read import SCHEMA_DDL, BucketRead, Span, plan_reads, read_spans
+from delayline.kafka.config import kafka_client_config
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -161,9 +163,6 @@ class BucketReader(DataSourceStreamReader):
             TopicConfigError: a bucket topic is missing.
         """
         from confluent_kafka.admin import AdminClient  # noqa: PLC0415
-
-        from delayline.errors import TopicConfigError  # noqa: PLC0415
-        from delayline.kafka.config import kafka_client_config  # noqa: PLC0415
 
         if self._admin is None:
             self._admin = AdminClient(kafka_client_config(self.bootstrap))

@@ -233,7 +233,7 @@ class RedisStore:
             max_lateness_ms: The maximum lateness that decides between FIRE and expired:
                 the owner's (when another pipeline finishes the record, its own).
         """
-        from delayline.holds.redis import events as ev  # noqa: PLC0415
+        from delayline.holds.redis import events as ev  # noqa: PLC0415 - pyarrow
 
         if record.state != "open":
             return ev.to_table([])

@@ -23,6 +23,19 @@ class InvalidScheduleError(DelaylineError, ValueError):
     """The caller asked to write a schedule the contract would reject."""
 
 
+class RecordFormatError(DelaylineError, ValueError):
+    """Bytes in one of delayline's own formats (the header encoding, a held or copied
+    schedule, an envelope's JSON) cannot be read: truncated, or of another format."""
+
+
+class WaitTimeoutError(DelaylineError, TimeoutError):
+    """Something waited for did not come in time (the test and bench harnesses)."""
+
+
+class BenchError(DelaylineError):
+    """A benchmark could not run or measure (the pipeline exited, no figures)."""
+
+
 class KafkaUnavailableError(DelaylineError):
     """The Kafka cluster did not answer in time; it may come back."""
 

@@ -19,13 +19,14 @@ from delayline.bench.soak import KILL_GAP, kill_times_s, rss_per_minute
 from delayline.bench.stats import percentile, summary
 from delayline.bench.summary import rss_spread_pct
 from delayline.dev.harness import Delivery
+from delayline.errors import BenchError
 
 
 def test_percentile_is_nearest_rank() -> None:
     values = list(range(1, 101))
     assert [percentile(values, f) for f in (0.0, 0.5, 0.9, 0.99, 1.0)] == [1, 50, 90, 99, 100]
     assert percentile([7], 0.99) == 7
-    with pytest.raises(ValueError, match="no values"):
+    with pytest.raises(BenchError, match="no values"):
         percentile([], 0.5)
 
 

@@ -12,6 +12,8 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from delayline.errors import DelaylineError
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -42,7 +44,7 @@ UI_HEADERS = (
 """Sent with every answer under ``/ui`` (and the redirect to it)."""
 
 
-class BodyTooLargeError(Exception):
+class BodyTooLargeError(DelaylineError):
     """The body passed the limit while it was being read."""
 
 

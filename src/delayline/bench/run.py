@@ -18,6 +18,7 @@ from delayline.client import ClientConfig, Scheduler
 from delayline.contract.topology import Topology
 from delayline.core.clock import ms_to_datetime
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
+from delayline.errors import BenchError, WaitTimeoutError
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
 from delayline.infra.redis_server import LocalRedis
 from delayline.infra.spark_cluster import executors_here
@@ -267,14 +268,14 @@ def wait_accepted(env: BenchEnv, count: int, timeout_s: float, label: str) -> in
             progress("")
             return next(ms for ms, total in timeline if total >= count)
         time.sleep(1)
-    raise TimeoutError(f"{label}: pipeline accepted fewer than {count} in {timeout_s} s")
+    raise WaitTimeoutError(f"{label}: pipeline accepted fewer than {count} in {timeout_s} s")
 
 
 def _require_pipeline(env: BenchEnv) -> None:
     """Fail at once when the pipeline died, instead of waiting out a timeout."""
     proc = None if env.pipeline is None else env.pipeline.proc
     if proc is not None and proc.poll() is not None:
-        raise RuntimeError(
+        raise BenchError(
             f"the pipeline exited with code {proc.returncode}; see {env.work_dir / 'pipeline.log'}"
         )
 

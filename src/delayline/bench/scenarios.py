@@ -23,6 +23,7 @@ from delayline.bench.run import (
 )
 from delayline.bench.stats import summary
 from delayline.dev.harness import DeliveryCollector
+from delayline.errors import WaitTimeoutError
 
 DAY_MS = 86_400_000
 
@@ -146,7 +147,7 @@ def _batch_after(env: BenchEnv, seen: int, timeout_s: float = 60) -> dict[str, A
     while (batches := spark_batches(env)[seen:]) == [] and time.monotonic() < deadline:
         time.sleep(0.2)
     if not batches:
-        raise TimeoutError(f"no Spark progress after batch {seen} within {timeout_s} s")
+        raise WaitTimeoutError(f"no Spark progress after batch {seen} within {timeout_s} s")
     return batches[0]
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from delayline.errors import BenchError
+
 
 def percentile(sorted_values: Sequence[int], fraction: float) -> int:
     """Nearest-rank percentile of an ascending sequence (``fraction`` in 0..1)."""
     if not sorted_values:
-        raise ValueError("no values")
+        raise BenchError("no values")
     rank = max(0, min(len(sorted_values) - 1, round(fraction * len(sorted_values)) - 1))
     return sorted_values[rank]
 

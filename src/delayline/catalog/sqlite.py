@@ -146,7 +146,7 @@ class SqliteCatalog(CatalogStore):
                 elif isinstance(change, AddDeadLetter):
                     _add_dead_letter(conn, change.entry)
                 else:
-                    raise TypeError(f"not a catalog change: {type(change).__name__}")
+                    raise CatalogError(f"not a catalog change: {type(change).__name__}")
             conn.executemany(
                 "INSERT INTO positions VALUES (?, ?, ?) ON CONFLICT (topic, partition) "
                 "DO UPDATE SET next_offset = excluded.next_offset",

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from delayline.contract.topology import DEFAULT_BOOTSTRAP_SERVERS, DEFAULT_SCHEDULES_TOPIC
+from delayline.errors import ConfigError
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.properties import librdkafka_settings, read_properties
 
@@ -94,14 +95,14 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.initial_delay_ms < 0 or self.max_delay_ms < self.initial_delay_ms:
-            raise ValueError("need 0 <= initial_delay_ms <= max_delay_ms")
+            raise ConfigError("need 0 <= initial_delay_ms <= max_delay_ms")
         if self.multiplier < 1 or self.max_attempts < 1:
-            raise ValueError("need multiplier >= 1 and max_attempts >= 1")
+            raise ConfigError("need multiplier >= 1 and max_attempts >= 1")
 
     def delay_ms(self, attempt: int) -> int:
         """Delay before retry number ``attempt`` (1-based)."""
         if attempt < 1:
-            raise ValueError(f"attempt numbers start at 1, got {attempt}")
+            raise ConfigError(f"attempt numbers start at 1, got {attempt}")
         delay = float(self.initial_delay_ms)
         for _ in range(attempt - 1):
             delay *= self.multiplier

@@ -8,6 +8,8 @@ compaction sees them as one key.
 
 from __future__ import annotations
 
+from delayline.errors import ConfigError
+
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -43,5 +45,5 @@ def murmur2(data: bytes) -> int:
 def partition_for(key: bytes, partitions: int) -> int:
     """Partition of ``key`` among ``partitions``, as the Java default partitioner picks it."""
     if partitions <= 0:
-        raise ValueError(f"partition count must be positive, got {partitions}")
+        raise ConfigError(f"partition count must be positive, got {partitions}")
     return (murmur2(key) & 0x7FFFFFFF) % partitions

@@ -12,6 +12,7 @@ import struct
 from collections.abc import Iterable
 
 from delayline.core.model import Headers
+from delayline.errors import RecordFormatError
 
 _VERSION = 1
 _LEN = struct.Struct(">i")
@@ -39,14 +40,14 @@ def decode_headers(data: bytes) -> Headers:
         ValueError: unknown version, truncated data, or a name that is not UTF-8.
     """
     if not data or data[0] != _VERSION:
-        raise ValueError(f"unknown header encoding version {data[:1]!r}")
+        raise RecordFormatError(f"unknown header encoding version {data[:1]!r}")
     out: list[tuple[str, bytes | None]] = []
     pos = 1
     end = len(data)
     while pos < end:
         name_len, pos = _length(data, pos)
         if name_len < 0 or pos + name_len > end:
-            raise ValueError("truncated header encoding (name)")
+            raise RecordFormatError("truncated header encoding (name)")
         name = data[pos : pos + name_len].decode("utf-8")  # UnicodeDecodeError is a ValueError
         pos += name_len
         value_len, pos = _length(data, pos)
@@ -54,7 +55,7 @@ def decode_headers(data: bytes) -> Headers:
             out.append((name, None))
             continue
         if pos + value_len > end:
-            raise ValueError("truncated header encoding (value)")
+            raise RecordFormatError("truncated header encoding (value)")
         out.append((name, data[pos : pos + value_len]))
         pos += value_len
     return tuple(out)
@@ -63,7 +64,7 @@ def decode_headers(data: bytes) -> Headers:
 def _length(data: bytes, pos: int) -> tuple[int, int]:
     """The 4-byte length at ``pos`` and the position after it."""
     if pos + _LEN.size > len(data):
-        raise ValueError("truncated header encoding (length)")
+        raise RecordFormatError("truncated header encoding (length)")
     (length,) = _LEN.unpack_from(data, pos)
     return length, pos + _LEN.size
 
@@ -90,16 +91,16 @@ def unpack_fields(data: bytes, pos: int, count: int, what: str) -> list[bytes | 
     fields: list[bytes | None] = []
     for _ in range(count):
         if pos + _LEN.size > len(data):
-            raise ValueError(f"truncated {what}")
+            raise RecordFormatError(f"truncated {what}")
         (size,) = _LEN.unpack_from(data, pos)
         pos += _LEN.size
         if size < 0:
             fields.append(None)
             continue
         if pos + size > len(data):
-            raise ValueError(f"truncated {what}")
+            raise RecordFormatError(f"truncated {what}")
         fields.append(data[pos : pos + size])
         pos += size
     if pos != len(data):
-        raise ValueError(f"{what} with trailing bytes")
+        raise RecordFormatError(f"{what} with trailing bytes")
     return fields

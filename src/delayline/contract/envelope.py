@@ -43,7 +43,7 @@ from delayline.contract.records import (
 )
 from delayline.contract.topics import target_topic_problem
 from delayline.core.model import MAX_EPOCH_MS, Cancel, Invalid, Parsed, Schedule
-from delayline.errors import InvalidScheduleError
+from delayline.errors import DelaylineError, InvalidScheduleError, RecordFormatError
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +58,11 @@ _MAX_SECONDS = MAX_EPOCH_MS // 1000 + 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-class _RefusedError(Exception):
+class _RefusedError(DelaylineError):
     """Raised by the checks below; the message is the dead letter's reason."""
 
 
-class _DuplicateError(ValueError):
+class _DuplicateError(RecordFormatError):
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self.name = name
@@ -172,7 +172,7 @@ def _int(text: str) -> int | Decimal:
 
 
 def _not_json(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise RecordFormatError(f"{name} is not JSON")
 
 
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import re
 from decimal import Decimal, InvalidOperation
 
 from delayline.core.model import MAX_EPOCH_MS
+from delayline.errors import InvalidScheduleError
 
 EPOCH = "scheduler-epoch"
 TARGET_TOPIC = "scheduler-target-topic"
@@ -53,7 +54,7 @@ _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 _NOT_FINITE = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
 
 
-class EpochError(ValueError):
+class EpochError(InvalidScheduleError):
     """An epoch header value is unusable; the message is the reason."""
 
 

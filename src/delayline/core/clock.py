@@ -10,6 +10,8 @@ import abc
 import time
 from datetime import UTC, datetime, timedelta
 
+from delayline.errors import ConfigError
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -49,7 +51,7 @@ def datetime_to_ms(value: datetime) -> int:
         ValueError: ``value`` is naive; delayline never guesses a timezone.
     """
     if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError(f"datetime {value.isoformat()} has no timezone; pass an aware datetime")
+        raise ConfigError(f"datetime {value.isoformat()} has no timezone; pass an aware datetime")
     delta = value - _EPOCH
     # Integer arithmetic: float seconds lose sub-millisecond exactness far from 1970.
     # Round sub-millisecond parts up: a due time must never move earlier.

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from delayline.errors import InvalidScheduleError
+
 Header = tuple[str, bytes | None]
 """A Kafka header: name and raw value (Kafka allows a null value)."""
 
@@ -67,10 +69,10 @@ class Schedule:
         """Where this schedule was read from.
 
         Raises:
-            ValueError: it was never read from Kafka (it has no source).
+            InvalidScheduleError: it was never read from Kafka (it has no source).
         """
         if self.source is None:
-            raise ValueError(f"schedule {self.id!r} has no source record")
+            raise InvalidScheduleError(f"schedule {self.id!r} has no source record")
         return self.source
 
 

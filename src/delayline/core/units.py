@@ -6,6 +6,7 @@ import re
 from datetime import datetime
 
 from delayline.core.clock import datetime_to_ms
+from delayline.errors import ConfigError
 
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
@@ -27,7 +28,7 @@ def parse_duration_ms(text: str, *, allow_negative: bool = False) -> int:
     sign = 1
     if cleaned.startswith("-"):
         if not allow_negative:
-            raise ValueError(f"bad duration {text!r}: must not be negative")
+            raise ConfigError(f"bad duration {text!r}: must not be negative")
         sign, cleaned = -1, cleaned[1:]
     return sign * _unsigned_duration_ms(cleaned, text)
 
@@ -37,7 +38,7 @@ def _unsigned_duration_ms(cleaned: str, text: str) -> int:
         return round(float(cleaned) * 1000)
     parts = _PART.findall(cleaned)
     if not cleaned or "".join(n + u for n, u in parts) != cleaned:
-        raise ValueError(
+        raise ConfigError(
             f"bad duration {text!r}: use seconds or units ms, s, m, h, d (e.g. 90s, 1h30m)"
         )
     return round(sum(float(n) * _UNIT_MS[u] for n, u in parts))
@@ -52,9 +53,9 @@ def parse_instant_ms(text: str) -> int:
     try:
         value = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ValueError(f"bad time {text!r}: use ISO 8601, e.g. 2026-11-22T17:00:00Z") from None
+        raise ConfigError(f"bad time {text!r}: use ISO 8601, e.g. 2026-11-22T17:00:00Z") from None
     if value.tzinfo is None:
-        raise ValueError(f"time {text!r} has no timezone: add Z or an offset such as +01:00")
+        raise ConfigError(f"time {text!r} has no timezone: add Z or an offset such as +01:00")
     return datetime_to_ms(value)
 
 

@@ -18,6 +18,7 @@ from types import TracebackType
 
 from delayline.contract.headers import KEY
 from delayline.core.clock import Clock, SystemClock
+from delayline.errors import InfraError, WaitTimeoutError
 from delayline.infra.procs import kill_until_gone, tree
 from delayline.kafka.reader import private_consumer, to_consumed_record
 
@@ -72,9 +73,9 @@ class PipelineProcess:
             if "ready: first batch done" in self.log_since_start():
                 return time.monotonic() - began
             if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"pipeline exited with {self.proc.returncode}:\n{self.tail()}")
+                raise InfraError(f"pipeline exited with {self.proc.returncode}:\n{self.tail()}")
             time.sleep(0.2)
-        raise TimeoutError(f"pipeline not ready in {timeout_s} s:\n{self.tail()}")
+        raise WaitTimeoutError(f"pipeline not ready in {timeout_s} s:\n{self.tail()}")
 
     def kill(self) -> None:
         """SIGKILL the whole process tree (Spark's Python workers included) and wait."""
@@ -198,7 +199,7 @@ class DeliveryCollector:
             if predicate(seen):
                 return seen
             time.sleep(0.05)
-        raise TimeoutError(f"condition not met in {timeout_s} s; {len(self.snapshot())} seen")
+        raise WaitTimeoutError(f"condition not met in {timeout_s} s; {len(self.snapshot())} seen")
 
     def _run(self) -> None:
         while not self._stop.is_set():

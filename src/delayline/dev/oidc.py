@@ -37,6 +37,7 @@ from typing import Any
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from delayline.errors import InfraError
 from delayline.kafka.properties import write_private
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class OidcProvider:
     def issuer(self) -> str:
         """The base URL (``iss``); only while serving."""
         if self._server is None:
-            raise RuntimeError("the OIDC provider is not serving")
+            raise InfraError("the OIDC provider is not serving")
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
 

@@ -50,6 +50,7 @@ from delayline.contract.events import EXPIRED
 from delayline.contract.topology import Topology
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.identifiers import committer_transactional_id
+from delayline.errors import DelaylineError
 from delayline.fire import clock as broker_clock
 from delayline.fire.due_plan import DuePlan, Group, Pending
 from delayline.fire.inflight import render_inflight_tombstone
@@ -134,7 +135,7 @@ class CommitterConfig:
     checkpoint_dir: Path | None = None
 
 
-class _Withdrawn(Exception):  # noqa: N818 - not an error: control flow inside a lane
+class _Withdrawn(DelaylineError):  # noqa: N818 - not an error: control flow inside a lane
     """A member of the group being written was withheld before its commit."""
 
 

@@ -210,7 +210,7 @@ def test_foreign_cursors_are_config_errors(store: CatalogStore, cursor: str) -> 
 def test_apply_is_all_or_nothing(store: CatalogStore) -> None:
     store.apply(changes(schedule("a", 0, 1)), {(SCHEDULES, 0): 1})
     broken = [*changes(schedule("b", 1, 1)), object()]
-    with pytest.raises(TypeError):
+    with pytest.raises(CatalogError, match="not a catalog change"):
         store.apply(broken, {(SCHEDULES, 0): 2})  # type: ignore[arg-type]
     assert ids(store) == ["a"]
     assert store.positions() == {(SCHEDULES, 0): 1}

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from delayline.contract.codec import pack_fields, unpack_fields
+from delayline.errors import RecordFormatError
 
 FORMAT = 1
 _FIXED = struct.Struct(">Bqqqqq")
@@ -73,12 +74,12 @@ def decode_copy(data: bytes) -> Copy:
         ValueError: an unknown format or truncated data.
     """
     if len(data) < _FIXED.size or data[0] != FORMAT:
-        raise ValueError(f"not a bucket copy of format {FORMAT} ({len(data)} bytes)")
+        raise RecordFormatError(f"not a bucket copy of format {FORMAT} ({len(data)} bytes)")
     _, partition, offset, timestamp, due, routed = _FIXED.unpack_from(data)
     fields = unpack_fields(data, _FIXED.size, 6, "bucket copy")
     topic, sid, target, target_key, headers, value = fields
     if topic is None or sid is None:
-        raise ValueError("bucket copy without its source topic or id")
+        raise RecordFormatError("bucket copy without its source topic or id")
     return Copy(
         src_topic=topic.decode("utf-8"),
         src_partition=partition,

@@ -13,6 +13,7 @@ import struct
 
 from delayline.contract.codec import decode_headers, encode_headers, pack_fields, unpack_fields
 from delayline.core.model import Schedule, SourceRef
+from delayline.errors import RecordFormatError
 
 _VERSION = 1
 _FIXED = struct.Struct(">Biqqq")
@@ -46,7 +47,7 @@ def decode_schedule(data: bytes) -> Schedule:
         ValueError: an unknown version or truncated data.
     """
     if len(data) < _FIXED.size or data[0] != _VERSION:
-        raise ValueError(f"unknown held-schedule encoding (version byte {data[:1]!r})")
+        raise RecordFormatError(f"unknown held-schedule encoding (version byte {data[:1]!r})")
     _, partition, offset, timestamp_ms, due_ms = _FIXED.unpack_from(data)
     fields = unpack_fields(data, _FIXED.size, 6, "held-schedule encoding")
     topic, sid, target_topic, target_key, payload, headers = fields

@@ -116,7 +116,13 @@ class AuthError(DelaylineError):
     """A request lacked the credentials the API requires."""
 
 
-class ApiUnavailableError(DelaylineError):
+class HttpUnavailableError(DelaylineError):
+    """An HTTP service delayline asked did not answer; it may come back."""
+
+    retriable = True
+
+
+class ApiUnavailableError(HttpUnavailableError):
     """``delayline api`` did not answer; it may come back."""
 
     retriable = True

@@ -56,7 +56,7 @@ BASE_INSTALL = textwrap.dedent(
     with contextlib.redirect_stdout(help_text), contextlib.suppress(SystemExit):
         delayline.cli.build_parser().parse_args(["--help"])
     errors = {}
-    for command in (["run"], ["api"], ["bench"], ["list"], ["demo", "--hold"]):
+    for command in (["run"], ["api"], ["bench"], ["demo", "--hold"]):
         stderr = io.StringIO()
         with contextlib.redirect_stderr(stderr):
             code = delayline.cli.main(command)
@@ -85,7 +85,6 @@ def test_the_base_install_imports_and_starts_the_cli_without_any_extra() -> None
         "run": [1, "delayline run needs the pipeline extra: pip install 'delayline[pipeline]'\n"],
         "api": [1, "delayline api needs the api extra: pip install 'delayline[api]'\n"],
         "bench": [1, "delayline bench needs the bench extra: pip install 'delayline[bench]'\n"],
-        "list": [1, "delayline list needs the api extra: pip install 'delayline[api]'\n"],
         "demo": [
             1,
             "delayline demo needs the pipeline and api extras: "
@@ -108,7 +107,6 @@ def test_the_base_install_imports_and_starts_the_cli_without_any_extra() -> None
             ["bench"],
             "delayline bench needs the bench extra: pip install 'delayline[bench]'",
         ),
-        ({"httpx"}, ["list"], "delayline list needs the api extra: pip install 'delayline[api]'"),
     ],
 )
 def test_a_command_names_the_missing_extra_in_one_line(

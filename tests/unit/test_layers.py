@@ -27,3 +27,18 @@ def test_the_layers_run_from_the_command_line_down_to_the_core() -> None:
     order = [layer.split("|")[0].strip() for layer in contract["layers"]]
     expected = ["cli", "api", "catalog", "pipeline", "fire", "holds", "kafka", "contract", "core"]
     assert [name for name in order if name in expected] == expected
+
+
+def test_one_http_client() -> None:
+    """delayline's own HTTP calls go through :mod:`delayline.core.http`; the demo calls
+    the API with httpx, as a user would."""
+    allowed = {"core/http.py", "dev/demo_api.py"}
+    users = {
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if any(
+            line.strip().startswith(("import urllib.request", "import httpx", "import requests"))
+            for line in path.read_text().splitlines()
+        )
+    }
+    assert users <= allowed, users - allowed

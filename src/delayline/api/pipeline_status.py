@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import urllib.error
-import urllib.request
 from typing import Any
+
+from delayline.core.http import get_json
+from delayline.errors import HttpUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +26,11 @@ def pipeline_status(url: str | None, now_ms: int, timeout_s: float = 1.0) -> dic
     if not target.startswith(("http://", "https://")):
         return {"status": "unreachable", "url": url, "progress": None}
     try:
-        with urllib.request.urlopen(target, timeout=timeout_s) as response:  # noqa: S310 - checked scheme
-            progress = json.loads(response.read())
-    except (OSError, ValueError) as exc:
+        status, progress = get_json(target, timeout_s=timeout_s)
+    except HttpUnavailableError as exc:
         log.debug("pipeline at %s unreachable: %s", url, exc)
         return {"status": "unreachable", "url": url, "progress": None}
-    if not isinstance(progress, dict):
+    if status != 200 or not isinstance(progress, dict):
         return {"status": "unreachable", "url": url, "progress": None}
     try:
         last = int(progress["last_batch"]["finished_ms"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import signal
@@ -25,8 +24,9 @@ from delayline.contract.topology import (
     DEFAULT_SCHEDULES_TOPIC,
     Topology,
 )
+from delayline.core.http import get_json
 from delayline.core.units import parse_duration_ms
-from delayline.errors import ApiUnavailableError, ConfigError, DelaylineError
+from delayline.errors import ApiUnavailableError, ConfigError, DelaylineError, HttpUnavailableError
 from delayline.kafka.config import use_client_properties
 from delayline.kafka.probe import PROBE_TIMEOUT_S, require_listening
 from delayline.kafka.properties import KAFKA_CONFIG_ENV
@@ -390,21 +390,13 @@ def api_get(
         raise ConfigError(
             f"--api-url (env DELAYLINE_API_URL) {args.api_url!r}: use http://host:port"
         )
-    url = args.api_url.rstrip("/") + path
-    if params:
-        url += "?" + urllib.parse.urlencode(params)
-    headers = {"Accept": "application/json"}
-    if args.token:
-        headers["Authorization"] = f"Bearer {args.token}"
-    request = urllib.request.Request(url, headers=headers)  # noqa: S310 - http(s), checked
+    headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
-            return response.status, _json_or_none(response.read())
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return exc.code, _json_or_none(exc.read())
-    except (OSError, ValueError) as exc:  # URLError, refused, timeout, a bad URL
-        raise api_unavailable(args.api_url, getattr(exc, "reason", exc)) from exc
+        return get_json(
+            args.api_url.rstrip("/") + path, params=params, headers=headers, timeout_s=timeout_s
+        )
+    except HttpUnavailableError as exc:
+        raise api_unavailable(args.api_url, exc) from exc
 
 
 def api_refused(status: int, body: Any) -> ConfigError:
@@ -412,13 +404,6 @@ def api_refused(status: int, body: Any) -> ConfigError:
     detail = body.get("detail") if isinstance(body, dict) else None
     hint = " (pass --token, env DELAYLINE_API_TOKEN)" if status == 401 else ""
     return ConfigError(f"delayline api answered {status}: {detail or 'no detail'}{hint}")
-
-
-def _json_or_none(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
 
 
 def say(message: str) -> None:

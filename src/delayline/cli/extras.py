@@ -19,7 +19,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     # delayline run: Spark (pandas, pyarrow, protobuf for transformWithStateInPandas),
     # prometheus_client for its metrics server.
     "pipeline": PIPELINE_MODULES,
-    # delayline api, delayline list (httpx).
+    # delayline api; httpx for the demo, which calls the API as a user would.
     "api": ("fastapi", "uvicorn", "prometheus_client", "httpx"),
     # delayline bench: starts the pipeline, records the pyspark version, plots.
     "bench": (*PIPELINE_MODULES, "matplotlib"),

@@ -14,10 +14,8 @@ from delayline.cli._common import (
     add_api,
     api_get,
     api_refused,
-    api_unavailable,
     say,
 )
-from delayline.cli.extras import require_extras
 from delayline.contract.contracts import CONTRACTS
 from delayline.errors import ConfigError
 
@@ -73,9 +71,6 @@ def _register_dead_letters(sub: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def _list(args: argparse.Namespace) -> int:
-    require_extras("list", "api")
-    import httpx  # noqa: PLC0415 - in the api extra, not in the client's install
-
     if args.id and args.contains:
         raise ConfigError("give --id or --contains, not both")
     params: dict[str, str | int] = {"limit": args.limit}
@@ -86,17 +81,10 @@ def _list(args: argparse.Namespace) -> int:
         params["target_topic"] = args.target_topic
     if args.contract:
         params["contract"] = args.contract
-    headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
-    try:
-        response = httpx.get(
-            f"{args.api_url.rstrip('/')}/schedules", params=params, headers=headers, timeout=10
-        )
-    except httpx.HTTPError as exc:
-        raise api_unavailable(args.api_url, exc) from exc
-    if response.status_code != 200:
-        detail = response.json().get("detail", response.text) if response.content else ""
-        raise ConfigError(f"delayline api answered {response.status_code}: {detail}")
-    items = response.json()["items"]
+    status, body = api_get(args, "/schedules", params)
+    if status != 200 or not isinstance(body, dict):
+        raise api_refused(status, body)
+    items = body["items"]
     if args.json:
         for item in items:
             say(json.dumps(item))

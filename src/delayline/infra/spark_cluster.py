@@ -17,13 +17,12 @@ import os
 import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from delayline.errors import ConfigError, SparkClusterError
+from delayline.core.http import get_json
+from delayline.errors import ConfigError, HttpUnavailableError, SparkClusterError
 from delayline.infra.broker import accepts
 from delayline.infra.procs import kill_until_gone, pid_alive, proc_stats, tree
 
@@ -343,10 +342,12 @@ def executors_here() -> list[int]:
 def _alive_workers(ui_port: int) -> int:
     """How many workers the master's ``/json`` view counts alive; -1 if it does not answer."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as answer:
-            return int(json.load(answer).get("aliveworkers", 0))
-    except (OSError, ValueError, urllib.error.URLError):
+        status, body = get_json(f"http://127.0.0.1:{ui_port}/json/", timeout_s=2)
+    except HttpUnavailableError:
         return -1
+    if status != 200 or not isinstance(body, dict):
+        return -1
+    return int(body.get("aliveworkers", 0))
 
 
 def _name_of(data_dir: Path, pid: int) -> str:

@@ -8,9 +8,7 @@ import os
 import signal
 import sys
 import threading
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import FrameType

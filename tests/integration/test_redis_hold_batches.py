@@ -81,7 +81,7 @@ def config(redis_url: str, tmp_path: Path) -> PipelineConfig:
         hold="redis",
         shuffle_partitions=CLAIMERS,
         query_name=f"batches-{uuid.uuid4().hex[:6]}",
-        redis=RedisHoldConfig(url=redis_url, prefix=f"batches-{uuid.uuid4().hex[:6]}"),
+        hold_settings=RedisHoldConfig(url=redis_url, prefix=f"batches-{uuid.uuid4().hex[:6]}"),
     )
 
 

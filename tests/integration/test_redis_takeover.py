@@ -40,7 +40,7 @@ def config_of(bootstrap: str, topics: Topics, name: str, url: str, prefix: str) 
         hold="redis",
         lead_ms=0,
         query_name=name,
-        redis=RedisHoldConfig(url=url, prefix=prefix, lease_ms=1_000),
+        hold_settings=RedisHoldConfig(url=url, prefix=prefix, lease_ms=1_000),
     )
 
 

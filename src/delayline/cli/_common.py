@@ -12,7 +12,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 from delayline.contract.topology import (
     DEFAULT_BOOTSTRAP_SERVERS,
@@ -28,6 +28,8 @@ from delayline.errors import ApiUnavailableError, ConfigError, DelaylineError, H
 from delayline.kafka.config import use_client_properties
 from delayline.kafka.probe import PROBE_TIMEOUT_S, require_listening
 from delayline.kafka.properties import KAFKA_CONFIG_ENV
+
+T = TypeVar("T")
 
 
 def env_flag(
@@ -300,10 +302,10 @@ def add_start_timeout(parser: argparse.ArgumentParser, env: str, default: str, w
     )
 
 
-def duration_arg(parse: Callable[[str], int]) -> Callable[[str], int]:
+def duration_arg(parse: Callable[[str], T]) -> Callable[[str], T]:
     """Wrap a parser so argparse reports its ValueError text verbatim."""
 
-    def convert(text: str) -> int:
+    def convert(text: str) -> T:
         try:
             return parse(text)
         except ValueError as exc:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from delayline.cli._buckets import add_bucket_flags
 from delayline.cli._common import (
     add_topics_flag,
     add_topology,
@@ -13,8 +12,9 @@ from delayline.cli._common import (
     topics_from,
     topology_from,
 )
+from delayline.cli._holds import add_hold_flags, hold_settings_from
 from delayline.errors import ConfigError
-from delayline.holds.hold import HOLDS
+from delayline.holds.registry import hold_kind
 from delayline.kafka.acls import AclNeeds, apply_acls, kafka_acls_commands, required_acls
 from delayline.kafka.config import kafka_client_config
 from delayline.pipeline.config import PipelineConfig
@@ -38,9 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
              help="the principal delayline authenticates as, e.g. User:delayline")  # fmt: skip
     env_flag(p, "--query-name", env="DELAYLINE_QUERY_NAME", default="delayline",
              help="the pipeline's --query-name")  # fmt: skip
-    env_flag(p, "--hold", env="DELAYLINE_HOLD", default="jvm", choices=tuple(HOLDS),
-             help="the pipeline's --hold")  # fmt: skip
-    add_bucket_flags(p)
+    add_hold_flags(p, "the pipeline's --hold")
     add_topics_flag(p, "--target-topic", TARGETS_ENV,
                     "a topic schedules are delivered to; repeat for several", None)  # fmt: skip
     add_topics_flag(p, "--target-prefix", PREFIXES_ENV,
@@ -52,7 +50,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def needs_of(args: argparse.Namespace) -> AclNeeds:
     """What the pipeline the flags describe touches."""
-    config = PipelineConfig(topology_from(args), query_name=args.query_name, hold=args.hold)
+    kind = hold_kind(args.hold)
+    settings = hold_settings_from(args)
+    config = PipelineConfig(
+        topology_from(args), query_name=args.query_name, hold=args.hold, hold_settings=settings
+    )
     topology = config.topology
     own = [topology.dead_letter_topic, topology.commits_topic]
     if topology.history_topic:
@@ -65,7 +67,7 @@ def needs_of(args: argparse.Namespace) -> AclNeeds:
         transactional_id=config.transactional_id,
         targets=topics_from(args, "--target-topic", TARGETS_ENV),
         target_prefixes=topics_from(args, "--target-prefix", PREFIXES_ENV),
-        bucket_prefix=args.bucket_topic_prefix if args.hold == "buckets" else None,
+        hold=kind.acls(config.hold_settings) if kind.acls else (),
     )
 
 

@@ -14,6 +14,7 @@ from delayline.cli._common import duration_arg, env_bool, env_flag, one_of, posi
 from delayline.cli.extras import require_extras
 from delayline.core.units import parse_duration_ms
 from delayline.errors import ConfigError
+from delayline.holds.registry import HOLD_KINDS
 from delayline.kafka.properties import KAFKA_CONFIG_ENV
 
 PENDING_SCENARIOS = ("backlog", "restart", "idle")
@@ -129,7 +130,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--hold",
         env="DELAYLINE_BENCH_HOLD",
         default="jvm",
-        type=one_of(("jvm", "redis", "spark", "memory", "buckets")),
+        type=one_of(HOLD_KINDS),
         help="the pipeline's hold (see delayline run --hold); redis starts a private Redis "
         "unless --redis-url is given, and adds Redis's own baseline and memory; buckets "
         "adds the broker disk of its bucket topics (with a private broker)",

@@ -7,7 +7,6 @@ import logging
 import os
 from pathlib import Path
 
-from delayline.cli._buckets import add_bucket_flags, buckets_from
 from delayline.cli._common import (
     add_topology,
     duration_arg,
@@ -17,10 +16,10 @@ from delayline.cli._common import (
     stop_on_signals,
     topology_from,
 )
+from delayline.cli._holds import add_hold_flags, hold_settings_from
 from delayline.cli.extras import require_extras
 from delayline.core.units import parse_duration_ms
-from delayline.holds.hold import HOLDS
-from delayline.holds.redis.config import DEFAULT_URL, RedisHoldConfig
+from delayline.holds.registry import hold_kind
 from delayline.kafka.topics import TopicsConfig, ensure_topics
 from delayline.pipeline.config import (
     DEFAULT_JAVA_OPTIONS,
@@ -224,58 +223,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="how long to ride out Kafka being away (the query fails and is started "
         "again, replaying the failed batch) before exiting with the error; 0 exits at once",
     )
-    env_flag(
-        p,
-        "--hold",
-        env="DELAYLINE_HOLD",
-        default="jvm",
-        choices=tuple(HOLDS),
-        help="where pending schedules wait: jvm (Spark state in the checkpoint through a "
-        "Java processor, durable), spark (the same through Python transformWithState: "
-        "durable, several times slower), memory (the driver's memory: lost on restart; "
-        "for trying things out), redis (a Redis sorted set at --redis-url, durable, "
-        "shared by every pipeline of one --redis-prefix) or buckets (Kafka time-bucket "
-        "topics, durable; Spark state keeps only versions)",
-    )
-    add_bucket_flags(p)
-    env_flag(
-        p,
-        "--redis-url",
-        env="DELAYLINE_REDIS_URL",
-        default=DEFAULT_URL,
-        help="the Redis of --hold redis: redis://[user:password@]host:port/db "
-        "(`delayline redis start` runs one locally)",
-    )
-    env_flag(
-        p,
-        "--redis-grace",
-        env="DELAYLINE_REDIS_GRACE",
-        default="15m",
-        type=duration_arg(parse_duration_ms),
-        dest="redis_grace_ms",
-        metavar="DURATION",
-        help="a pending schedule's Redis key expires this long after its due time: the "
-        "longest outage of every pipeline that loses nothing (--rebuild restores more)",
-    )
-    env_flag(
-        p,
-        "--redis-lease",
-        env="DELAYLINE_REDIS_LEASE",
-        default="30s",
-        type=duration_arg(parse_duration_ms),
-        dest="redis_lease_ms",
-        metavar="DURATION",
-        help="a pipeline silent this long (no heartbeat) has its unfinished claims "
-        "finished by another pipeline of the same Redis prefix",
-    )
-    env_flag(
-        p,
-        "--redis-prefix",
-        env="DELAYLINE_REDIS_PREFIX",
-        default="delayline",
-        help="every Redis key starts with {PREFIX}; pipelines of one prefix share their "
-        "pending schedules and fire them together (each reads its own input topics)",
-    )
+    add_hold_flags(p, "where pending schedules wait")
     env_flag(
         p,
         "--java-options",
@@ -349,13 +297,7 @@ def _run(args: argparse.Namespace) -> int:
         spark_conf=spark_conf_from(args.spark_conf, os.environ.get("DELAYLINE_SPARK_CONF", "")),
         lead_ms=args.lead_ms,
         engine_nice=args.engine_nice,
-        redis=RedisHoldConfig(
-            url=args.redis_url,
-            grace_ms=args.redis_grace_ms,
-            lease_ms=args.redis_lease_ms,
-            prefix=args.redis_prefix,
-        ),
-        buckets=buckets_from(args),
+        hold_settings=hold_settings_from(args),
     )
     level = LOG_LEVELS[args.log_level]
     # -v (on every command) still adds to the level asked for here.
@@ -365,10 +307,9 @@ def _run(args: argparse.Namespace) -> int:
     pipeline = Pipeline(config, log_level=args.log_level)
     pipeline.claim_checkpoint()  # before anything is created: a second start changes nothing
     ensure_topics(TopicsConfig(config.topology))  # each must exist with the right policy
-    if config.hold == "buckets":
-        from delayline.holds.buckets.topics import ensure_bucket_topics  # noqa: PLC0415 - pyspark loads only for run
-
-        ensure_bucket_topics(config.topology.bootstrap_servers, config.buckets)
+    kind = hold_kind(config.hold)
+    if kind.topics is not None:  # the hold's own topics: made, or checked
+        kind.topics(config.topology.bootstrap_servers, config.hold_settings, 1, 30.0)
     stop = stop_on_signals(log, "finishing the batch in flight")
     pipeline.start(rebuild=args.rebuild)
     pipeline.run_until(stop)

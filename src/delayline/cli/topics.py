@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from delayline.cli._buckets import add_bucket_flags, buckets_from
 from delayline.cli._common import (
     add_timeout,
     add_topology,
@@ -13,8 +12,8 @@ from delayline.cli._common import (
     say,
     topology_from,
 )
-from delayline.holds.buckets.topics import ensure_bucket_topics
-from delayline.holds.hold import HOLDS
+from delayline.cli._holds import add_hold_flags, hold_settings_from
+from delayline.holds.registry import hold_kind
 from delayline.kafka.topics import TopicsConfig, ensure_topics
 
 
@@ -54,16 +53,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="also create this topic delayline delivers to, when missing (repeat for "
         "several; delayline never creates a target itself)",
     )
-    env_flag(
+    add_hold_flags(
         create,
-        "--hold",
-        env="DELAYLINE_HOLD",
-        default="jvm",
-        choices=tuple(HOLDS),
-        help="the hold the pipeline will run with: buckets also creates (and checks) its "
-        "bucket topics",
+        "the hold the pipeline will run with: a hold that keeps schedules in topics of its "
+        "own (buckets) has them created (and checked) too",
     )
-    add_bucket_flags(create)
     add_timeout(create)
     create.set_defaults(func=_create)
 
@@ -79,14 +73,12 @@ def _create(args: argparse.Namespace) -> int:
     check_kafka(args)
     for name, what in ensure_topics(config).items():
         say(f"{name}: {what}")
-    if args.hold == "buckets":
-        layout = buckets_from(args)
-        outcome = ensure_bucket_topics(
-            config.topology.bootstrap_servers,
-            layout,
-            replication_factor=args.replication_factor,
-            timeout_s=args.timeout_ms / 1000,
-        )
-        for line, (name, what) in zip(layout.describe(), outcome.items(), strict=True):
-            say(f"{name}: {what} (bucket {line.partition(': ')[2]})")
+    kind = hold_kind(args.hold)
+    if kind.topics is not None:
+        settings = hold_settings_from(args)
+        bootstrap = config.topology.bootstrap_servers
+        for line in kind.topics(
+            bootstrap, settings, args.replication_factor, args.timeout_ms / 1000
+        ):
+            say(line)
     return 0

@@ -28,9 +28,9 @@ from delayline.core.identifiers import partition_marker_key
 from delayline.fire.inflight import render_inflight
 from delayline.fire.refusals import batch_size
 from delayline.fire.report import HANDED, REFUSED, BatchReport
-from delayline.fire.transactional import Firing, TransactionalFirer
-from delayline.holds.buckets.route import render_copy
+from delayline.fire.transactional import FireError, Firing, TransactionalFirer
 from delayline.holds.hold import RunSettings
+from delayline.holds.registry import hold_kind
 
 INFLIGHT_MAX_BYTES = 1_000_000
 """The largest in-flight record handed over: the producer's default ``message.max.bytes``
@@ -101,7 +101,10 @@ def to_records(row: Any, config: RunSettings) -> list[OutgoingRecord]:
     if kind == r.RETIRE:
         return [render_tombstone(r.event_schedule(row))]
     if kind == r.ROUTE:
-        return [render_copy(row, config.buckets, config.lead_ms)]
+        render = hold_kind(config.hold).render
+        if render is None:
+            raise FireError(f"the {config.hold} hold has no ROUTE events")
+        return render(row, config.hold_settings, config.lead_ms)
     if kind == r.REWRITE:
         return [render_rewrite(r.event_schedule(row))]
     if kind == r.DEAD:

@@ -2,25 +2,23 @@
 
 A hold keeps each pending schedule until its due time and then hands it to the fire
 stage. :mod:`delayline.pipeline.job` calls only what is here; adding a hold means a
-new :class:`Hold` subclass and one line in :data:`HOLDS`, never a change to the job.
+new :class:`Hold` subclass and its entry in :data:`delayline.holds.registry.HOLD_KINDS`,
+never a change outside ``holds/``.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from delayline.errors import ConfigError
+from delayline.holds.registry import hold_kind
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from delayline.contract.topology import Topology
-    from delayline.holds.buckets.config import BucketsConfig
-    from delayline.holds.redis.config import RedisHoldConfig
 
 
 class RunSettings(Protocol):
@@ -46,9 +44,7 @@ class RunSettings(Protocol):
     @property
     def hold(self) -> str: ...
     @property
-    def redis(self) -> RedisHoldConfig: ...
-    @property
-    def buckets(self) -> BucketsConfig: ...
+    def hold_settings(self) -> Any: ...
     @property
     def transactional_id(self) -> str: ...
     @property
@@ -178,52 +174,11 @@ class Hold(abc.ABC):
         """Called once when the pipeline stops. The default does nothing."""
 
 
-HOLDS: dict[str, Callable[[], type[Hold]]] = {}
-"""Hold name to a loader of its class (imported only when chosen)."""
-
-
-def _spark_state() -> type[Hold]:
-    from delayline.holds.spark_state import SparkStateHold  # noqa: PLC0415 - lazy
-
-    return SparkStateHold
-
-
-def _memory() -> type[Hold]:
-    from delayline.holds.memory import MemoryHold  # noqa: PLC0415 - lazy
-
-    return MemoryHold
-
-
-def _jvm() -> type[Hold]:
-    from delayline.holds.jvm import JvmHold  # noqa: PLC0415 - lazy
-
-    return JvmHold
-
-
-def _redis() -> type[Hold]:
-    from delayline.holds.redis.hold import RedisHold  # noqa: PLC0415 - lazy
-
-    return RedisHold
-
-
-def _buckets() -> type[Hold]:
-    from delayline.holds.buckets.hold import BucketHold  # noqa: PLC0415 - lazy
-
-    return BucketHold
-
-
-HOLDS.update(
-    {"jvm": _jvm, "spark": _spark_state, "memory": _memory, "redis": _redis, "buckets": _buckets}
-)
-
-
 def hold_for(config: RunSettings, deliver: Deliver | None = None) -> Hold:
-    """The hold ``config.hold`` names, with the fire stage ``deliver``.
+    """The hold ``config.hold`` names (:data:`delayline.holds.registry.HOLD_KINDS`), with
+    the fire stage ``deliver``.
 
     Raises:
         ConfigError: no hold has that name.
     """
-    loader = HOLDS.get(config.hold)
-    if loader is None:
-        raise ConfigError(f"unknown hold {config.hold!r}: choose one of {', '.join(HOLDS)}")
-    return loader()(config, deliver)
+    return hold_kind(config.hold).load()(config, deliver)

@@ -53,7 +53,7 @@ class AclNeeds:
         transactional_id: The prefix of every transactional id it uses.
         targets: Topics schedules are delivered to (literal names).
         target_prefixes: Prefixes of such topics.
-        bucket_prefix: The bucket hold's topic prefix, with that hold.
+        hold: The ACLs on the hold's own topics (the bucket hold's).
     """
 
     input_topics: Sequence[str]
@@ -62,7 +62,7 @@ class AclNeeds:
     transactional_id: str
     targets: Sequence[str] = ()
     target_prefixes: Sequence[str] = ()
-    bucket_prefix: str | None = None
+    hold: Sequence[Acl] = ()
 
 
 READ_WRITE = ("Read", "Write", "Describe", "DescribeConfigs")
@@ -88,11 +88,7 @@ def required_acls(needs: AclNeeds) -> list[Acl]:
     why = "deliveries (its configuration decides how a refused one is dead-lettered)"
     acls += [Acl(TOPIC, t, LITERAL, delivery, why) for t in needs.targets]
     acls += [Acl(TOPIC, t, PREFIXED, delivery, why) for t in needs.target_prefixes]
-    if needs.bucket_prefix:
-        acls.append(
-            Acl(TOPIC, needs.bucket_prefix, PREFIXED, ("Delete", *READ_WRITE),
-                "bucket copies written, read, and deleted once read (DeleteRecords)")
-        )  # fmt: skip
+    acls += needs.hold
     acls += [
         Acl(GROUP, prefix, PREFIXED, ("Read", "Describe"),
             "consumer offsets (the committer's), the query lease, Spark's source")

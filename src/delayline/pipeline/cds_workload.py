@@ -22,7 +22,7 @@ def main(archive: Path) -> None:
     """Run the workload in a JVM that records ``archive`` at its exit."""
     from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark's convention
 
-    from delayline.holds.jvm import JvmHold  # noqa: PLC0415 - pyspark loads once the JVM's options are set
+    from delayline.holds.hold import hold_for  # noqa: PLC0415 - pyspark loads once the JVM's options are set
     from delayline.pipeline.session import build_session  # noqa: PLC0415 - pyspark loads once the JVM's options are set
 
     with tempfile.TemporaryDirectory(prefix="delayline-cds-") as tmp:
@@ -49,7 +49,7 @@ def main(archive: Path) -> None:
                 F.struct(F.lit("scheduler-epoch").alias("key"), F.lit(b"1").alias("value")),
             ).alias("headers"),
         )
-        events = JvmHold(config).stage(records)
+        events = hold_for(config).stage(records)  # the default hold's classes
 
         def fire(frame: Any, _batch_id: int) -> None:
             frame.mapInArrow(_count_rows, "rows LONG").collect()

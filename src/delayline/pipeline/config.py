@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from delayline.contract.topology import Topology
 from delayline.core.identifiers import inflight_topic, transactional_id, wake_topic
 from delayline.errors import ConfigError
-from delayline.holds.buckets.config import BucketsConfig
-from delayline.holds.redis.config import RedisHoldConfig
+from delayline.holds.registry import hold_kind
 
 DEFAULT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 DEFAULT_LEAD_MS = 5_000
@@ -68,15 +68,10 @@ class PipelineConfig:
             timers are raised at the next tick after their raise time (up to a second
             later; within the lead, so deliveries stay on time).
         heartbeat_interval_ms: With ``wake``, the longest time without a micro-batch.
-        hold: Where pending schedules wait (:data:`delayline.holds.hold.HOLDS`):
-            ``jvm`` (Spark state through a Java processor, durable, the fast one),
-            ``spark`` (the same through Python's ``transformWithState``, durable, slower)
-            ``memory`` (not durable), ``redis`` (a Redis sorted set, durable, shared by
-            every pipeline of one Redis prefix: :mod:`delayline.holds.redis`) or
-            ``buckets`` (Kafka time-bucket topics, durable, Spark state holds versions
-            only: :mod:`delayline.holds.buckets`).
-        redis: Settings of the Redis hold (used only with ``hold="redis"``).
-        buckets: Settings of the bucket hold (used only with ``hold="buckets"``).
+        hold: Where pending schedules wait: the name of an entry of
+            :data:`delayline.holds.registry.HOLD_KINDS` (each says what it is).
+        hold_settings: The hold's own settings, of its entry's ``settings`` class;
+            ``None``: its defaults.
         max_offsets_per_trigger: Cap on records read per micro-batch. Timers fire only
             between batches, so a cap bounds lateness while a backlog is read.
         lead_ms: The hold hands a schedule to the fire stage this long before its due
@@ -124,8 +119,7 @@ class PipelineConfig:
     lead_ms: int = DEFAULT_LEAD_MS
     engine_nice: int = 10
     waker: str = OWN_WAKER
-    redis: RedisHoldConfig = field(default_factory=RedisHoldConfig)
-    buckets: BucketsConfig = field(default_factory=BucketsConfig)
+    hold_settings: Any = None
     outage_timeout_ms: int = 300_000
 
     def __post_init__(self) -> None:
@@ -151,13 +145,23 @@ class PipelineConfig:
             raise ConfigError("heartbeat interval must be at least 1 s")
         if self.outage_timeout_ms < 0:
             raise ConfigError("outage timeout must not be negative")
-        if self.hold in ("memory", "redis") and not self.wake:
-            # Its query keeps no Spark state, so Spark runs no batch without input.
-            raise ConfigError(f"the {self.hold} hold needs the waker: drop --no-wake")
+        self._check_hold()
         if self.wake and self.wake_topic_name in self.topology.input_topics:
             raise ConfigError(
                 "the wake topic must not be a schedules, envelope or timer-request topic"
             )
+
+    def _check_hold(self) -> None:
+        kind = hold_kind(self.hold)
+        if self.hold_settings is None:
+            object.__setattr__(self, "hold_settings", kind.default_settings())
+        elif kind.settings is None or not isinstance(self.hold_settings, kind.settings):
+            raise ConfigError(
+                f"the {self.hold} hold takes no {type(self.hold_settings).__name__} settings"
+            )
+        if kind.needs_waker and not self.wake:
+            # Its query keeps no Spark state, so Spark runs no batch without input.
+            raise ConfigError(f"the {self.hold} hold needs the waker: drop --no-wake")
 
     @property
     def wake_topic_name(self) -> str:

@@ -28,10 +28,12 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 from delayline.contract import events as r
 from delayline.contract.columns import parsed
 from delayline.errors import ConfigError
+from delayline.holds.buckets.config import BucketsConfig
 from delayline.holds.buckets.read import COLUMNS
 from delayline.holds.buckets.source import NAME, BucketSource, layout_options
 from delayline.holds.hold import Hold
 from delayline.holds.jvm import holds_class
+from delayline.holds.registry import settings_of
 
 
 def gate_input(records: DataFrame) -> DataFrame:
@@ -63,7 +65,7 @@ class BucketHold(Hold):
             .options(
                 **layout_options(
                     config.topology.bootstrap_servers,
-                    config.buckets,
+                    settings_of(config, BucketsConfig),
                     config.max_offsets_per_trigger,
                     tasks=config.shuffle_partitions,
                 )

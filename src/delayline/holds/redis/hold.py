@@ -41,6 +41,7 @@ from delayline.holds.hold import Deliver, Hold, RunSettings
 from delayline.holds.redis.config import RedisHoldConfig
 from delayline.holds.redis.store import RedisStore
 from delayline.holds.redis.takeover import owner_json, take_over
+from delayline.holds.registry import settings_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -87,6 +88,7 @@ class RedisHold(Hold):
 
     def __init__(self, config: RunSettings, deliver: Deliver | None = None) -> None:
         super().__init__(config, deliver)
+        self.settings = settings_of(config, RedisHoldConfig)
         self._store: RedisStore | None = None
         self._run: str | None = None
         self._stop = threading.Event()
@@ -99,7 +101,7 @@ class RedisHold(Hold):
         if self._store is None:
             config = self.config
             self._store = RedisStore(
-                config.redis, InputParser(config.topology), config.lead_ms, config.max_lateness_ms
+                self.settings, InputParser(config.topology), config.lead_ms, config.max_lateness_ms
             )
         return self._store
 
@@ -121,7 +123,7 @@ class RedisHold(Hold):
                 raise ConfigError("the Redis hold needs the fire stage to take over batches")
             take_over(store, config, run, now, self.deliver)
         job = TaskJob(
-            config.redis,
+            self.settings,
             config.topology,
             config.lead_ms,
             config.max_lateness_ms,
@@ -167,12 +169,12 @@ class RedisHold(Hold):
         # Ended already: its owner is alive (it releases on its next batch) or was just
         # taken; look again a lease later instead of waking at once, batch after batch.
         now = SystemClock().now_ms()
-        return [lease_end if lease_end > now else now + self.config.redis.lease_ms]
+        return [lease_end if lease_end > now else now + self.settings.lease_ms]
 
     def close(self) -> None:
         self._stop.set()
         if self._beat is not None:
-            self._beat.join(timeout=self.config.redis.timeout_ms / 1000 + 5)
+            self._beat.join(timeout=self.settings.timeout_ms / 1000 + 5)
             self._beat = None
         if self._run is not None and self._store is not None:
             try:
@@ -199,17 +201,17 @@ class RedisHold(Hold):
         if taken is not None and taken[0] == redis_txn_claim(config.transactional_id):
             raise TopicTakenError(
                 f"pipeline {taken[1]} (heartbeat {now - taken[2]} ms ago) runs under query "
-                f"name {config.query_name!r} too, through Redis {config.redis.safe_url} prefix "
-                f"{config.redis.prefix!r}: the two would fence each other's Kafka "
+                f"name {config.query_name!r} too, through Redis {self.settings.safe_url} prefix "
+                f"{self.settings.prefix!r}: the two would fence each other's Kafka "
                 "transactions; give each pipeline its own --query-name"
             )
         if taken is not None:
             topic, other, seen = taken
             raise TopicTakenError(
                 f"topic {topic!r} is read by pipeline {other} (heartbeat {now - seen} ms ago) "
-                f"through Redis {config.redis.safe_url} prefix {config.redis.prefix!r}; one "
+                f"through Redis {self.settings.safe_url} prefix {self.settings.prefix!r}; one "
                 "pipeline per topic. If that pipeline is gone, it is released "
-                f"{config.redis.lease_ms} ms after its last heartbeat"
+                f"{self.settings.lease_ms} ms after its last heartbeat"
             )
         self._run = run
         self._beat = threading.Thread(
@@ -222,7 +224,7 @@ class RedisHold(Hold):
         return run
 
     def _heartbeats(self, store: RedisStore, run: str, stop: threading.Event) -> None:
-        interval = self.config.redis.lease_ms / 4000
+        interval = self.settings.lease_ms / 4000
         while not stop.wait(interval):
             try:
                 store.heartbeat(run, SystemClock().now_ms())

@@ -23,7 +23,9 @@ from typing import Any, TypeVar
 from delayline.contract.topology import Topology
 from delayline.core.identifiers import partition_transactional_id
 from delayline.holds.hold import Deliver, RunSettings
+from delayline.holds.redis.config import RedisHoldConfig
 from delayline.holds.redis.store import RedisStore, TaskRecord
+from delayline.holds.registry import settings_of
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +79,7 @@ def take_over(
     and it is tried again, by this or another pipeline.
     """
     seen = store.last_seen()
-    lease = config.redis.lease_ms
+    lease = settings_of(config, RedisHoldConfig).lease_ms
     finished = 0
     for key in store.expired_tasks(now_ms):
         owner = store.task_run(key)

@@ -1,0 +1,41 @@
+"""``--hold`` and every hold's own flags (from :data:`delayline.holds.registry.HOLD_KINDS`),
+shared by ``run``, ``topics create`` and ``acls``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from delayline.cli._common import duration_arg, env_flag, one_of
+from delayline.holds.registry import HOLD_KINDS, hold_kind, settings_from_flags
+
+
+def add_hold_flags(parser: argparse.ArgumentParser | Any, help: str) -> None:
+    """``--hold`` (``help`` says what it does here, the holds are listed after it) and
+    each hold's flags, each with its environment variable."""
+    kinds = "; ".join(f"{kind.name}: {kind.summary}" for kind in HOLD_KINDS.values())
+    env_flag(
+        parser,
+        "--hold",
+        env="DELAYLINE_HOLD",
+        default="jvm",
+        type=one_of(HOLD_KINDS),
+        help=f"{help} ({kinds})",
+    )
+    for kind in HOLD_KINDS.values():
+        for flag in kind.flags:
+            env_flag(
+                parser,
+                flag.name,
+                env=flag.env,
+                default=flag.default,
+                type=duration_arg(flag.parse),
+                dest=flag.dest,
+                metavar=flag.metavar,
+                help=f"--hold {kind.name}: {flag.help}",
+            )
+
+
+def hold_settings_from(args: argparse.Namespace) -> Any:
+    """The settings of the hold ``--hold`` names, from its flags."""
+    return settings_from_flags(hold_kind(args.hold), vars(args))

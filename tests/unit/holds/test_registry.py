@@ -25,7 +25,8 @@ def test_flags_are_distinct_and_named_in_help() -> None:
     parser = build_parser()
     for command in ("run", "acls"):
         subparsers = next(a for a in parser._actions if a.dest == "command")
-        help_text = subparsers.choices[command].format_help()  # type: ignore[attr-defined]
+        assert isinstance(subparsers.choices, dict)
+        help_text = subparsers.choices[command].format_help()
         for flag in flags:
             assert flag.name in help_text, (command, flag.name)
             assert flag.env in help_text, (command, flag.env)

@@ -10,7 +10,7 @@ topic and delivers each schedule in a transaction committed at its due time:
   transaction. It is written as long before its first due time as recent writes took
   (plus :attr:`CommitterConfig.write_ahead_ms`) and committed at its latest due time
   by the broker's clock
-  (:mod:`delayline.fire.clock`), never before: a ``read_committed`` reader sees each
+  (:mod:`delayline.fire.broker_clock`), never before: a ``read_committed`` reader sees each
   delivery a few milliseconds after it is due, and its record timestamp is the due
   time. An open transaction holds back ``read_committed`` readers of the partitions it
   wrote to, which is why it opens only just before its due time, not a lead ahead.

@@ -28,7 +28,7 @@ from delayline.errors import DelaylineError
 HEADER = "delayline-inflight"
 """The last header of an in-flight record: what is needed to deliver it."""
 CLOCK_PROBE_KEY = b"delayline-clock-probe"
-"""Key of the tombstones :func:`delayline.fire.clock.measure` times (the committer
+"""Key of the tombstones :func:`delayline.fire.broker_clock.measure` times (the committer
 finds no schedule of that key and ignores them)."""
 
 

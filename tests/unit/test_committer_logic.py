@@ -16,7 +16,7 @@ from delayline.contract.topology import Topology
 from delayline.core.clock import ManualClock
 from delayline.core.model import Schedule, SourceRef
 from delayline.errors import ConfigError
-from delayline.fire import clock
+from delayline.fire import broker_clock as clock
 from delayline.fire.due_plan import DuePlan
 from delayline.fire.inflight import (
     HEADER,

@@ -51,7 +51,7 @@ from delayline.contract.topology import Topology
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.identifiers import committer_transactional_id
 from delayline.errors import DelaylineError
-from delayline.fire import clock as broker_clock
+from delayline.fire import broker_clock
 from delayline.fire.due_plan import DuePlan, Group, Pending
 from delayline.fire.inflight import render_inflight_tombstone
 from delayline.fire.inflight_reader import InflightReader

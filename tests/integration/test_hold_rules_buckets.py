@@ -61,14 +61,14 @@ class BucketDriver:
 
         out = []
         for row in DataFrame(events, self.spark).collect():
-            if row["kind"] == r.ROUTE:
+            if row["kind"] == r.Kind.ROUTE:
                 self.routes += 1
                 copy = render_copy(row.asDict(), self.layout, self.lead_ms)
                 assert copy.timestamp_ms == now_ms
                 self.buckets[copy.topic].append((now_ms, copy.value or b""))
-            elif row["kind"] == r.SUPERSEDED:
+            elif row["kind"] == r.Kind.SUPERSEDED:
                 continue
-            elif row["kind"] == r.REWRITE and row["headers"] is None:
+            elif row["kind"] == r.Kind.REWRITE and row["headers"] is None:
                 out.append(from_row(Row(**self._fetched(row.asDict()))))
             else:
                 out.append(from_row(row))
@@ -120,12 +120,12 @@ def test_a_copy_moves_down_the_buckets_and_fires_once_at_its_due_time(spark: Any
         "schedules", 0, 7, now, b"x", b"p",
         (("scheduler-epoch", b"1100"), ("scheduler-target-topic", b"t")),
     )  # fmt: skip
-    assert [e.kind for e in driver.batch([rec], now)] == [r.PLANNED]
+    assert [e.kind for e in driver.batch([rec], now)] == [r.Kind.PLANNED]
     assert [len(driver.buckets[t]) for t in driver.layout.topics][7] == 1  # 64-128 s
     seen = []
     for t in range(now + 2_000, 1_101_000, 2_000):
         seen += [(e.kind, t) for e in driver.batch([], t)]
-    assert seen == [(r.FIRE, 1_100_000)]
+    assert seen == [(r.Kind.RAISE, 1_100_000)]
     assert 2 <= driver.routes <= 9, "one route per bucket on the way down, at most"
     assert all(not copies for copies in driver.buckets.values())
     assert driver.held_offset("schedules", "x") is None
@@ -141,7 +141,7 @@ def test_a_copy_that_is_not_the_live_one_is_dropped(spark: Any) -> None:
     second = ConsumedRecord("schedules", 0, 2, now, b"x", b"v2", headers)
     driver.batch([first], now)
     stale = [(t, list(c)) for t, c in driver.buckets.items() if c]
-    assert [e.kind for e in driver.batch([second], now + 1)] == [r.UPDATED]
+    assert [e.kind for e in driver.batch([second], now + 1)] == [r.Kind.UPDATED]
     forged = encode_copy(
         {"src_topic": "schedules", "src_partition": 0, "src_offset": 2,
          "src_timestamp_ms": now, "id": "x", "due_ms": 1_010_000, "at_ms": now - 5,
@@ -150,5 +150,5 @@ def test_a_copy_that_is_not_the_live_one_is_dropped(spark: Any) -> None:
     )  # fmt: skip
     driver.buckets[driver.layout.topic(0)].append((now, forged))
     fired = [e for t in range(now, 1_011_000, 500) for e in driver.batch([], t)]
-    assert [(e.kind, e.value) for e in fired] == [(r.FIRE, b"v2")]
+    assert [(e.kind, e.value) for e in fired] == [(r.Kind.RAISE, b"v2")]
     assert stale, "the first version's copy was routed"

@@ -71,6 +71,6 @@ def test_the_jvm_hold_encodes_headers_as_the_python_codec(spark: Any) -> None:
     from pyspark.sql import DataFrame  # noqa: PLC0415
 
     rows = DataFrame(driver.tester.batch(frame._jdf, 1_000_500), spark).collect()
-    (fired,) = [row for row in rows if row["kind"] == r.FIRE]
+    (fired,) = [row for row in rows if row["kind"] == r.Kind.RAISE]
     assert bytes(fired["headers"]) == encode_headers(headers)
     assert decode_headers(bytes(fired["headers"])) == headers

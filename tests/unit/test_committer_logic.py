@@ -174,16 +174,20 @@ def test_with_a_lead_the_fire_stage_hands_over_all_but_what_is_too_large(
 ) -> None:
     config = PipelineConfig(Topology(), lead_ms=lead_ms)
     big = replace(schedule("a", due_ms), payload=b"p" * payload_bytes)
-    row = r.event_row(HoldEvent(r.FIRE, 9_000, "a", schedule=big))
+    row = r.event_row(HoldEvent(r.Kind.RAISE, 9_000, "a", schedule=big))
     firer = _Recorder()
     report = fire_rows([row], 0, 1, "run", config, firer, ManualClock(10_000))  # type: ignore[arg-type]
     topics = [getattr(x, "topic", "firing") for x in firer.records]
     if handed:
         assert topics == [config.inflight_topic_name, "schedules"]  # in-flight, tombstone
-        assert (report.counts[HANDED], report.counts[r.FIRE], report.lateness_ms) == (1, 0, [])
+        assert (report.counts[HANDED], report.counts[r.Kind.RAISE], report.lateness_ms) == (
+            1,
+            0,
+            [],
+        )
     else:
         assert topics == ["firing"]
-        assert (report.counts[HANDED], report.counts[r.FIRE]) == (0, 1)
+        assert (report.counts[HANDED], report.counts[r.Kind.RAISE]) == (0, 1)
 
 
 def test_a_committer_delivery_is_stamped_with_its_due_time_and_writes_no_tombstone() -> None:

@@ -87,7 +87,7 @@ def test_dead_letter_keeps_the_record_and_adds_reason_and_source() -> None:
 
 
 def test_fire_event_becomes_delivery_tombstone_and_history() -> None:
-    event = r.schedule_event(r.FIRE, SCHEDULE, at_ms=1)
+    event = r.schedule_event(r.Kind.RAISE, SCHEDULE, at_ms=1)
     config = PipelineConfig(Topology(history_topic="hist", dead_letter_topic="dlq"))
     delivery, tomb, history = to_records(event, config)
     assert (delivery.topic, delivery.key, delivery.value) == ("online-videos", b"vid1", b"video 1")
@@ -112,7 +112,7 @@ def test_fire_event_becomes_delivery_tombstone_and_history() -> None:
 
 
 def test_expired_schedule_is_dead_lettered_and_tombstoned() -> None:
-    event = r.schedule_event(r.DEAD, SCHEDULE, at_ms=1, reason="expired")
+    event = r.schedule_event(r.Kind.DEAD, SCHEDULE, at_ms=1, reason="expired")
     dead, tomb = to_records(event, PipelineConfig(Topology(dead_letter_topic="dlq")))
     assert (dead.topic, dead.key, dead.value) == ("dlq", b"vid1-online", b"video 1")
     assert dict(dead.headers)["delayline-error"] == b"expired"
@@ -122,14 +122,21 @@ def test_expired_schedule_is_dead_lettered_and_tombstoned() -> None:
 
 def test_invalid_record_is_only_dead_lettered_and_bookkeeping_writes_nothing() -> None:
     record = ConsumedRecord("schedules", 0, 3, 0, b"k", b"v", ())
-    (dead,) = to_records(r.record_event(r.DEAD, record, 1, "bad"), PipelineConfig())
+    (dead,) = to_records(r.record_event(r.Kind.DEAD, record, 1, "bad"), PipelineConfig())
     assert dead.topic == "delayline-dead-letters"
-    for kind in (r.PLANNED, r.UPDATED, r.CANCELLED, r.UNKNOWN_CANCEL, r.OWN_TOMBSTONE, r.STALE):
+    for kind in (
+        r.Kind.PLANNED,
+        r.Kind.UPDATED,
+        r.Kind.CANCELLED,
+        r.Kind.UNKNOWN_CANCEL,
+        r.Kind.OWN_TOMBSTONE,
+        r.Kind.STALE,
+    ):
         assert to_records(r.record_event(kind, record, 1, sid="k"), PipelineConfig()) == []
 
 
 def test_rewrite_appends_the_held_version_as_it_was() -> None:
-    (again,) = to_records(r.schedule_event(r.REWRITE, SCHEDULE, at_ms=1), PipelineConfig())
+    (again,) = to_records(r.schedule_event(r.Kind.REWRITE, SCHEDULE, at_ms=1), PipelineConfig())
     assert (again.topic, again.partition, again.key, again.value) == (
         "schedules",
         2,
@@ -143,13 +150,13 @@ def test_rewrite_appends_the_held_version_as_it_was() -> None:
 def test_a_rewrite_read_back_is_its_original_and_delivers_without_the_copy_header() -> None:
     """The copy parses to the version it copies (same place in the order), a copy of
     the copy names the same original, and the delivery carries no copy-of header."""
-    (again,) = to_records(r.schedule_event(r.REWRITE, SCHEDULE, at_ms=1), PipelineConfig())
+    (again,) = to_records(r.schedule_event(r.Kind.REWRITE, SCHEDULE, at_ms=1), PipelineConfig())
     read = ConsumedRecord(again.topic, 2, SOURCE.offset + 9, SOURCE.timestamp_ms, again.key,
                           again.value, again.headers)  # fmt: skip
     parsed = parse_record(read)
     assert isinstance(parsed, Schedule)
     assert parsed.source == SOURCE
-    (twice,) = to_records(r.schedule_event(r.REWRITE, parsed, at_ms=2), PipelineConfig())
+    (twice,) = to_records(r.schedule_event(r.Kind.REWRITE, parsed, at_ms=2), PipelineConfig())
     assert twice.headers == again.headers
     assert h.COPY_OF not in dict(render_delivery(parsed).headers)
     assert h.COPY_OF not in dict(render_history(parsed, "history").headers)
@@ -160,11 +167,11 @@ def test_a_rewrite_is_written_only_to_compacted_topics_a_retire_to_any() -> None
     envelope topic (not compacted) it would be dead-lettered as a malformed envelope. A
     retire is delayline's own tombstone, which every contract reads as such."""
     config = PipelineConfig(Topology(envelope_topics=("env",), timer_request_topics=("timers",)))
-    assert to_records(r.schedule_event(r.REWRITE, SCHEDULE, at_ms=1), config)
+    assert to_records(r.schedule_event(r.Kind.REWRITE, SCHEDULE, at_ms=1), config)
     for topic in ("env", "timers"):
         moved = Schedule(**{**_fields(SCHEDULE), "source": SourceRef(topic, 2, 41, 0)})
-        assert to_records(r.schedule_event(r.REWRITE, moved, at_ms=1), config) == []
-        (tomb,) = to_records(r.schedule_event(r.RETIRE, moved, at_ms=1), config)
+        assert to_records(r.schedule_event(r.Kind.REWRITE, moved, at_ms=1), config) == []
+        (tomb,) = to_records(r.schedule_event(r.Kind.RETIRE, moved, at_ms=1), config)
         assert (tomb.topic, tomb.partition, tomb.value) == (topic, 2, None)
         assert tomb.headers == (("delayline-fired-offset", b"41"),)
 
@@ -174,7 +181,7 @@ def test_an_envelope_dead_letter_has_the_envelope_parsers_reason() -> None:
     bad = ConsumedRecord(
         "env", 0, 3, 0, None, b'{"topic":"t","message":"m"}', (("CALLER_SERVICE", b"s"),)
     )
-    (dead,) = to_records(r.record_event(r.DEAD, bad, at_ms=1), config)
+    (dead,) = to_records(r.record_event(r.Kind.DEAD, bad, at_ms=1), config)
     assert (dead.topic, dead.value) == ("dlq", bad.value)
     assert dict(dead.headers)["delayline-error"] == b"envelope has neither 'countdown' nor 'at'"
 

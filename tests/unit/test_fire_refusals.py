@@ -242,7 +242,7 @@ def test_any_other_error_is_a_problem_naming_the_schedule_and_topic() -> None:
 
 def test_a_firing_writes_what_a_fire_event_always_wrote() -> None:
     s = schedule("id-1", "orders")
-    row = r.schedule_event(r.FIRE, s, at_ms=2_000)
+    row = r.schedule_event(r.Kind.RAISE, s, at_ms=2_000)
 
     class Config:
         class topology:  # noqa: N801 - stands in for the Topology attribute

@@ -29,10 +29,14 @@ def samples(metrics: PipelineMetrics) -> dict[str, float]:
 def test_batches_and_progress_become_counters_histogram_and_gauge() -> None:
     metrics = PipelineMetrics()
     report = BatchReport(
-        3, Counter({r.FIRE: 2, r.PLANNED: 5, r.UPDATED: 1, r.INVALID: 1, r.MISSED: 1}), [400, 1_600]
+        3,
+        Counter(
+            {r.Kind.RAISE: 2, r.Kind.PLANNED: 5, r.Kind.UPDATED: 1, r.INVALID: 1, r.Kind.MISSED: 1}
+        ),
+        [400, 1_600],
     )
     metrics.observe_batch(report)
-    metrics.observe_batch(BatchReport(4, Counter({r.FIRE: 7}), [1, 2], committed=False))
+    metrics.observe_batch(BatchReport(4, Counter({r.Kind.RAISE: 7}), [1, 2], committed=False))
     progress = {
         "batchId": 3,
         "numInputRows": 8,
@@ -55,7 +59,7 @@ def test_batches_and_progress_become_counters_histogram_and_gauge() -> None:
 
 def test_server_answers_metrics_and_progress() -> None:
     metrics = PipelineMetrics()
-    metrics.observe_batch(BatchReport(1, Counter({r.FIRE: 1}), [250]))
+    metrics.observe_batch(BatchReport(1, Counter({r.Kind.RAISE: 1}), [250]))
     metrics.observe_progress([{"batchId": 1, "numInputRows": 1, "stateOperators": []}])
     server = MetricsServer(metrics, "127.0.0.1", 0)
     server.start()
@@ -77,7 +81,7 @@ def test_past_due_deliveries_have_their_own_histogram_and_refused_ones_a_counter
     days = 2_517 * 86_400
     report = BatchReport(
         7,
-        Counter({r.FIRE: 2, r.MISSED: 1, REFUSED: 1}),
+        Counter({r.Kind.RAISE: 2, r.Kind.MISSED: 1, REFUSED: 1}),
         [1_000],
         missed_lateness_ms=[days * 1000],
     )
@@ -139,14 +143,14 @@ def test_readyz_needs_a_recent_batch_and_kafka_answering() -> None:
 
 def test_each_executors_tasks_and_writes_are_counted_by_label() -> None:
     metrics = PipelineMetrics()
-    report = BatchReport(5, Counter({r.FIRE: 5}), [1] * 5)
+    report = BatchReport(5, Counter({r.Kind.RAISE: 5}), [1] * 5)
     report.executors = {
-        "h/0": Counter({"tasks": 1, r.FIRE: 3}),
-        "h/1": Counter({"tasks": 2, r.FIRE: 2, "handed": 4}),
+        "h/0": Counter({"tasks": 1, r.Kind.RAISE: 3}),
+        "h/1": Counter({"tasks": 2, r.Kind.RAISE: 2, "handed": 4}),
     }
     metrics.observe_batch(report)
-    replayed = BatchReport(6, Counter({r.FIRE: 9}), committed=False)
-    replayed.executors = {"h/0": Counter({"tasks": 1, r.FIRE: 9})}
+    replayed = BatchReport(6, Counter({r.Kind.RAISE: 9}), committed=False)
+    replayed.executors = {"h/0": Counter({"tasks": 1, r.Kind.RAISE: 9})}
     metrics.observe_batch(replayed)  # wrote nothing: not counted
     labelled = {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value

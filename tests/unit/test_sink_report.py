@@ -101,10 +101,10 @@ def test_past_due_and_refused_deliveries_stay_out_of_the_lateness_of_on_time_one
     invalid = ConsumedRecord("sched", 0, 3, NOW_MS, b"junk", b"secret payload", ())
     sink([schedule(2, "years-late", NOW_MS - 2_517 * DAY_MS), invalid], 1)
     first, second = reports
-    assert first.counts == {r.PLANNED: 2}
-    assert second.counts[r.FIRE] == 2  # on-time and years-late; the refused one is not
+    assert first.counts == {r.Kind.PLANNED: 2}
+    assert second.counts[r.Kind.RAISE] == 2  # on-time and years-late; the refused one is not
     assert second.counts[REFUSED] == 1
-    assert second.counts[r.MISSED] == 1
+    assert second.counts[r.Kind.MISSED] == 1
     assert second.counts[r.INVALID] == 1
     assert second.lateness_ms == [1_000]  # on-time: due 5 s after planning, fired at 6 s
     assert second.missed_lateness_ms == [2_517 * DAY_MS + 6_000]
@@ -128,7 +128,7 @@ def test_an_expired_schedule_is_one_log_line_and_no_delivery(
     keyless = ConsumedRecord("sched", 0, 1, NOW_MS, None, b"secret payload", ())
     sink([schedule(0, "two-hours-late", NOW_MS - 7_200_000), keyless], 0)
     (report,) = reports
-    assert report.counts == {r.MISSED: 1, r.EXPIRED: 1, r.INVALID: 1}
+    assert report.counts == {r.Kind.MISSED: 1, r.EXPIRED: 1, r.INVALID: 1}
     assert (report.lateness_ms, report.missed_lateness_ms) == ([], [])
     assert [m for m in caplog.messages if "dead-lettered" in m] == [
         "batch 0: record sched/0/1 dead-lettered: missing schedule id (record key is empty)",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from pyspark.sql import Row
@@ -30,51 +31,54 @@ from delayline.core.model import Invalid, Parsed, Schedule, SourceRef
 
 log = logging.getLogger(__name__)
 
-# Kinds of events. Only FIRE, DEAD and REWRITE are written to Kafka; all are counted.
-FIRE = "fire"
-DEAD = "dead"
-PLANNED = "planned"
-UPDATED = "updated"
-CANCELLED = "cancelled"
-UNKNOWN_CANCEL = "unknown_cancel"
-OWN_TOMBSTONE = "own_tombstone"
-"""delayline's tombstone after a delivery, read back: the schedule is already gone."""
-STALE = "stale"
-MISSED = "missed"
-"""A schedule already due when it arrived (it fires, or expires, in the same batch)."""
-SHORT = "short"
-"""A schedule that arrived with less than the lead to go, not yet due: raised (FIRE) in
-the same batch, so no timer is set for it."""
-REWRITE = "rewrite"
-"""Append the held version to the schedules topic again: a record compaction would keep
-instead of it now sits after it in its partition."""
-RETIRE = "retire"
-"""Write delayline's tombstone for a version dropped in favour of another partition's
-record, into the version's own partition, so compaction removes it."""
-ROUTE = "route"
-"""The bucket hold's: write the version as a copy into the bucket of its remaining wait
-(:mod:`delayline.holds.buckets`)."""
-SUPERSEDED = "superseded"
-"""The bucket hold's: a copy that is not its schedule's live one came back and was
-dropped (its version was replaced, cancelled or fired)."""
-TIMER_KINDS = (PLANNED, UPDATED)
+
+class Kind(StrEnum):
+    """What the hold decided about a record or a schedule: the ``kind`` of a
+    :class:`HoldEvent` and of an event row. Only RAISE, DEAD, REWRITE, RETIRE and ROUTE
+    make the fire stage write; every kind is counted. The values are the wire format
+    (event rows of the JVM hold, the Redis hold's task records, metric labels)."""
+
+    RAISE = "fire"
+    """The schedule's raise time came (its due time less the lead): it is handed to the
+    fire stage, which delivers it at its due time (at once with no lead). Its value is
+    the one it had when raising and delivering were one step."""
+    DEAD = "dead"
+    """To the dead-letter topic: an invalid record, or a schedule past its max lateness."""
+    PLANNED = "planned"
+    """A new schedule is held; its timer is set."""
+    UPDATED = "updated"
+    """A newer version replaced the held one; its timer moved."""
+    CANCELLED = "cancelled"
+    """A tombstone ended the held version."""
+    UNKNOWN_CANCEL = "unknown_cancel"
+    """A tombstone of an id nothing is held for."""
+    OWN_TOMBSTONE = "own_tombstone"
+    """delayline's tombstone after a delivery, read back: the schedule is already gone."""
+    STALE = "stale"
+    """A version or tombstone older than what is held: ignored (replays are harmless)."""
+    MISSED = "missed"
+    """A schedule already due when it arrived (it is raised, or expires, in the same
+    batch)."""
+    SHORT = "short"
+    """A schedule that arrived with less than the lead to go, not yet due: raised in the
+    same batch, so no timer is set for it."""
+    REWRITE = "rewrite"
+    """Append the held version to the schedules topic again: a record compaction would
+    keep instead of it now sits after it in its partition."""
+    RETIRE = "retire"
+    """Write delayline's tombstone for a version dropped in favour of another partition's
+    record, into the version's own partition, so compaction removes it."""
+    ROUTE = "route"
+    """The bucket hold's: write the version as a copy into the bucket of its remaining
+    wait (:mod:`delayline.holds.buckets`)."""
+    SUPERSEDED = "superseded"
+    """The bucket hold's: a copy that is not its schedule's live one came back and was
+    dropped (its version was replaced, cancelled or fired)."""
+
+
+TIMER_KINDS = (Kind.PLANNED, Kind.UPDATED)
 """Events that carry the due time of a newly set timer."""
-KINDS = (
-    FIRE,
-    DEAD,
-    PLANNED,
-    UPDATED,
-    CANCELLED,
-    UNKNOWN_CANCEL,
-    OWN_TOMBSTONE,
-    STALE,
-    MISSED,
-    SHORT,
-    REWRITE,
-    RETIRE,
-    ROUTE,
-    SUPERSEDED,
-)
+KINDS = tuple(Kind)
 EXPIRED = "expired"
 """The dead-letter reason of a schedule later than the maximum lateness."""
 
@@ -87,7 +91,7 @@ class HoldEvent:
         kind: One of :data:`KINDS`.
         at_ms: The batch time it was decided at.
         id: The schedule id, when the record had a valid one.
-        schedule: For FIRE, REWRITE, RETIRE and an expired DEAD: the version concerned.
+        schedule: For RAISE, REWRITE, RETIRE and an expired DEAD: the version concerned.
         record: For an invalid DEAD: the record as read.
         due_ms: For PLANNED and UPDATED: the timer now set.
         reason: For DEAD: the dead-letter reason.
@@ -103,28 +107,15 @@ class HoldEvent:
 
 
 __all__ = [
-    "CANCELLED",
-    "DEAD",
     "EVENT_SCHEMA",
     "EXPIRED",
-    "FIRE",
     "INVALID",
     "KINDS",
-    "MISSED",
-    "OWN_TOMBSTONE",
-    "PLANNED",
-    "RETIRE",
-    "REWRITE",
-    "ROUTE",
-    "SHORT",
     "SOURCE_SCHEMA",
-    "STALE",
     "STATE_SCHEMA",
-    "SUPERSEDED",
     "TIMER_KINDS",
-    "UNKNOWN_CANCEL",
-    "UPDATED",
     "HoldEvent",
+    "Kind",
     "count_event",
     "dead_reason",
     "event_record",
@@ -332,7 +323,7 @@ def record_event(
 
 
 def event_schedule(row: Any) -> Schedule:
-    """The schedule an event row of kind FIRE (or expired DEAD) is about."""
+    """The schedule an event row of kind RAISE (or expired DEAD) is about."""
     return Schedule(
         id=row["id"],
         due_ms=int(row["due_ms"]),

@@ -78,7 +78,7 @@ def merge(batch_id: int, parts: Sequence[PartitionReport]) -> BatchReport:
         if part.executor:
             done = report.executors.setdefault(part.executor, Counter())
             done["tasks"] += 1
-            for kind in (r.FIRE, HANDED):
+            for kind in (r.Kind.RAISE, HANDED):
                 done[kind] += part.counts.get(kind, 0)
     return report
 
@@ -86,28 +86,28 @@ def merge(batch_id: int, parts: Sequence[PartitionReport]) -> BatchReport:
 def to_records(row: Any, config: RunSettings) -> list[OutgoingRecord]:
     """The Kafka records one event row turns into (none for bookkeeping kinds)."""
     kind = row["kind"]
-    if kind == r.REWRITE and not compacted(config.topology.contract_of(row["src_topic"])):
+    if kind == r.Kind.REWRITE and not compacted(config.topology.contract_of(row["src_topic"])):
         # It writes the header contract's record; only compaction needs it, and the
         # topics of other contracts are not compacted. (A retire is delayline's own
         # tombstone, which every contract reads: it keeps a replaced version from
         # coming back in a rebuild.)
         return []
-    if kind == r.FIRE:
+    if kind == r.Kind.RAISE:
         schedule = r.event_schedule(row)
         out = [render_delivery(schedule), render_tombstone(schedule)]
         if config.topology.history_topic:
             out.append(render_history(schedule, config.topology.history_topic))
         return out
-    if kind == r.RETIRE:
+    if kind == r.Kind.RETIRE:
         return [render_tombstone(r.event_schedule(row))]
-    if kind == r.ROUTE:
+    if kind == r.Kind.ROUTE:
         render = hold_kind(config.hold).render
         if render is None:
             raise FireError(f"the {config.hold} hold has no ROUTE events")
         return render(row, config.hold_settings, config.lead_ms)
-    if kind == r.REWRITE:
+    if kind == r.Kind.REWRITE:
         return [render_rewrite(r.event_schedule(row))]
-    if kind == r.DEAD:
+    if kind == r.Kind.DEAD:
         reason = r.dead_reason(row, InputParser(config.topology))
         dead = render_dead_letter(r.event_record(row), reason, config.topology.dead_letter_topic)
         if row["due_ms"] is None:
@@ -163,7 +163,7 @@ def fire_rows(
                     f"schedule {item.schedule.id!r} (from {source}) dead-lettered: {reason}"
                 )
     for row in rows:
-        if row["kind"] == r.DEAD:
+        if row["kind"] == r.Kind.DEAD:
             report.notes.append(_dead_letter_line(row, InputParser(config.topology)))
     if len(report.notes) > MAX_NOTES:
         more = len(report.notes) - MAX_NOTES
@@ -192,23 +192,23 @@ def _plan(
     ``batch_id``); without one it is delivered in the batch."""
     topology = config.topology
     batch = _Batch()
-    missed: set[str] = set()  # ids that arrived past due, until their FIRE or DEAD row
+    missed: set[str] = set()  # ids that arrived past due, until their RAISE or DEAD row
     for row in rows:
         kind = row["kind"]
         report.counts[_count_kind(row)] += 1
-        if kind == r.MISSED:
+        if kind == r.Kind.MISSED:
             missed.add(row["id"])
         elif (
-            kind == r.FIRE
+            kind == r.Kind.RAISE
             and (handed := _hand_off(row, config, batch_id, row["id"] in missed)) is not None
         ):
-            report.counts[r.FIRE] -= 1
+            report.counts[r.Kind.RAISE] -= 1
             report.counts[HANDED] += 1
             if row["id"] in missed:  # how late it was written; the committer delivers it now
                 missed.discard(row["id"])
                 report.missed_lateness_ms.append(now_ms - int(row["due_ms"]))
             batch.records.extend((handed, render_tombstone(r.event_schedule(row))))
-        elif kind == r.FIRE:  # a refused delivery becomes a dead letter
+        elif kind == r.Kind.RAISE:  # a refused delivery becomes a dead letter
             batch.fires[len(batch.records)] = (int(row["due_ms"]), row["id"] in missed)
             missed.discard(row["id"])
             schedule = r.event_schedule(row)
@@ -216,14 +216,14 @@ def _plan(
                 Firing(schedule, topology.dead_letter_topic, topology.history_topic)
             )
         else:
-            if kind == r.DEAD:
+            if kind == r.Kind.DEAD:
                 missed.discard(row["id"])
             batch.records.extend(to_records(row, config))
     return batch
 
 
 def _hand_off(row: Any, config: RunSettings, batch_id: int, missed: bool) -> OutgoingRecord | None:
-    """The in-flight record of a FIRE row (with a lead), or ``None`` to deliver it in
+    """The in-flight record of a RAISE row (with a lead), or ``None`` to deliver it in
     this batch: without a lead, or too large for the in-flight topic (it then goes the
     way of any delivery, dead-lettered if refused). One already due is handed over too:
     the committer delivers it at once, after its watch had its say (a cancel written
@@ -250,7 +250,7 @@ def _account(
         late = report.missed_lateness_ms if past_due else report.lateness_ms
         late.append(committed_ms - due_ms)
     if refused:
-        report.counts[r.FIRE] -= len(refused)
+        report.counts[r.Kind.RAISE] -= len(refused)
         report.counts[REFUSED] += len(refused)
 
 
@@ -276,6 +276,6 @@ def _key_text(key: bytes | None) -> str | None:
 
 
 def _count_kind(row: Any) -> str:
-    if row["kind"] == r.DEAD:
+    if row["kind"] == r.Kind.DEAD:
         return r.INVALID if row["due_ms"] is None else r.EXPIRED
     return str(row["kind"])

@@ -32,13 +32,13 @@ def fill_rewrites(rows: Sequence[dict[str, Any]], bootstrap_servers: str) -> lis
     left out and logged: the copy still delivers the schedule, only a rebuild from the
     topic would miss it until the copy fires.
     """
-    wanted = [row for row in rows if row["kind"] == r.REWRITE and row["headers"] is None]
+    wanted = [row for row in rows if row["kind"] == r.Kind.REWRITE and row["headers"] is None]
     if not wanted:
         return list(rows)
     found = _fetch(bootstrap_servers, [_place(row) for row in wanted])
     out = []
     for row in rows:
-        if row["kind"] != r.REWRITE or row["headers"] is not None:
+        if row["kind"] != r.Kind.REWRITE or row["headers"] is not None:
             out.append(row)
             continue
         record = found.get(_place(row))

@@ -197,7 +197,7 @@ def split_events(
     return rows, counts, sorted({wake_slot(raise_ms(int(d), lead_ms)) for d in due})
 
 
-_ROW_KINDS = [r.FIRE, r.DEAD, r.REWRITE, r.RETIRE, r.MISSED, r.ROUTE]
+_ROW_KINDS = [r.Kind.RAISE, r.Kind.DEAD, r.Kind.REWRITE, r.Kind.RETIRE, r.Kind.MISSED, r.Kind.ROUTE]
 """Kinds the fire stage needs row by row (the rest are only counted)."""
 
 

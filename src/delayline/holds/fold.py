@@ -2,7 +2,7 @@
 
 Every hold (in memory, Spark state, and the next ones) keeps, per schedules topic and
 schedule id, at most one pending version, and applies :func:`fold` to the records of
-that id in each micro-batch and :func:`fire` when its timer is due. The rules:
+that id in each micro-batch and :func:`timer_event` when its timer is due. The rules:
 
 * **Newer wins.** A version replaces the held one only if it supersedes it
   (:func:`delayline.core.versions.supersedes`: offset order within a partition, record
@@ -51,22 +51,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from delayline.contract import ConsumedRecord, parse_record
-from delayline.contract.events import (
-    CANCELLED,
-    DEAD,
-    EXPIRED,
-    FIRE,
-    MISSED,
-    OWN_TOMBSTONE,
-    PLANNED,
-    RETIRE,
-    REWRITE,
-    SHORT,
-    STALE,
-    UNKNOWN_CANCEL,
-    UPDATED,
-    HoldEvent,
-)
+from delayline.contract.events import EXPIRED, HoldEvent, Kind
 from delayline.core.model import Cancel, Invalid, Parsed, Schedule, SourceRef
 from delayline.core.versions import supersedes
 
@@ -130,23 +115,23 @@ def fold(  # noqa: C901 - one branch per kind of record, as Fold.java has them
         if last_in.get(at.partition, -1) > read_at or at in retired:
             return
         retired.append(at)
-        events.append(HoldEvent(RETIRE, now_ms, dropped.id, schedule=dropped))
+        events.append(HoldEvent(Kind.RETIRE, now_ms, dropped.id, schedule=dropped))
 
     for record in ordered:
         parsed = parse(record)
         # A copy's place in the order of versions is its original's.
         source = parsed.source if isinstance(parsed, Schedule) and parsed.source else record.source
         if isinstance(parsed, Invalid):
-            events.append(HoldEvent(DEAD, now_ms, record=record, reason=parsed.reason))
+            events.append(HoldEvent(Kind.DEAD, now_ms, record=record, reason=parsed.reason))
             hidden = hidden or _hides(source, current)
         elif isinstance(parsed, Cancel) and parsed.fired_offset is not None:
             # Names the version it ends, so it is not ordered against the newest one.
             kind, hides = _own_tombstone(parsed.fired_offset, source, current)
-            current = current if kind == STALE else None
+            current = current if kind == Kind.STALE else None
             hidden = hidden or hides
             events.append(HoldEvent(kind, now_ms, parsed.id))
         elif newest is not None and not supersedes(source, newest):
-            events.append(HoldEvent(STALE, now_ms, parsed.id))
+            events.append(HoldEvent(Kind.STALE, now_ms, parsed.id))
             if isinstance(parsed, Schedule) and _same_place(source, current):
                 # A copy of the held version, read back: it now sits after what hid it.
                 current_at, hidden = record.offset, False
@@ -155,7 +140,7 @@ def fold(  # noqa: C901 - one branch per kind of record, as Fold.java has them
                 hidden = hidden or _hides(record.source, current)
                 retire(parsed, record.offset, newest)
         elif isinstance(parsed, Cancel):
-            kind = UNKNOWN_CANCEL if current is None else CANCELLED
+            kind = Kind.UNKNOWN_CANCEL if current is None else Kind.CANCELLED
             events.append(HoldEvent(kind, now_ms, parsed.id))
             retire(current, current_at, source)
             current, current_at, newest, hidden = None, None, source, False
@@ -170,22 +155,22 @@ def raise_ms(due_ms: int, lead_ms: int) -> int:
     return due_ms - lead_ms
 
 
-def fire(schedule: Schedule, now_ms: int, max_lateness_ms: int | None = None) -> HoldEvent:
-    """The event of a held version whose timer is due: FIRE, or DEAD when expired."""
+def timer_event(schedule: Schedule, now_ms: int, max_lateness_ms: int | None = None) -> HoldEvent:
+    """The event of a held version whose timer is due: RAISE, or DEAD when expired."""
     if max_lateness_ms is not None and now_ms - schedule.due_ms > max_lateness_ms:
-        return HoldEvent(DEAD, now_ms, schedule.id, schedule=schedule, reason=EXPIRED)
-    return HoldEvent(FIRE, now_ms, schedule.id, schedule=schedule)
+        return HoldEvent(Kind.DEAD, now_ms, schedule.id, schedule=schedule, reason=EXPIRED)
+    return HoldEvent(Kind.RAISE, now_ms, schedule.id, schedule=schedule)
 
 
 def _own_tombstone(fired_offset: int, source: SourceRef, held: Schedule | None) -> tuple[str, bool]:
     """(event kind, whether the tombstone hides the held version from compaction)."""
     if held is None:
-        return OWN_TOMBSTONE, False
+        return Kind.OWN_TOMBSTONE, False
     held_at = held.require_source()
     if held_at.partition == source.partition and held_at.offset <= fired_offset:
-        return CANCELLED, False
+        return Kind.CANCELLED, False
     # Our tombstone of an older, fired version: the held one is newer and stays.
-    return STALE, _hides(source, held)
+    return Kind.STALE, _hides(source, held)
 
 
 def _same_place(source: SourceRef, held: Schedule | None) -> bool:
@@ -213,17 +198,17 @@ def _settle(
 ) -> Folded:
     """Act on the folded result: rewrite, fire at once, or (re)set the timer."""
     if hidden and held is not None and raise_ms(held.due_ms, lead_ms) > now_ms:
-        events.append(HoldEvent(REWRITE, now_ms, held.id, schedule=held))
+        events.append(HoldEvent(Kind.REWRITE, now_ms, held.id, schedule=held))
     if held is before:
         return Folded(held, events)
     timer_from = None if before is None else raise_ms(before.due_ms, lead_ms)
     if held is None:
         return Folded(None, events, timer_from)
     if raise_ms(held.due_ms, lead_ms) <= now_ms:
-        kind = MISSED if held.due_ms <= now_ms else SHORT
+        kind = Kind.MISSED if held.due_ms <= now_ms else Kind.SHORT
         events.append(HoldEvent(kind, now_ms, held.id))
-        events.append(fire(held, now_ms, max_lateness_ms))
+        events.append(timer_event(held, now_ms, max_lateness_ms))
         return Folded(None, events, timer_from)
-    kind = PLANNED if before is None else UPDATED
+    kind = Kind.PLANNED if before is None else Kind.UPDATED
     events.append(HoldEvent(kind, now_ms, held.id, due_ms=held.due_ms))
     return Folded(held, events, timer_from, raise_ms(held.due_ms, lead_ms))

@@ -95,7 +95,7 @@ class Hold(abc.ABC):
       schedule id): newer wins, a tombstone cancels, delayline's own tombstones never
       cancel a newer version, a version hidden from compaction is rewritten, due on
       arrival fires, max lateness expires.
-    - A schedule is handed to the fire stage (a FIRE or expired DEAD event) only at or
+    - A schedule is handed to the fire stage (a RAISE or expired DEAD event) only at or
       after its due time, and once per version, unless the batch that did so is
       replayed; a replayed batch yields the same events.
     - :attr:`durable` holds survive a crash or restart with every pending schedule;

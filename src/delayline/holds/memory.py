@@ -19,7 +19,7 @@ from delayline.contract.contracts import InputParser
 from delayline.contract.events import HoldEvent
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.model import Schedule
-from delayline.holds.fold import fire, fold, raise_ms
+from delayline.holds.fold import fold, raise_ms, timer_event
 from delayline.holds.hold import Deliver, Hold, RunSettings
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ class MemoryHold(Hold):
             if held is None or raise_ms(held.due_ms, self.config.lead_ms) != timer_ms:
                 continue  # the timer of a replaced or cancelled version
             del self._held[key]
-            events.append(fire(held, now_ms, self.config.max_lateness_ms))
+            events.append(timer_event(held, now_ms, self.config.max_lateness_ms))
         return events
 
     def held(self, topic: str, schedule_id: str) -> Schedule | None:

@@ -3,7 +3,7 @@
 One grouping key per schedule: ``(source topic, record key)``. The state is the held
 version; one processing-time timer at its due time; RocksDB keeps both in the
 checkpoint, so the hold is durable. The rules are :func:`delayline.holds.fold.fold`
-and :func:`delayline.holds.fold.fire`, unchanged; this module only moves state and
+and :func:`delayline.holds.fold.timer_event`, unchanged; this module only moves state and
 timers in and out of Spark.
 """
 
@@ -26,7 +26,7 @@ from delayline.contract import events as r
 from delayline.contract.contracts import InputParser
 from delayline.contract.events import EXPIRED
 from delayline.core.model import Parsed, Schedule
-from delayline.holds.fold import fire, fold, raise_ms
+from delayline.holds.fold import fold, raise_ms, timer_event
 from delayline.holds.hold import GRANULARITY_MS, Hold
 
 __all__ = ["EXPIRED", "HoldProcessor", "SparkStateHold", "checkpoint_timers"]
@@ -90,7 +90,7 @@ class HoldProcessor(StatefulProcessor):
             self.handle.registerTimer(raise_ms(held.due_ms, self.lead_ms))
             return
         self.held.clear()
-        yield r.event_row(fire(held, now_ms, self.max_lateness_ms))
+        yield r.event_row(timer_event(held, now_ms, self.max_lateness_ms))
 
     def close(self) -> None:
         pass

@@ -49,16 +49,16 @@ MISSED_LATENESS_BUCKETS_S = (1, 10, 60, 600, 3600, 6 * 3600, 86_400, 7 * 86_400,
 
 # Event kinds counted, by metric name suffix. ``received`` comes from Spark's input rows.
 _COUNTED = {
-    "planned": (r.PLANNED,),
-    "updated": (r.UPDATED,),
-    "cancelled": (r.CANCELLED,),
-    "unknown_cancels": (r.UNKNOWN_CANCEL,),
+    "planned": (r.Kind.PLANNED,),
+    "updated": (r.Kind.UPDATED,),
+    "cancelled": (r.Kind.CANCELLED,),
+    "unknown_cancels": (r.Kind.UNKNOWN_CANCEL,),
     "invalid": (r.INVALID,),
-    "missed": (r.MISSED,),
-    "short_notice": (r.SHORT,),
+    "missed": (r.Kind.MISSED,),
+    "short_notice": (r.Kind.SHORT,),
     "expired": (r.EXPIRED,),
-    "stale": (r.STALE,),
-    "retired": (r.RETIRE,),
+    "stale": (r.Kind.STALE,),
+    "retired": (r.Kind.RETIRE,),
     "refused": (REFUSED,),
     "handed": (HANDED,),
     "withheld": (WITHHELD,),
@@ -149,10 +149,10 @@ class PipelineMetrics:
             n = sum(report.counts[k] for k in kinds)
             if n:
                 self.events[name].inc(n)
-        self.fired.inc(report.counts[r.FIRE])
+        self.fired.inc(report.counts[r.Kind.RAISE])
         for executor, done in report.executors.items():
             self.executor_tasks.labels(executor).inc(done["tasks"])
-            for kind in (r.FIRE, HANDED):
+            for kind in (r.Kind.RAISE, HANDED):
                 if done[kind]:
                     self.executor_written.labels(executor, kind).inc(done[kind])
         for late_ms in report.lateness_ms:

@@ -60,7 +60,7 @@ _STATE_FIGURES = ("numRowsTotal", "numRowsUpdated", "allUpdatesTimeMs", "allRemo
 def log_batch(report: BatchReport) -> None:
     """The batch's INFO line (none for a batch that only read delayline's own tombstones)."""
     c = report.counts
-    if not c or set(c) == {r.OWN_TOMBSTONE}:
+    if not c or set(c) == {r.Kind.OWN_TOMBSTONE}:
         return
     lateness = ""
     if late := sorted(report.lateness_ms):
@@ -75,18 +75,18 @@ def log_batch(report: BatchReport) -> None:
         "cancelled %d, unknown cancels %d, missed %d%s, invalid %d, expired %d, refused %d, "
         "stale %d%s",
         report.batch_id,
-        c[r.FIRE],
+        c[r.Kind.RAISE],
         lateness,
         c[HANDED],
-        c[r.PLANNED],
-        c[r.UPDATED],
-        c[r.CANCELLED],
-        c[r.UNKNOWN_CANCEL],
-        c[r.MISSED],
+        c[r.Kind.PLANNED],
+        c[r.Kind.UPDATED],
+        c[r.Kind.CANCELLED],
+        c[r.Kind.UNKNOWN_CANCEL],
+        c[r.Kind.MISSED],
         past_due,
         c[r.INVALID],
         c[r.EXPIRED],
         c[REFUSED],
-        c[r.STALE],
+        c[r.Kind.STALE],
         replay,
     )

@@ -129,6 +129,6 @@ def _from_event(e: HoldEvent) -> Seen:
 def from_row(row: Row) -> Seen:
     """An event row as the suite compares it (a dead letter with its reason)."""
     value = row["value"]
-    reason = r.dead_reason(row, PARSE) if row["kind"] == r.DEAD else row["reason"]
+    reason = r.dead_reason(row, PARSE) if row["kind"] == r.Kind.DEAD else row["reason"]
     return Seen(row["kind"], row["id"], row["src_partition"], row["src_offset"],
                 None if value is None else bytes(value), row["due_ms"], reason)  # fmt: skip

@@ -26,7 +26,7 @@ from delayline.contract.contracts import InputParser
 from delayline.contract.events import HoldEvent
 from delayline.core.model import Schedule
 from delayline.errors import DelaylineError, RedisUnavailableError
-from delayline.holds.fold import fire, fold
+from delayline.holds.fold import fold, timer_event
 from delayline.holds.redis import scripts
 from delayline.holds.redis.codec import decode_schedule, encode_schedule, version_token
 from delayline.holds.redis.config import RedisHoldConfig
@@ -230,14 +230,16 @@ class RedisStore:
 
         Args:
             record: The record.
-            max_lateness_ms: The maximum lateness that decides between FIRE and expired:
+            max_lateness_ms: The maximum lateness that decides between RAISE and expired:
                 the owner's (when another pipeline finishes the record, its own).
         """
         from delayline.holds.redis import events as ev  # noqa: PLC0415 - pyarrow
 
         if record.state != "open":
             return ev.to_table([])
-        claimed = [fire(decode_schedule(v), record.now_ms, max_lateness_ms) for v in record.claimed]
+        claimed = [
+            timer_event(decode_schedule(v), record.now_ms, max_lateness_ms) for v in record.claimed
+        ]
         return ev.concat(ev.from_ipc(record.events), ev.to_table(claimed))
 
     def release(self, run: str, below_batch: int) -> int:
@@ -359,7 +361,7 @@ class RedisStore:
         return [member, version_token(before), encode_schedule(after), after.due_ms, ttl_ms]
 
     def _claimed(self, value: bytes, now_ms: int) -> HoldEvent:
-        return fire(decode_schedule(value), now_ms, self.max_lateness_ms)
+        return timer_event(decode_schedule(value), now_ms, self.max_lateness_ms)
 
     def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         return self._call_client(lambda _c: script(keys=keys, args=args))

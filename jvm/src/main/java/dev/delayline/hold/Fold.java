@@ -17,7 +17,7 @@ import org.apache.spark.sql.RowFactory;
  * batch time, so a replayed micro-batch emits the same events.
  */
 final class Fold {
-  static final String FIRE = "fire";
+  static final String RAISE = "fire";
   static final String DEAD = "dead";
   static final String PLANNED = "planned";
   static final String UPDATED = "updated";
@@ -119,12 +119,12 @@ final class Fold {
     return settle(held, current, hidden);
   }
 
-  /** The event of a held version whose timer is due: FIRE, or DEAD when expired. */
+  /** The event of a held version whose timer is due: RAISE, or DEAD when expired. */
   Row fire(Version schedule) {
     if (maxLatenessMs >= 0 && nowMs - schedule.dueMs > maxLatenessMs) {
       return scheduleEvent(DEAD, schedule, EXPIRED);
     }
-    return scheduleEvent(FIRE, schedule, null);
+    return scheduleEvent(RAISE, schedule, null);
   }
 
   private void retire(

@@ -1,5 +1,5 @@
-"""The README's fenced code blocks and the markers in their info strings that say
-whether and how tests/e2e/test_readme.py runs them.
+"""The fenced code blocks of the README and of every doc it links, and the markers in
+their info strings that say whether and how tests/e2e/test_readme.py runs them.
 
     ```sh run                        run it; a non-zero exit fails the test
     ```python run expect="TEXT"      ... and TEXT must be in its output (repeatable)
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,6 +46,7 @@ class Block:
         retry: Rerun until every expectation holds.
         expect: Texts its output must contain.
         reason: Why it is not run (``norun:``).
+        source: The file it is in, relative to the repository.
     """
 
     line: int
@@ -57,6 +58,27 @@ class Block:
     retry: bool = False
     expect: tuple[str, ...] = ()
     reason: str = ""
+    source: str = "README.md"
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
+def linked_docs(path: Path = README) -> list[Path]:
+    """The Markdown files of this repository ``path`` links to, in the order of their first
+    link (the README's reference: its code blocks follow the same rules)."""
+    seen: list[Path] = []
+    for target in re.findall(r"\]\(([^)#\s]+\.md)(?:#[^)]*)?\)", path.read_text()):
+        if "://" in target:
+            continue
+        doc = (path.parent / target).resolve()
+        if doc.is_file() and doc not in seen:
+            seen.append(doc)
+    return seen
 
 
 def read_blocks(path: Path = README) -> list[Block]:
@@ -69,7 +91,7 @@ def read_blocks(path: Path = README) -> list[Block]:
     problems: list[str] = []
     for line, info, code in fenced(path.read_text()):
         try:
-            blocks.append(_block(line, info, code))
+            blocks.append(replace(_block(line, info, code), source=_relative(path)))
         except MarkerError as exc:
             problems.append(f"{path.name}:{line}: {exc}")
     if problems:

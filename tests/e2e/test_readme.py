@@ -24,7 +24,7 @@ import pytest
 
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
 from delayline.infra.procs import kill_until_gone, tree
-from tests.readme import README, REPO, Block, read_blocks
+from tests.readme import README, REPO, Block, linked_docs, read_blocks
 from tests.support import ARTIFACTS
 
 
@@ -94,7 +94,9 @@ LOGS = ARTIFACTS / "readme"
 
 
 def test_every_code_block_is_marked_and_every_change_is_used() -> None:
-    blocks = read_blocks()  # raises, listing every unmarked or wrongly marked block
+    for doc in linked_docs():
+        read_blocks(doc)  # raises, listing every unmarked or wrongly marked block
+    blocks = read_blocks()
     run = [b for b in blocks if b.run]
     texts = "\n".join(b.code + "\n".join(b.expect) for b in run)
     for change in CHANGES:
@@ -109,9 +111,12 @@ def test_every_code_block_is_marked_and_every_change_is_used() -> None:
 def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     stack = Stack.create(tmp_path)
     try:
-        for block in read_blocks():
-            if block.run:
-                stack.run(block)
+        # The README's blocks, then those of every doc it links, against the stack the
+        # README started (its broker, pipeline and API still run).
+        for doc in [README, *linked_docs()]:
+            for block in read_blocks(doc):
+                if block.run:
+                    stack.run(block)
     finally:
         problems = stack.stop()
     assert not problems, "\n".join(problems)
@@ -207,7 +212,7 @@ class Stack:
         return proc.returncode, out.decode(errors="replace")
 
     def start(self, block: Block, expect: list[str]) -> None:
-        log = LOGS / f"readme-line-{block.line}.log"
+        log = LOGS / f"{Path(block.source).stem}-line-{block.line}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
                 self.command(block),
@@ -267,7 +272,7 @@ def _interrupt(running: Background) -> str | None:
 def _report(block: Block, problem: str, output: str, lines: int = 60) -> str:
     tail = "\n".join(output.splitlines()[-lines:])
     return (
-        f"{README.name}:{block.line} ({block.language} block) {problem}\n"
+        f"{block.source}:{block.line} ({block.language} block) {problem}\n"
         f"--- the block\n{block.code}--- its output (last {lines} lines)\n{tail}"
     )
 

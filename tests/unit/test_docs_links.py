@@ -108,7 +108,7 @@ def test_relative_links_point_into_the_repository(document: Path) -> None:
 
 
 def test_the_design_document_is_linked_from_the_readme() -> None:
-    assert "docs/design.md" in relative(links((REPO / "README.md").read_text()))
+    assert "docs/architecture.md" in relative(links((REPO / "README.md").read_text()))
 
 
 @pytest.mark.parametrize(

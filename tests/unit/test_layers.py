@@ -42,3 +42,10 @@ def test_one_http_client() -> None:
         )
     }
     assert users <= allowed, users - allowed
+
+
+def test_the_architecture_doc_names_every_package() -> None:
+    text = (REPO / "docs" / "architecture.md").read_text()
+    packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("_")}
+    missing = sorted(name for name in packages if f"`{name}/`" not in text)
+    assert missing == [], f"docs/architecture.md does not name {missing}"

@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="always",
         type=one_of(FSYNC_POLICIES),
         help="always: every write is on disk before Redis answers (nothing acknowledged is "
-        "lost on a crash); everysec: up to a second of writes may be lost (see docs/redis.md)",
+        "lost on a crash); everysec: up to a second of writes may be lost (see docs/holds.md)",
     )
     add_start_timeout(start, "DELAYLINE_REDIS_START_TIMEOUT", "30s", "Redis to answer PING")
     start.set_defaults(func=_start)

@@ -3,7 +3,7 @@
 ``delayline redis start|stop|status`` runs it the way ``delayline broker`` runs Kafka:
 on 127.0.0.1, its data, config, log and PID file in one directory. The append-only
 file is on with ``appendfsync always`` by default, so a write Redis acknowledged
-survives a SIGKILL of the server (see docs/redis.md for what ``everysec`` may lose).
+survives a SIGKILL of the server (see docs/holds.md for what ``everysec`` may lose).
 """
 
 from __future__ import annotations

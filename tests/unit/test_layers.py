@@ -3,6 +3,7 @@ checks (``[tool.importlinter]`` in pyproject.toml), so a new package cannot esca
 
 from __future__ import annotations
 
+import ast
 import tomllib
 from pathlib import Path
 
@@ -49,3 +50,29 @@ def test_the_architecture_doc_names_every_package() -> None:
     packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("_")}
     missing = sorted(name for name in packages if f"`{name}/`" not in text)
     assert missing == [], f"docs/architecture.md does not name {missing}"
+
+
+OPTIONAL = ("pyspark", "pyarrow", "pandas", "redis", "fastapi", "uvicorn", "starlette",
+            "pydantic", "matplotlib", "prometheus_client", "httpx")  # fmt: skip
+"""The extras' packages: imported where used, so the base install starts without them."""
+
+
+def test_an_import_inside_a_function_is_an_optional_one_or_says_why() -> None:
+    unexplained = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        lines = text.splitlines()
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.ImportFrom):
+                    module = inner.module or ""
+                elif isinstance(inner, ast.Import):
+                    module = inner.names[0].name
+                else:
+                    continue
+                line = lines[inner.lineno - 1]
+                if not module.startswith(OPTIONAL) and " - " not in line:
+                    unexplained.append(f"{path.relative_to(PACKAGE)}:{inner.lineno}")
+    assert unexplained == []

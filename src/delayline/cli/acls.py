@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from confluent_kafka.admin import AdminClient
+
 from delayline.cli._common import (
     add_topics_flag,
     add_topology,
@@ -80,8 +82,6 @@ def _acls(args: argparse.Namespace) -> int:
         say("# no --target-topic or --target-prefix: deliveries will be dead-lettered as "
             "not authorised until the principal may write their topics")  # fmt: skip
     if args.apply:
-        from confluent_kafka.admin import AdminClient  # noqa: PLC0415
-
         admin = AdminClient(kafka_client_config(args.bootstrap_servers))
         count = apply_acls(admin, acls, args.principal)
         say(f"created {count} ACL bindings for {args.principal}")

@@ -96,7 +96,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _api(args: argparse.Namespace) -> int:
     require_extras("api", "api")
     from delayline.api.config import ApiConfig  # noqa: PLC0415 - FastAPI loads only for api
-    from delayline.api.server import serve  # noqa: PLC0415
+    from delayline.api.server import serve  # noqa: PLC0415 - FastAPI loads only for api
 
     config = ApiConfig(
         topology=topology_from(args),

@@ -10,6 +10,7 @@ header-contract topics has no Python stage at all.
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any
 
 from delayline.contract.columns import CANCEL, INVALID, SCHEDULE
@@ -93,7 +94,6 @@ def _parser(parse: InputParser) -> Any:
 
 def _with_signature(func: Any, hints: dict[str, Any]) -> Any:
     """A wrapper of ``func(*columns)`` whose signature names each column, hinted ``hints``."""
-    import inspect  # noqa: PLC0415
 
     def wrapper(*columns: Any) -> Any:
         return func(*columns)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from delayline.infra.broker import BrokerConfig, LocalBroker, bindable, free_port
 from delayline.infra.broker_security import SASL_SSL
+from delayline.infra.redis_server import LocalRedis, RedisServerConfig
 from delayline.kafka.topics import create_topic
 
 TEST_BOOTSTRAP_ENV = "DELAYLINE_TEST_BOOTSTRAP"
@@ -67,7 +68,6 @@ def secured_broker(data_dir: Path, oauth_jwks_url: str | None = None) -> Iterato
 def session_redis(data_dir: Path) -> Iterator[str]:
     """Yield the URL of a fresh local Redis (``appendfsync always``) on a free port in
     ``data_dir``, stopped afterwards."""
-    from delayline.infra.redis_server import LocalRedis, RedisServerConfig  # noqa: PLC0415
 
     server = LocalRedis(RedisServerConfig(data_dir=data_dir, port=free_port()))
     server.start()

@@ -13,6 +13,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from confluent_kafka import TopicPartition
+
 from delayline.contract import events as r
 from delayline.contract.codec import encode_headers
 from delayline.kafka.reader import private_consumer, to_consumed_record
@@ -65,7 +67,6 @@ def _fetch(
     bootstrap_servers: str, places: list[tuple[str, int, int]]
 ) -> dict[tuple[str, int, int], tuple[bytes | None, bytes]]:
     """(value, encoded headers) of the records at ``places`` that are still there."""
-    from confluent_kafka import TopicPartition  # noqa: PLC0415
 
     found: dict[tuple[str, int, int], tuple[bytes | None, bytes]] = {}
     consumer = private_consumer(bootstrap_servers, "delayline-rewrite")

@@ -31,6 +31,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
 from delayline.errors import InfraError
 from delayline.kafka.properties import write_private
 
@@ -178,11 +184,6 @@ def create_users(admin: object, files: SecureFiles) -> None:
     Raises:
         InfraError: the broker refused.
     """
-    from confluent_kafka.admin import (  # type: ignore[attr-defined]  # noqa: PLC0415
-        ScramCredentialInfo,
-        ScramMechanism,
-        UserScramCredentialUpsertion,
-    )
 
     made = secrets_of(files)
     # One credential of a user per request: the broker refuses two.

@@ -13,6 +13,14 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    ResourcePatternType,
+    ResourceType,
+)
+
 TOPIC = "topic"
 GROUP = "group"
 TRANSACTIONAL_ID = "transactional-id"
@@ -128,13 +136,6 @@ def apply_acls(admin: object, acls: Iterable[Acl], principal: str, timeout_s: fl
     Raises:
         KafkaException: the cluster refused one.
     """
-    from confluent_kafka.admin import (  # type: ignore[attr-defined]  # noqa: PLC0415
-        AclBinding,
-        AclOperation,
-        AclPermissionType,
-        ResourcePatternType,
-        ResourceType,
-    )
 
     kinds = {TOPIC: ResourceType.TOPIC, GROUP: ResourceType.GROUP,
              TRANSACTIONAL_ID: ResourceType.TRANSACTIONAL_ID}  # fmt: skip

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from confluent_kafka import TopicPartition
 from pyspark.sql.datasource import InputPartition
 
 from delayline.errors import KafkaUnavailableError
@@ -119,7 +120,6 @@ class _Spans:
     """The spans one consumer still reads."""
 
     def __init__(self, consumer: Any, spans: Sequence[Span]) -> None:
-        from confluent_kafka import TopicPartition  # noqa: PLC0415
 
         self.consumer = consumer
         self.waiting = {(s.topic, s.partition): s for s in spans}
@@ -143,7 +143,6 @@ class _Spans:
     def passed(self) -> None:
         """Close the spans the consumer is past: one that ends with a transaction marker
         never delivers its last offset."""
-        from confluent_kafka import TopicPartition  # noqa: PLC0415
 
         if not self.waiting:
             return
@@ -152,7 +151,6 @@ class _Spans:
                 self._done(tp.topic, tp.partition)
 
     def _done(self, topic: str, partition: int) -> None:
-        from confluent_kafka import TopicPartition  # noqa: PLC0415
 
         self.waiting.pop((topic, partition), None)
         self.consumer.pause([TopicPartition(topic, partition)])

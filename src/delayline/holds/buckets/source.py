@@ -18,6 +18,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamReader,
@@ -138,7 +140,6 @@ class BucketReader(DataSourceStreamReader):
         """Delete the copies of committed batches: the batch after them starts at
         ``end``, and a replay only ever replays that one. What is read costs no disk
         past the segment it sits in; retention is the safety net for the rest."""
-        from confluent_kafka import TopicPartition  # noqa: PLC0415
 
         done = [TopicPartition(*_split(name), int(offset)) for name, offset in end.items()]
         done = [tp for tp in done if tp.offset > 0]
@@ -162,7 +163,6 @@ class BucketReader(DataSourceStreamReader):
         Raises:
             TopicConfigError: a bucket topic is missing.
         """
-        from confluent_kafka.admin import AdminClient  # noqa: PLC0415
 
         if self._admin is None:
             self._admin = AdminClient(kafka_client_config(self.bootstrap))
@@ -177,8 +177,6 @@ class BucketReader(DataSourceStreamReader):
 
     def _ready_ends(self, now_ms: int) -> dict[str, int]:
         """Per bucket partition, the end of what is ready at ``now_ms``."""
-        from confluent_kafka import IsolationLevel, TopicPartition  # noqa: PLC0415
-        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # noqa: PLC0415
 
         partitions = self._partitions()
         specs: dict[Any, Any] = {}

@@ -15,7 +15,7 @@ TARGETS: dict[str, list[tuple[str, str, float, str]]] = {
                ("write to accepted, worst (ms)", "accept_lag_ms.max", 2000, "<=")],
     "burst": [("delivery throughput (schedules/s)", "fire_per_s", 20_000, ">="),
               ("ingest throughput (schedules/s)", "ingest_per_s", 20_000, ">=")],
-    # The engine issue's bounds (#10): 2.5 GiB, 15 s with 1M pending, 10% of a core.
+    # The engine bounds: 2.5 GiB, 15 s with 1M pending, 10% of a core.
     "backlog": [("pipeline peak RSS (MiB) with the backlog held", "peak_rss_mb", 2560, "<="),
                 ("batch of 100 rows with the backlog held, p50 (ms)", "small_batch_ms.p50",
                  300, "<=")],
@@ -23,19 +23,19 @@ TARGETS: dict[str, list[tuple[str, str, float, str]]] = {
     "restart": [("first delivery after restart (s)", "first_delivery_after_restart_s", 15, "<="),
                 ("first batch after restart (ms)", "first_batch_after_restart_ms", 3000, "<=")],
     "idle": [("idle CPU (% of one core)", "cpu_idle_pct", 10, "<=")],
-    # The precision issue's bounds (#11), by offered rate: see lateness_targets.
+    # The precision bounds, by offered rate: see lateness_targets.
     "trickle": [],
     "catalog": [("catalog page at 1M pending, worst median (ms)", "worst_median_ms", 200, "<=")],
 }  # fmt: skip
 HOLD_TARGETS: dict[str, dict[str, list[tuple[str, str, float, str]]]] = {
-    # The Redis hold's issue (#13): its own bounds replace the scenario's.
+    # The Redis hold: its own bounds replace the scenario's.
     "redis": {
         "burst": [("delivery throughput (schedules/s)", "fire_per_s", 20_000, ">="),
                   ("ingest throughput (schedules/s)", "ingest_per_s", 50_000, ">=")],
         "steady": [("sustained ingest (schedules/s)", "ingest_per_s", 50_000, ">=")],
         "backlog": [("pipeline peak RSS (MiB) with the backlog held", "peak_rss_mb", 2048, "<=")],
     },
-    # The bucket hold's issue (#14): 10M pending due over 30 days is the restart scenario
+    # The bucket hold: 10M pending due over 30 days is the restart scenario
     # with --pending 10000000 --pending-span 30d.
     "buckets": {
         "burst": [("ingest throughput (schedules/s)", "ingest_per_s", 20_000, ">=")],
@@ -48,7 +48,7 @@ HOLD_TARGETS: dict[str, dict[str, list[tuple[str, str, float, str]]]] = {
 }  # fmt: skip
 """Per hold, scenario bounds that replace :data:`TARGETS`."""
 HOLD_LATENESS_P99_MS = {"redis": 1_000, "buckets": 1_000}
-"""The bound on lateness p99 at 5,000/s steady of the Redis (#13) and bucket (#14) holds."""
+"""The bound on lateness p99 at 5,000/s steady of the Redis and bucket holds."""
 ZERO = [("early (record timestamp before due)", "early"),
         ("early (seen by a read_committed reader before due)", "early_seen"),
         ("duplicates", "duplicates"), ("lost", "lost")]  # fmt: skip

@@ -156,6 +156,9 @@ def test_a_java_oidc_client_file_is_carried_whole() -> None:
     check(settings, "client.properties")  # librdkafka knows every key left
     older = "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler"
     assert librdkafka_settings({**props, "sasl.login.callback.handler.class": older})
+    scram = {**props, "sasl.mechanism": "SCRAM-SHA-512"}
+    with pytest.raises(KafkaConfigError, match=r"sasl\.login\.callback\.handler\.class"):
+        librdkafka_settings(scram)  # the OIDC login only goes with OAUTHBEARER
     other = {**props, "sasl.login.callback.handler.class": "com.example.MyLogin"}
     with pytest.raises(KafkaConfigError, match=r"sasl\.login\.callback\.handler\.class"):
         librdkafka_settings(other)

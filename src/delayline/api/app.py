@@ -15,7 +15,7 @@ from fastapi.staticfiles import StaticFiles
 import delayline
 from delayline.api.auth import WritesDisabledError
 from delayline.api.config import ApiConfig
-from delayline.api.limits import BodyLimit, SecurityHeaders
+from delayline.api.limits import BodyLimit, BodyTooLargeError, SecurityHeaders
 from delayline.api.metrics import ApiMetrics
 from delayline.api.routes import ops, schedules
 from delayline.api.state import ApiState
@@ -101,6 +101,7 @@ def _ui_dir() -> str:
 
 
 _STATUS: list[tuple[type[DelaylineError], int]] = [
+    (BodyTooLargeError, 413),
     (WritesDisabledError, 403),
     (TargetNotAllowedError, 403),
     (AuthError, 401),

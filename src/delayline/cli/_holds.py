@@ -4,15 +4,20 @@ shared by ``run``, ``topics create`` and ``acls``."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from delayline.cli._common import duration_arg, env_flag, one_of
-from delayline.holds.registry import HOLD_KINDS, hold_kind, settings_from_flags
+from delayline.holds.registry import HOLD_KINDS, HoldKind, hold_kind, settings_from_flags
 
 
-def add_hold_flags(parser: argparse.ArgumentParser | Any, help: str) -> None:
+def add_hold_flags(
+    parser: argparse.ArgumentParser | Any,
+    help: str,
+    wanted: Callable[[HoldKind], object] = lambda kind: True,
+) -> None:
     """``--hold`` (``help`` says what it does here, the holds are listed after it) and
-    each hold's flags, each with its environment variable."""
+    the flags of each hold ``wanted`` accepts, each with its environment variable."""
     kinds = "; ".join(f"{kind.name}: {kind.summary}" for kind in HOLD_KINDS.values())
     env_flag(
         parser,
@@ -20,10 +25,11 @@ def add_hold_flags(parser: argparse.ArgumentParser | Any, help: str) -> None:
         env="DELAYLINE_HOLD",
         default="jvm",
         type=one_of(HOLD_KINDS),
+        metavar="{" + ",".join(HOLD_KINDS) + "}",
         help=f"{help} ({kinds})",
     )
     for kind in HOLD_KINDS.values():
-        for flag in kind.flags:
+        for flag in kind.flags if wanted(kind) else ():
             env_flag(
                 parser,
                 flag.name,
@@ -37,5 +43,9 @@ def add_hold_flags(parser: argparse.ArgumentParser | Any, help: str) -> None:
 
 
 def hold_settings_from(args: argparse.Namespace) -> Any:
-    """The settings of the hold ``--hold`` names, from its flags."""
-    return settings_from_flags(hold_kind(args.hold), vars(args))
+    """The settings of the hold ``--hold`` names, from its flags (its defaults when the
+    command has none of them)."""
+    kind = hold_kind(args.hold)
+    if any(flag.dest not in vars(args) for flag in kind.flags):
+        return kind.default_settings()
+    return settings_from_flags(kind, vars(args))

@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
              help="the principal delayline authenticates as, e.g. User:delayline")  # fmt: skip
     env_flag(p, "--query-name", env="DELAYLINE_QUERY_NAME", default="delayline",
              help="the pipeline's --query-name")  # fmt: skip
-    add_hold_flags(p, "the pipeline's --hold")
+    add_hold_flags(p, "the pipeline's --hold", lambda kind: kind.acls)
     add_topics_flag(p, "--target-topic", TARGETS_ENV,
                     "a topic schedules are delivered to; repeat for several", None)  # fmt: skip
     add_topics_flag(p, "--target-prefix", PREFIXES_ENV,

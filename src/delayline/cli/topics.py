@@ -57,6 +57,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         create,
         "the hold the pipeline will run with: a hold that keeps schedules in topics of its "
         "own (buckets) has them created (and checked) too",
+        lambda kind: kind.topics,
     )
     add_timeout(create)
     create.set_defaults(func=_create)

@@ -272,7 +272,7 @@ def schedule_event(kind: str, schedule: Schedule, at_ms: int, reason: str | None
     """An event row about a schedule (fired, planned, expired...)."""
     source = schedule.require_source()
     return Row(
-        kind=kind,
+        kind=str(kind),
         id=schedule.id,
         src_topic=source.topic,
         src_partition=source.partition,
@@ -294,7 +294,7 @@ def count_event(kind: str, sid: str | None, at_ms: int, due_ms: int | None = Non
     so it carries no payload to the driver. ``due_ms`` is the timer a planned or
     updated schedule now has (the waker plans a micro-batch for it)."""
     return Row(
-        kind=kind, id=sid, src_topic=None, src_partition=None, src_offset=None,
+        kind=str(kind), id=sid, src_topic=None, src_partition=None, src_offset=None,
         src_timestamp_ms=None, key=None, value=None, headers=None, target_topic=None,
         target_key=None, due_ms=due_ms, reason=None, at_ms=at_ms,
     )  # fmt: skip
@@ -305,7 +305,7 @@ def record_event(
 ) -> Row:
     """An event row about a record that holds no schedule (dead letter, cancel)."""
     return Row(
-        kind=kind,
+        kind=str(kind),
         id=sid,
         src_topic=record.topic,
         src_partition=record.partition,

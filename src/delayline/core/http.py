@@ -4,6 +4,7 @@ standard library only, so the client-only install has it too."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.parse
@@ -45,7 +46,8 @@ def get_json(
     except urllib.error.HTTPError as exc:
         with exc:
             return exc.code, _json_or_none(exc.read())
-    except (OSError, ValueError) as exc:  # URLError, refused, timeout, a malformed URL
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        # URLError, refused, timeout, a malformed URL, an answer cut short or garbled
         raise HttpUnavailableError(str(getattr(exc, "reason", exc))) from exc
 
 

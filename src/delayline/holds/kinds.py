@@ -49,7 +49,8 @@ class HoldKind:
         name: What ``--hold`` calls it.
         summary: One line for ``--hold``'s help.
         load: The :class:`~delayline.holds.hold.Hold` class (imported on call).
-        flags: Its settings' flags.
+        flags: Its settings' flags (``run`` adds every hold's; ``topics create`` and
+            ``acls`` those of the holds with ``topics`` or ``acls``).
         settings: Its settings' class, called with the flags' values by ``key``;
             ``None``: it has none.
         needs_waker: Its query keeps no Spark state, so Spark runs no batch without

@@ -10,8 +10,8 @@ class (loaded only when a pipeline runs: it may import Spark or Redis).
 ``pipeline/``, ``fire/`` and ``cli/`` name no hold: they ask :func:`hold_kind`.
 Adding a hold is a module under ``holds/`` and one entry in :data:`HOLD_KINDS`.
 
-This module imports neither Spark, Redis nor the Kafka client: the command line reads it
-to build its flags.
+This module imports neither Spark nor Redis: the command line reads it to build its
+flags.
 """
 
 from __future__ import annotations

@@ -347,7 +347,10 @@ def _alive_workers(ui_port: int) -> int:
         return -1
     if status != 200 or not isinstance(body, dict):
         return -1
-    return int(body.get("aliveworkers", 0))
+    try:
+        return int(body.get("aliveworkers", 0))
+    except (TypeError, ValueError):
+        return -1
 
 
 def _name_of(data_dir: Path, pid: int) -> str:

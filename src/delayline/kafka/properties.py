@@ -249,7 +249,7 @@ def librdkafka_settings(
             cannot be read.
     """
     for key, why in _REFUSED.items():
-        if key in props and not _oidc_login(key, props[key]):
+        if key in props and not _oidc_login(key, props):
             raise KafkaConfigError(
                 f"{key} (in {source}) cannot be carried to delayline's librdkafka clients: "
                 f"{why}; remove it"
@@ -281,8 +281,13 @@ def redacted(settings: Mapping[str, object]) -> dict[str, object]:
     return {k: ("[redacted]" if _SECRET.search(k) else v) for k, v in settings.items()}
 
 
-def _oidc_login(key: str, value: str) -> bool:
-    return key == "sasl.login.callback.handler.class" and value.strip() in OAUTH_LOGIN_HANDLERS
+def _oidc_login(key: str, props: Mapping[str, str]) -> bool:
+    """Java's OIDC login handler, with OAUTHBEARER: librdkafka's ``oidc`` method does it."""
+    return (
+        key == "sasl.login.callback.handler.class"
+        and props[key].strip() in OAUTH_LOGIN_HANDLERS
+        and props.get("sasl.mechanism", "").strip().upper() == "OAUTHBEARER"
+    )
 
 
 def _uses_tls(props: Mapping[str, str]) -> bool:

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from delayline.infra.broker import LocalBroker
 
 
+@pytest.mark.long  # minutes: `make test-long` (docs/testing.md)
 def test_quick_steady_bench_reports_exactly_once(
     secured_broker: LocalBroker, tmp_path: Path
 ) -> None:

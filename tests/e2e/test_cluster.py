@@ -78,6 +78,7 @@ def test_cluster_status_names_the_master_and_its_workers(cluster: LocalCluster) 
     assert "2 registered" in status.stdout
 
 
+@pytest.mark.long  # minutes: `make test-long` (docs/testing.md)
 def test_executor_and_driver_sigkill_on_a_cluster(
     kafka_bootstrap: str, tmp_path: Path, cluster: LocalCluster
 ) -> None:

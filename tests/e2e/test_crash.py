@@ -8,6 +8,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from delayline.client import ClientConfig, Scheduler
 from delayline.core.clock import ms_to_datetime
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
@@ -36,6 +38,7 @@ def setup(
     )
 
 
+@pytest.mark.long  # minutes: `make test-long` (docs/testing.md)
 def test_sigkill_three_times_during_1000_schedules(kafka_bootstrap: str, tmp_path: Path) -> None:
     process, target, client_config = setup(kafka_bootstrap, tmp_path, "crash", partitions=3)
     with (
@@ -105,6 +108,7 @@ def test_rebuild_from_the_topic_after_deleting_the_checkpoint(
     _damage_then_rebuild(kafka_bootstrap, tmp_path, "rebuild", delete)
 
 
+@pytest.mark.long  # minutes: `make test-long` (docs/testing.md)
 def test_a_corrupt_checkpoint_names_rebuild_and_a_rebuild_delivers_what_was_pending(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:

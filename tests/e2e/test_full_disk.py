@@ -65,6 +65,7 @@ def fill(directory: Path) -> Path:
     return filler
 
 
+@pytest.mark.long  # minutes: `make test-long` (docs/testing.md)
 def test_full_checkpoint_disk_exits_naming_it_then_resumes_with_nothing_lost(
     kafka_bootstrap: str, small_disk: Path
 ) -> None:

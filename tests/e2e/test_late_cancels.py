@@ -76,7 +76,10 @@ def test_cancels_and_updates_just_before_the_due_time_win(pipeline: RunningPipel
         check(seen.snapshot(), due, kept)
 
 
-@pytest.mark.parametrize("killed", ["after-hand-over", "during-hand-over"])
+@pytest.mark.parametrize(
+    "killed",
+    [pytest.param("after-hand-over", marks=pytest.mark.long), "during-hand-over"],
+)
 def test_a_cancel_written_while_the_pipeline_is_down_wins(
     kafka_bootstrap: str, tmp_path: Path, killed: str
 ) -> None:

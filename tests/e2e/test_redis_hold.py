@@ -147,6 +147,7 @@ def test_sigkill_at_each_point_of_a_batch(
     print(f"{time.monotonic() - began:.0f} s in all")
 
 
+@pytest.mark.long  # minutes: `make test-long` (docs/testing.md)
 def test_two_pipelines_share_one_redis_and_one_is_killed(
     kafka_bootstrap: str, redis_url: str, tmp_path: Path
 ) -> None:

@@ -99,6 +99,7 @@ def _report(deliveries: list[Delivery], due: dict[str, int], started_ms: int) ->
     )
 
 
+@pytest.mark.long  # minutes: `make test-long` (docs/testing.md)
 def test_rebuild_from_the_topic_after_deleting_the_checkpoint(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:

@@ -57,6 +57,7 @@ def pipeline(
     )
 
 
+@pytest.mark.long  # minutes: `make test-long` (docs/testing.md)
 def test_sigkill_of_the_pipeline_and_of_redis_mid_run(
     kafka_bootstrap: str, own_redis: LocalRedis, tmp_path: Path
 ) -> None:

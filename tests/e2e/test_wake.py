@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import re
 import threading
@@ -84,6 +86,7 @@ def test_idle_pipeline_runs_no_batches_and_wakes_for_a_far_timer_after_sigkill(
     assert 0 <= lateness <= LATENESS_TOLERANCE_MS, lateness
 
 
+@pytest.mark.long  # minutes: `make test-long` (docs/testing.md)
 def test_an_oscillators_ticks_wake_the_pipeline_which_writes_none_of_its_own(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import re
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from delayline.client import ClientConfig, Scheduler
 from delayline.core.clock import ms_to_datetime

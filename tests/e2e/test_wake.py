@@ -37,6 +37,7 @@ def planned(progress: Path) -> int:
     return sum(int(b["counts"].get("planned", 0)) for b in batches(progress))
 
 
+@pytest.mark.long  # minutes: `make test-long` (docs/testing.md)
 def test_idle_pipeline_runs_no_batches_and_wakes_for_a_far_timer_after_sigkill(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:

@@ -41,7 +41,9 @@ def schedule_spread(
     return due
 
 
-def check_counts(deliveries: list[Delivery], due: dict[str, int]) -> None:
+def check_exactly_once(deliveries: list[Delivery], due: dict[str, int]) -> None:
+    """Each schedule of ``due`` delivered once, nothing else, none stamped or seen before
+    its due time."""
     counts = Counter(d.schedule_id for d in deliveries)
     duplicates = {k: n for k, n in counts.items() if n > 1}
     assert not duplicates, f"{len(duplicates)} duplicated: {list(duplicates.items())[:5]}"
@@ -53,6 +55,12 @@ def check_counts(deliveries: list[Delivery], due: dict[str, int]) -> None:
     assert not early, f"{len(early)} stamped before due"
     seen_early = [d for d in deliveries if d.arrival_ms < due[d.schedule_id or ""]]
     assert not seen_early, f"{len(seen_early)} visible before due"
+
+
+def check_counts(deliveries: list[Delivery], due: dict[str, int]) -> None:
+    """:func:`check_exactly_once`, and the keys, payloads and updates
+    :func:`schedule_spread` wrote."""
+    check_exactly_once(deliveries, due)
     for d in deliveries:
         n = (d.schedule_id or "").rsplit("-", 1)[1]
         assert d.key == f"k{n}".encode()

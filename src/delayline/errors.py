@@ -124,5 +124,3 @@ class HttpUnavailableError(DelaylineError):
 
 class ApiUnavailableError(HttpUnavailableError):
     """``delayline api`` did not answer; it may come back."""
-
-    retriable = True

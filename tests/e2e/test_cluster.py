@@ -23,7 +23,7 @@ from delayline.dev.testing import create_topic, unique_topic
 from delayline.infra.broker import LocalBroker
 from delayline.infra.spark_cluster import ClusterConfig, LocalCluster
 from delayline.kafka.properties import KAFKA_CONFIG_ENV
-from tests.counts import check_counts, report, schedule_spread
+from tests.counts import check_counts, check_exactly_once, report, schedule_spread
 from tests.e2e.test_secured import administer
 from tests.support import ARTIFACTS, make_topics, pipeline_args
 
@@ -196,7 +196,5 @@ def test_a_secured_kafka_from_a_spark_cluster(
         time.sleep(2)
         deliveries = seen.snapshot()
         assert running.terminate() == 0, running.tail()
-    counts = Counter(d.schedule_id for d in deliveries)
-    assert counts == Counter(dict.fromkeys(due, 1)), "lost or duplicated"
-    assert all(d.timestamp_ms >= due[d.schedule_id or ""] for d in deliveries), "early"
+    check_exactly_once(deliveries, due)
     assert sum(_fired_by_executor(progress).values()) > 0, "the executors delivered nothing"

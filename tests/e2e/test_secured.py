@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -52,15 +51,15 @@ def command_lines() -> str:
     return "\n".join(out)
 
 
-UI = [f"/ui/{p.name}" for p in resources.files("delayline.admin").joinpath("static").iterdir()]
-"""The admin page's files."""
+API_READS = ("/info", "/stats", "/metrics", "/dead-letters", "/schedules", "/readyz",
+             "/openapi.json")  # fmt: skip
+"""The API's read routes: what the admin page shows comes from them (its own files are
+static)."""
 
 
-def every_answer(http: httpx.Client, paths: list[str]) -> str:
-    """The text of every answer to ``paths`` and to the API's own read routes."""
-    reads = ["/info", "/stats", "/metrics", "/dead-letters", "/schedules", "/readyz",
-             "/openapi.json", "/ui/"]  # fmt: skip
-    answers = [http.get(path) for path in [*reads, *paths]]
+def every_answer(http: httpx.Client, paths: tuple[str, ...]) -> str:
+    """The text of every answer to ``paths``, each of which must be a 200."""
+    answers = [http.get(path) for path in paths]
     assert all(a.status_code == 200 for a in answers), [(a.url, a.status_code) for a in answers]
     return "".join(a.text for a in answers)
 
@@ -98,7 +97,7 @@ def api_writes_one(
             listed = eventually(
                 lambda: (r := http.get("/schedules", params={"id": "from-api"})).json()["items"]
                 and r, 30, "the API lists it")  # fmt: skip
-            return created.text + listed.text + every_answer(http, UI), at
+            return created.text + listed.text + every_answer(http, API_READS), at
     finally:
         api.terminate()
         api.wait(30)
@@ -179,7 +178,8 @@ def test_least_privilege_pipeline_cli_and_client_over_sasl_ssl(
         seen.wait_for(lambda d: len(d) >= COUNT // 3, timeout_s=120)
         cmdlines = command_lines()
         with httpx.Client(base_url=f"http://127.0.0.1:{metrics_port}", timeout=20) as http:
-            answers += "".join(http.get(path).text for path in ("/metrics", "/progress"))
+            answers += every_answer(http, ("/metrics", "/progress"))
+            assert http.get("/progress").json()["last_batch"], "no batch in /progress"
         running.kill()
         running.start(env=as_delayline)
         running.wait_ready()
@@ -199,7 +199,7 @@ def test_least_privilege_pipeline_cli_and_client_over_sasl_ssl(
     assert all(b"authori" in reason.lower() for reason in refused.values()), refused
 
     # No secret in the logs, the checkpoint, any command line, the progress files, /metrics
-    # or the API's answers (the admin page's files among them).
+    # or the API's answers (all the admin page shows).
     haystacks = [log.read_bytes(), cmdlines.encode(), answers.encode()]
     haystacks.append((tmp_path / "api.log").read_bytes())
     progress_files = [progress, spark_progress_file(progress)]

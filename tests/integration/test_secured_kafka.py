@@ -168,6 +168,38 @@ def test_oauthbearer_tokens_from_an_oidc_provider(
     assert oidc.issued["stranger"] >= 1
 
 
+def assert_refused(broker: LocalBroker, provider: OidcProvider, path: Path) -> None:
+    """A client with ``provider``'s tokens fetches one and fails authentication."""
+    settings = settings_of(oidc_properties(broker, provider, "delayline-oidc", path))
+    errors: list[KafkaError] = []
+    settings["error_cb"] = errors.append
+    admin = AdminClient(settings)
+    with pytest.raises(KafkaException):
+        admin.list_topics(timeout=10)
+    admin.poll(1)  # serves the error callback
+    assert provider.issued["delayline-oidc"] >= 1  # a token was fetched, and refused
+    assert KafkaError._AUTHENTICATION in {e.code() for e in errors}, errors
+
+
+def test_a_token_another_key_signed_is_refused(secured_broker: LocalBroker, tmp_path: Path) -> None:
+    """A provider the broker does not trust (another signing key, the same claims): its
+    tokens fail authentication."""
+    with OidcProvider(tmp_path / "untrusted") as untrusted:
+        assert_refused(secured_broker, untrusted, tmp_path / "u.properties")
+
+
+def test_a_token_for_another_audience_is_refused(
+    secured_broker: LocalBroker, oidc: OidcProvider, tmp_path: Path
+) -> None:
+    """The trusted provider's token, issued for another service (``aud``), is refused."""
+    audience = oidc.audience
+    oidc.audience = "another-service"
+    try:
+        assert_refused(secured_broker, oidc, tmp_path / "a.properties")
+    finally:
+        oidc.audience = audience
+
+
 def test_sparks_kafka_source_logs_in_with_oauthbearer(
     secured_broker: LocalBroker, oidc: OidcProvider, spark: Any, tmp_path: Path
 ) -> None:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import time
 
-from delayline.core.clock import SystemClock
+from delayline.core.clock import GRANULARITY_MS, SystemClock, wake_slot
 from delayline.dev.testing import unique_topic
-from delayline.holds.hold import GRANULARITY_MS, wake_slot
 from delayline.kafka.reader import read_topic
 from delayline.kafka.topics import ensure_wake_topic
 from delayline.pipeline.wake import Waker

@@ -126,3 +126,17 @@ def test_the_token_never_shows_in_the_settings(app: FastAPI) -> None:
     config = app.state.config
     assert "s3cret-token" not in repr(config)
     assert "s3cret-token" not in str(config)
+
+
+def test_a_chunked_body_past_the_limit_is_413_on_the_real_app(app: FastAPI) -> None:
+    """FastAPI reads a route's body itself and answers 400 to a read that fails: the
+    limit must say 413 through it."""
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(3000):
+            yield b"z" * 1000
+
+    answer = call(app, "POST", "/schedules", content=chunks(),
+                  headers={"Authorization": "Bearer s3cret-token"})  # fmt: skip
+    assert answer.status_code == 413, answer.text
+    assert "--max-body-bytes" in answer.json()["detail"]

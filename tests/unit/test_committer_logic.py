@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from delayline.contract import ConsumedRecord
 from delayline.contract import events as r
-from delayline.contract.events import HoldEvent
+from delayline.contract.kinds import HoldEvent
 from delayline.contract.topology import Topology
 from delayline.core.clock import ManualClock
 from delayline.core.model import Schedule, SourceRef
@@ -56,9 +56,13 @@ def test_inflight_record_round_trips_every_field(
     sid: str, due: int, key: bytes | None, payload: bytes
 ) -> None:
     s = Schedule(sid, due, "t", key, payload, (("h", None), ("h", b"1")), SourceRef("s", 3, 9, 7))
-    back = read_inflight(consumed(0, render_inflight(s, INFLIGHT)))
+    handed = read_inflight(consumed(0, render_inflight(s, INFLIGHT)))
+    back = handed.schedule
     assert back == s
     assert back.source == s.source
+    assert (handed.batch, handed.missed) == (None, False)
+    later = read_inflight(consumed(0, render_inflight(s, INFLIGHT, 12, missed=True)))
+    assert (later.schedule, later.batch, later.missed) == (s, 12, True)
 
 
 def test_inflight_keys_are_unique_per_version_and_tombstones_go_to_their_partition() -> None:

@@ -56,7 +56,9 @@ BASE_INSTALL = textwrap.dedent(
     with contextlib.redirect_stdout(help_text), contextlib.suppress(SystemExit):
         delayline.cli.build_parser().parse_args(["--help"])
     errors = {}
-    for command in (["run"], ["api"], ["bench"], ["demo", "--hold"]):
+    # `list` asks the API with the standard library: it runs, and finds no API there.
+    unreachable = ["list", "--api-url", "http://127.0.0.1:9"]
+    for command in (["run"], ["api"], ["bench"], ["demo", "--hold"], unreachable):
         stderr = io.StringIO()
         with contextlib.redirect_stderr(stderr):
             code = delayline.cli.main(command)
@@ -90,7 +92,12 @@ def test_the_base_install_imports_and_starts_the_cli_without_any_extra() -> None
             "delayline demo needs the pipeline and api extras: "
             "pip install 'delayline[pipeline,api]'\n",
         ],
+        "list": result["errors"]["list"],
     }
+    code, line = result["errors"]["list"]
+    assert code == 1
+    assert "did not answer" in line
+    assert "extra" not in line
 
 
 @pytest.mark.parametrize(

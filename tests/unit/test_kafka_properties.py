@@ -155,7 +155,7 @@ def test_a_java_oidc_client_file_is_carried_whole() -> None:
     assert not {k for k in settings if k.startswith(("sasl.login.", "sasl.oauthbearer.sub"))}
     check(settings, "client.properties")  # librdkafka knows every key left
     older = "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler"
-    assert librdkafka_settings({**props, "sasl.login.callback.handler.class": older})
+    assert librdkafka_settings({**props, "sasl.login.callback.handler.class": older}) == settings
     scram = {**props, "sasl.mechanism": "SCRAM-SHA-512"}
     with pytest.raises(KafkaConfigError, match=r"sasl\.login\.callback\.handler\.class"):
         librdkafka_settings(scram)  # the OIDC login only goes with OAUTHBEARER

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from delayline.core.clock import ManualClock
-from delayline.holds.hold import GRANULARITY_MS, wake_slot
+from delayline.core.clock import GRANULARITY_MS, ManualClock, wake_slot
 from delayline.pipeline.wake import WakePlan, Waker, next_wake_ms
 
 HEARTBEAT = 30_000

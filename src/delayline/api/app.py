@@ -15,7 +15,7 @@ from fastapi.staticfiles import StaticFiles
 import delayline
 from delayline.api.auth import WritesDisabledError
 from delayline.api.config import ApiConfig
-from delayline.api.limits import BodyLimit, BodyTooLargeError, SecurityHeaders
+from delayline.api.limits import BodyLimit, SecurityHeaders
 from delayline.api.metrics import ApiMetrics
 from delayline.api.routes import ops, schedules
 from delayline.api.state import ApiState
@@ -80,6 +80,11 @@ def create_app(config: ApiConfig, clock: Clock | None = None) -> FastAPI:
     def root() -> RedirectResponse:
         return RedirectResponse("/ui/")
 
+    # Innermost: the route reads the body through it directly. Outside the metrics
+    # middleware (Starlette's BaseHTTPMiddleware reads the body in a task group) a body
+    # cut off past the limit reached FastAPI as an ExceptionGroup, answered 400.
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+
     @app.middleware("http")
     async def count(request: Request, call_next):  # type: ignore[no-untyped-def]
         metrics: ApiMetrics | None = getattr(request.app.state, "metrics", None)
@@ -87,9 +92,8 @@ def create_app(config: ApiConfig, clock: Clock | None = None) -> FastAPI:
             return await call_next(request)
         return await metrics.middleware(request, call_next)
 
-    # Added last, so outermost: an oversized body is refused before anything else runs.
+    # Added last, so outermost: every answer carries the headers, a refusal too.
     app.add_middleware(SecurityHeaders)
-    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_exception_handler(DelaylineError, _delayline_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(UnicodeError, _unicode_error)
@@ -101,7 +105,6 @@ def _ui_dir() -> str:
 
 
 _STATUS: list[tuple[type[DelaylineError], int]] = [
-    (BodyTooLargeError, 413),
     (WritesDisabledError, 403),
     (TargetNotAllowedError, 403),
     (AuthError, 401),

@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from delayline.api.limits import DEFAULT_MAX_BODY_BYTES
 from delayline.contract.topology import Topology
 from delayline.errors import ConfigError
+
+DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
+"""A schedule's payload may be as large as a Kafka record (1 MB by default); in JSON, as
+base64, that is about 1.4 MB."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,8 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from starlette.exceptions import HTTPException
+
 from delayline.errors import DelaylineError
 
 Scope = MutableMapping[str, Any]
@@ -20,9 +22,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
-"""A schedule's payload may be as large as a Kafka record (1 MB by default); in JSON, as
-base64, that is about 1.4 MB."""
 
 UI_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -44,8 +43,18 @@ UI_HEADERS = (
 """Sent with every answer under ``/ui`` (and the redirect to it)."""
 
 
-class BodyTooLargeError(DelaylineError):
-    """The body passed the limit while it was being read."""
+class BodyTooLargeError(HTTPException, DelaylineError):
+    """The body passed the limit while it was being read: a 413 wherever the read fails,
+    in a route's own body parsing (which FastAPI turns into 400 for other errors) or in
+    :class:`BodyLimit`."""
+
+    def __init__(self, max_bytes: int, declared: int | None = None) -> None:
+        size = "more" if declared is None else f"{declared:,} bytes"
+        super().__init__(
+            413,
+            f"request body too large: {size}, the limit is {max_bytes:,} bytes "
+            "(delayline api --max-body-bytes)",
+        )
 
 
 class BodyLimit:
@@ -78,7 +87,7 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
-                    raise BodyTooLargeError
+                    raise BodyTooLargeError(self.max_bytes)
             return message
 
         async def watched(message: Message) -> None:
@@ -93,13 +102,7 @@ class BodyLimit:
                 await self._refuse(send, None)
 
     async def _refuse(self, send: Send, declared: int | None) -> None:
-        size = "more" if declared is None else f"{declared:,} bytes"
-        body = json.dumps(
-            {
-                "detail": f"request body too large: {size}, the limit is {self.max_bytes:,} "
-                "bytes (delayline api --max-body-bytes)"
-            }
-        ).encode()
+        body = json.dumps({"detail": BodyTooLargeError(self.max_bytes, declared).detail}).encode()
         await send(
             {
                 "type": "http.response.start",

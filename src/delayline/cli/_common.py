@@ -23,7 +23,7 @@ from delayline.contract.topology import (
     Topology,
 )
 from delayline.core.http import get_json
-from delayline.core.units import parse_duration_ms
+from delayline.core.units import parse_duration_ms, parse_positive_int
 from delayline.errors import ApiUnavailableError, ConfigError, DelaylineError, HttpUnavailableError
 from delayline.kafka.config import use_client_properties
 from delayline.kafka.probe import PROBE_TIMEOUT_S, require_listening
@@ -118,15 +118,18 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_BOOTSTRAP_SERVERS,
         help="Kafka bootstrap servers, host:port[,host:port]",
     )
-    env_flag(
+    add_kafka_config(
         parser,
-        "--kafka-config",
-        env=KAFKA_CONFIG_ENV,
-        metavar="FILE",
-        help="Kafka client properties (the Java format Kafka's tools take with "
+        "Kafka client properties (the Java format Kafka's tools take with "
         "--command-config: security.protocol, sasl.*, ssl.*, ...) for every Kafka client "
         "delayline runs",
     )
+
+
+def add_kafka_config(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--kafka-config FILE`` (:data:`KAFKA_CONFIG_ENV`), applied by
+    :func:`apply_kafka_config` before the command runs."""
+    env_flag(parser, "--kafka-config", env=KAFKA_CONFIG_ENV, metavar="FILE", help=help)
 
 
 def apply_kafka_config(args: argparse.Namespace) -> None:
@@ -303,7 +306,8 @@ def add_start_timeout(parser: argparse.ArgumentParser, env: str, default: str, w
 
 
 def duration_arg(parse: Callable[[str], T]) -> Callable[[str], T]:
-    """Wrap a parser so argparse reports its ValueError text verbatim."""
+    """An argparse type from a parser (of durations, counts, lists...): argparse reports
+    its ValueError text verbatim, for a flag and for a default from the environment."""
 
     def convert(text: str) -> T:
         try:
@@ -314,15 +318,8 @@ def duration_arg(parse: Callable[[str], T]) -> Callable[[str], T]:
     return convert
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number of 1 or more (``1_000`` reads as 1000)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more, got {text!r}")
-    return value
+positive_int = duration_arg(parse_positive_int)
+"""An argparse type: a whole number of 1 or more (``1_000`` reads as 1000)."""
 
 
 def check_kafka(args: argparse.Namespace) -> None:

@@ -43,9 +43,10 @@ def add_hold_flags(
 
 
 def hold_settings_from(args: argparse.Namespace) -> Any:
-    """The settings of the hold ``--hold`` names, from its flags (its defaults when the
-    command has none of them)."""
+    """The settings of the hold ``--hold`` names, from its flags; ``None`` (its defaults,
+    see :class:`~delayline.pipeline.config.PipelineConfig`) when the command has none of
+    them."""
     kind = hold_kind(args.hold)
     if any(flag.dest not in vars(args) for flag in kind.flags):
-        return kind.default_settings()
+        return None
     return settings_from_flags(kind, vars(args))

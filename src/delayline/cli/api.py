@@ -6,7 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from delayline.api.limits import DEFAULT_MAX_BODY_BYTES
+from delayline.api.config import DEFAULT_MAX_BODY_BYTES
 from delayline.cli._common import (
     add_topology,
     duration_arg,

@@ -10,7 +10,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from delayline.cli._common import duration_arg, env_bool, env_flag, one_of, positive_int, say
+from delayline.cli._common import (
+    add_kafka_config,
+    duration_arg,
+    env_bool,
+    env_flag,
+    one_of,
+    positive_int,
+    say,
+)
 from delayline.cli.extras import require_extras
 from delayline.core.units import parse_duration_ms
 from delayline.errors import ConfigError
@@ -25,7 +33,7 @@ RATE_SCENARIOS = ("steady", "trickle")
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``bench``."""
-    from delayline.bench.scenarios import SCENARIOS  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
+    from delayline.bench.scenarios import SCENARIOS  # noqa: PLC0415 - bench modules load when it runs
 
     p = sub.add_parser(
         "bench",
@@ -84,12 +92,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="use this Kafka instead of a private broker (fresh topics are created)",
     )
-    env_flag(
+    add_kafka_config(
         p,
-        "--kafka-config",
-        env=KAFKA_CONFIG_ENV,
-        metavar="FILE",
-        help="Kafka client properties for --bootstrap-servers (see delayline run); its "
+        "Kafka client properties for --bootstrap-servers (see delayline run); its "
         "principal creates the bench's topics",
     )
     env_flag(
@@ -162,19 +167,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    require_extras("bench", "bench")  # the catalog scenario too: report.machine() needs pyspark
-    from delayline.bench import report  # noqa: PLC0415 - loads pyspark, matplotlib
-
     if args.kafka_config and not args.bootstrap_servers:
         raise ConfigError(
             f"--kafka-config ({KAFKA_CONFIG_ENV}) is for --bootstrap-servers: the private "
             "broker is plaintext"
         )
+    require_extras("bench", "bench")  # the catalog scenario too: report.machine() needs pyspark
+    from delayline.bench import report  # noqa: PLC0415 - loads pyspark, matplotlib
+
     size = _size(args)
     if args.scenario == "catalog":
         return _catalog(args)
     if args.master is not None:
-        from delayline.pipeline.placement import check_master  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
+        from delayline.pipeline.placement import check_master  # noqa: PLC0415 - bench modules load when it runs
 
         check_master(args.master)
     started = time.time()
@@ -194,7 +199,7 @@ def _bench(args: argparse.Namespace) -> int:
     }
     say(report.table(result))
     if args.master is not None:
-        from delayline.bench.cluster import side_by_side  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
+        from delayline.bench.cluster import side_by_side  # noqa: PLC0415 - bench modules load when it runs
 
         say("")
         say(side_by_side(result))
@@ -210,9 +215,9 @@ def _bench(args: argparse.Namespace) -> int:
 def _measure(args: argparse.Namespace, size: Any) -> dict[str, Any]:
     """The raw broker's figures, then the scenario's (and on ``--master`` too): the
     ``baseline``, ``pipeline_ready_s``, ``figures`` (and ``cluster``) of the result."""
-    from delayline.bench.baseline import measure_baseline  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
-    from delayline.bench.run import close_env, open_env, progress, start_pipeline  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
-    from delayline.bench.scenarios import SCENARIOS  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
+    from delayline.bench.baseline import measure_baseline  # noqa: PLC0415 - bench modules load when it runs
+    from delayline.bench.run import close_env, open_env, progress, start_pipeline  # noqa: PLC0415 - bench modules load when it runs
+    from delayline.bench.scenarios import SCENARIOS  # noqa: PLC0415 - bench modules load when it runs
 
     env = open_env(args.bootstrap_servers, args.work_dir, args.hold, args.redis_url)
     try:
@@ -221,7 +226,7 @@ def _measure(args: argparse.Namespace, size: Any) -> dict[str, Any]:
             "baseline": measure_baseline(env.bootstrap, 20_000 if args.quick else 200_000)
         }
         if env.redis_url is not None:
-            from delayline.bench import redis as bench_redis  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
+            from delayline.bench import redis as bench_redis  # noqa: PLC0415 - bench modules load when it runs
 
             progress("measuring the raw Redis (pipelined ZADD+SET, PING)")
             measured["baseline"]["redis"] = bench_redis.baseline(
@@ -238,12 +243,12 @@ def _measure(args: argparse.Namespace, size: Any) -> dict[str, Any]:
         if env.redis_url is not None:
             figures["redis"] = bench_redis.memory(env.redis_url, env.redis_prefix)
         if args.hold == "buckets" and env.broker is not None:
-            from delayline.bench.buckets import disk  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
+            from delayline.bench.buckets import disk  # noqa: PLC0415 - bench modules load when it runs
 
             figures["buckets"] = disk(env.broker.log_dirs, env.run, size.pending)
         if args.master is not None:
-            from delayline.bench.cluster import on_cluster  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
-            from delayline.bench.run import stop_pipeline  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
+            from delayline.bench.cluster import on_cluster  # noqa: PLC0415 - bench modules load when it runs
+            from delayline.bench.run import stop_pipeline  # noqa: PLC0415 - bench modules load when it runs
 
             stop_pipeline(env)  # two cores: one pipeline at a time
             scenario = SCENARIOS[args.scenario]
@@ -259,7 +264,7 @@ def _size(args: argparse.Namespace) -> Any:
     Raises:
         ConfigError: a flag the scenario has no use for.
     """
-    from delayline.bench.scenarios import SIZES, Size  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
+    from delayline.bench.scenarios import SIZES, Size  # noqa: PLC0415 - bench modules load when it runs
 
     backlog = args.pending is not None or args.pending_span_ms
     if backlog and args.scenario not in PENDING_SCENARIOS:
@@ -279,7 +284,7 @@ def _size(args: argparse.Namespace) -> Any:
 
 
 def _catalog(args: argparse.Namespace) -> int:
-    from delayline.bench import catalog, report  # noqa: PLC0415 - the bench extra (pyspark, matplotlib) loads only for bench
+    from delayline.bench import catalog, report  # noqa: PLC0415 - bench modules load when it runs
 
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="delayline-bench-") as tmp:

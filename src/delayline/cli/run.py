@@ -306,10 +306,12 @@ def _run(args: argparse.Namespace) -> int:
     )
     pipeline = Pipeline(config, log_level=args.log_level)
     pipeline.claim_checkpoint()  # before anything is created: a second start changes nothing
-    ensure_topics(TopicsConfig(config.topology))  # each must exist with the right policy
+    topics = TopicsConfig(config.topology)
+    ensure_topics(topics)  # each must exist with the right policy
     kind = hold_kind(config.hold)
     if kind.topics is not None:  # the hold's own topics: made, or checked
-        kind.topics(config.topology.bootstrap_servers, config.hold_settings, 1, 30.0)
+        bootstrap, timeout_s = config.topology.bootstrap_servers, topics.timeout_ms / 1000
+        kind.topics(bootstrap, config.hold_settings, topics.replication_factor, timeout_s)
     stop = stop_on_signals(log, "finishing the batch in flight")
     pipeline.start(rebuild=args.rebuild)
     pipeline.run_until(stop)

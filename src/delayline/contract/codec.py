@@ -37,7 +37,7 @@ def decode_headers(data: bytes) -> Headers:
     """Decode what :func:`encode_headers` wrote.
 
     Raises:
-        ValueError: unknown version, truncated data, or a name that is not UTF-8.
+        RecordFormatError: unknown version, truncated data, or a name that is not UTF-8.
     """
     if not data or data[0] != _VERSION:
         raise RecordFormatError(f"unknown header encoding version {data[:1]!r}")
@@ -86,7 +86,7 @@ def unpack_fields(data: bytes, pos: int, count: int, what: str) -> list[bytes | 
     """``count`` fields that :func:`pack_fields` wrote, from ``pos`` to the end of ``data``.
 
     Raises:
-        ValueError: truncated data, or bytes after the last field (``what`` names the value).
+        RecordFormatError: truncated data, or bytes after the last field (``what`` names the value).
     """
     fields: list[bytes | None] = []
     for _ in range(count):

@@ -1,5 +1,5 @@
-"""What every layer shares about the hold's events: their kinds, :class:`HoldEvent`,
-the Spark row shapes between the pipeline stages, and their model conversions.
+"""The Spark row shapes between the pipeline stages and their model conversions, with
+the event kinds of :mod:`.kinds` (re-exported here, for the fire stage and the holds).
 
 Three shapes: the input row (a Kafka record), the held state (one pending
 schedule) and the event row the hold emits for the fire stage. Headers travel
@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from pyspark.sql import Row
@@ -27,90 +25,16 @@ from pyspark.sql.types import (
 
 from delayline.contract import ConsumedRecord, parse_record
 from delayline.contract.codec import decode_headers, encode_headers
+from delayline.contract.kinds import EXPIRED, INVALID, TIMER_KINDS, HoldEvent, Kind
 from delayline.core.model import Invalid, Parsed, Schedule, SourceRef
 
 log = logging.getLogger(__name__)
-
-
-class Kind(StrEnum):
-    """What the hold decided about a record or a schedule: the ``kind`` of a
-    :class:`HoldEvent` and of an event row. Only RAISE, DEAD, REWRITE, RETIRE and ROUTE
-    make the fire stage write; every kind is counted. The values are the wire format
-    (event rows of the JVM hold, the Redis hold's task records, metric labels)."""
-
-    RAISE = "fire"
-    """The schedule's raise time came (its due time less the lead): it is handed to the
-    fire stage, which delivers it at its due time (at once with no lead). Its value is
-    the one it had when raising and delivering were one step."""
-    DEAD = "dead"
-    """To the dead-letter topic: an invalid record, or a schedule past its max lateness."""
-    PLANNED = "planned"
-    """A new schedule is held; its timer is set."""
-    UPDATED = "updated"
-    """A newer version replaced the held one; its timer moved."""
-    CANCELLED = "cancelled"
-    """A tombstone ended the held version."""
-    UNKNOWN_CANCEL = "unknown_cancel"
-    """A tombstone of an id nothing is held for."""
-    OWN_TOMBSTONE = "own_tombstone"
-    """delayline's tombstone after a delivery, read back: the schedule is already gone."""
-    STALE = "stale"
-    """A version or tombstone older than what is held: ignored (replays are harmless)."""
-    MISSED = "missed"
-    """A schedule already due when it arrived (it is raised, or expires, in the same
-    batch)."""
-    SHORT = "short"
-    """A schedule that arrived with less than the lead to go, not yet due: raised in the
-    same batch, so no timer is set for it."""
-    REWRITE = "rewrite"
-    """Append the held version to the schedules topic again: a record compaction would
-    keep instead of it now sits after it in its partition."""
-    RETIRE = "retire"
-    """Write delayline's tombstone for a version dropped in favour of another partition's
-    record, into the version's own partition, so compaction removes it."""
-    ROUTE = "route"
-    """The bucket hold's: write the version as a copy into the bucket of its remaining
-    wait (:mod:`delayline.holds.buckets`)."""
-    SUPERSEDED = "superseded"
-    """The bucket hold's: a copy that is not its schedule's live one came back and was
-    dropped (its version was replaced, cancelled or fired)."""
-
-
-TIMER_KINDS = (Kind.PLANNED, Kind.UPDATED)
-"""Events that carry the due time of a newly set timer."""
-KINDS = tuple(Kind)
-EXPIRED = "expired"
-"""The dead-letter reason of a schedule later than the maximum lateness."""
-
-
-@dataclass(frozen=True, slots=True)
-class HoldEvent:
-    """Something the hold decided about one record or one schedule.
-
-    Attributes:
-        kind: One of :data:`KINDS`.
-        at_ms: The batch time it was decided at.
-        id: The schedule id, when the record had a valid one.
-        schedule: For RAISE, REWRITE, RETIRE and an expired DEAD: the version concerned.
-        record: For an invalid DEAD: the record as read.
-        due_ms: For PLANNED and UPDATED: the timer now set.
-        reason: For DEAD: the dead-letter reason.
-    """
-
-    kind: str
-    at_ms: int
-    id: str | None = None
-    schedule: Schedule | None = None
-    record: ConsumedRecord | None = None
-    due_ms: int | None = None
-    reason: str | None = None
 
 
 __all__ = [
     "EVENT_SCHEMA",
     "EXPIRED",
     "INVALID",
-    "KINDS",
     "SOURCE_SCHEMA",
     "STATE_SCHEMA",
     "TIMER_KINDS",
@@ -183,7 +107,6 @@ EVENT_SCHEMA = StructType(
 )
 
 # How the fire stage counts DEAD rows: a record that is not a schedule, or one too late.
-INVALID = "invalid"
 
 
 def input_to_record(row: Any) -> ConsumedRecord:

@@ -61,3 +61,13 @@ def datetime_to_ms(value: datetime) -> int:
 def ms_to_datetime(epoch_ms: int) -> datetime:
     """Convert epoch milliseconds to an aware UTC datetime."""
     return _EPOCH + timedelta(milliseconds=epoch_ms)
+
+
+GRANULARITY_MS = 100
+"""A timer's wake time is its due time rounded up to this step: the pipeline's waker
+writes at most one wake record per step."""
+
+
+def wake_slot(due_ms: int) -> int:
+    """The wake time of a timer due at ``due_ms``: rounded up, never earlier."""
+    return -(-due_ms // GRANULARITY_MS) * GRANULARITY_MS

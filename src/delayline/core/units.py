@@ -73,3 +73,18 @@ def format_duration_ms(ms: int) -> str:
     if seconds or not out:
         out += f"{seconds}s"
     return sign + out
+
+
+def parse_positive_int(text: str) -> int:
+    """A whole number of 1 or more (``1_000`` reads as 1000).
+
+    Raises:
+        ConfigError: anything else.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigError(f"must be a whole number of 1 or more, got {text!r}")
+    return value

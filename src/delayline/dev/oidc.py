@@ -8,9 +8,8 @@ Kafka clients, on loopback:
   token, a JWT signed with RS256 whose ``sub`` is the client id (the broker's principal
   becomes ``User:<client id>``), with ``iss``, ``aud``, ``iat``, ``exp``, ``scope`` and a
   ``kid`` in its header;
-* the key set that verifies the tokens, at ``GET /jwks`` and as a file (``jwks.json``),
-  which a broker reads with ``sasl.oauthbearer.jwks.endpoint.url``;
-* ``GET /.well-known/openid-configuration``.
+* the key set that verifies the tokens, as a file (``jwks.json``), which a broker reads
+  with ``sasl.oauthbearer.jwks.endpoint.url`` (a ``file://`` URL).
 
 The signing key is made once and kept, owner-only, in the provider's directory, so a
 broker started with its key set keeps accepting the tokens after the provider restarts.
@@ -38,6 +37,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from delayline.errors import InfraError
+from delayline.infra.broker_security import OAUTH_AUDIENCE
 from delayline.kafka.properties import write_private
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ class OidcProvider:
         lifetime_s: How long a token is valid.
     """
 
-    def __init__(self, directory: Path, *, audience: str = "kafka", lifetime_s: int = 3600):
+    def __init__(self, directory: Path, *, audience: str = OAUTH_AUDIENCE, lifetime_s: int = 3600):
         self.directory = directory
         self.audience = audience
         self.lifetime_s = lifetime_s
@@ -78,13 +78,13 @@ class OidcProvider:
             serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
         )
         self.kid = hashlib.sha256(der).hexdigest()[:16]
-        self.jwks = {
+        jwks = {
             "keys": [
                 {"kty": "RSA", "use": "sig", "alg": "RS256", "kid": self.kid,
                  "n": _int_b64(public.n), "e": _int_b64(public.e)}
             ]
         }  # fmt: skip
-        self.jwks_file.write_text(json.dumps(self.jwks))
+        self.jwks_file.write_text(json.dumps(jwks))
         self._server: ThreadingHTTPServer | None = None
 
     @property
@@ -118,10 +118,22 @@ class OidcProvider:
             self._clients[client_id] = secret
         return secret
 
-    def token(self, client_id: str, scope: str = "") -> str:
-        """A signed access token for ``client_id`` (no secret asked: for tests)."""
+    def issue(self, headers: Any, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        """Answer a token request (its headers and form): the status and the JSON body."""
+        if form.get("grant_type") != GRANT:
+            return 400, {"error": "unsupported_grant_type"}
+        client_id = self._authenticate(headers, form)
+        if client_id is None:
+            return 401, {"error": "invalid_client"}
+        token = self._token(client_id, form.get("scope", ""))
+        with self._lock:
+            self.issued[client_id] += 1
+        log.info("OIDC token issued to %s", client_id)
+        return 200, {"access_token": token, "token_type": "Bearer", "expires_in": self.lifetime_s}
+
+    def _token(self, client_id: str, scope: str) -> str:
         now = int(time.time())
-        claims = {"iss": self.issuer if self._server else "delayline-dev", "sub": client_id,
+        claims = {"iss": self.issuer, "sub": client_id,
                   "aud": self.audience, "iat": now, "exp": now + self.lifetime_s,
                   "scope": scope, "jti": secrets.token_hex(8)}  # fmt: skip
         header = {"alg": "RS256", "typ": "JWT", "kid": self.kid}
@@ -195,37 +207,12 @@ def _handler(provider: OidcProvider) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self) -> None:
-            if self.path == "/jwks":
-                self._answer(200, provider.jwks)
-            elif self.path == "/.well-known/openid-configuration":
-                self._answer(200, {"issuer": provider.issuer,
-                                   "token_endpoint": provider.token_url,
-                                   "jwks_uri": f"{provider.issuer}/jwks",
-                                   "grant_types_supported": [GRANT],
-                                   "id_token_signing_alg_values_supported": ["RS256"]})  # fmt: skip
-            else:
-                self._answer(404, {"error": "not_found"})
-
         def do_POST(self) -> None:
             if self.path != "/token":
                 self._answer(404, {"error": "not_found"})
                 return
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(min(length, 65536)).decode(errors="replace")
-            form = dict(urllib.parse.parse_qsl(body))
-            if form.get("grant_type") != GRANT:
-                self._answer(400, {"error": "unsupported_grant_type"})
-                return
-            client_id = provider._authenticate(self.headers, form)
-            if client_id is None:
-                self._answer(401, {"error": "invalid_client"})
-                return
-            token = provider.token(client_id, form.get("scope", ""))
-            with provider._lock:
-                provider.issued[client_id] += 1
-            log.info("OIDC token issued to %s", client_id)
-            self._answer(200, {"access_token": token, "token_type": "Bearer",
-                               "expires_in": provider.lifetime_s})  # fmt: skip
+            self._answer(*provider.issue(self.headers, dict(urllib.parse.parse_qsl(body))))
 
     return Handler

@@ -46,7 +46,7 @@ from confluent_kafka import TopicPartition
 
 from delayline.contract import OutgoingRecord
 from delayline.contract.contracts import InputParser
-from delayline.contract.events import EXPIRED
+from delayline.contract.kinds import EXPIRED
 from delayline.contract.topology import Topology
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.identifiers import committer_transactional_id

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from delayline.contract import ConsumedRecord
 from delayline.core.model import Schedule
-from delayline.fire.inflight import inflight_facts
+from delayline.fire.inflight import Handed
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,20 +71,20 @@ class DuePlan:
     def __len__(self) -> int:
         return len(self._pending)
 
-    def read(self, record: ConsumedRecord, schedule: Schedule | None, now_ms: int = 0) -> bool:
+    def read(self, record: ConsumedRecord, handed: Handed | None, now_ms: int = 0) -> bool:
         """Account for one record read at ``now_ms``: a schedule to deliver, or
-        (``schedule`` None) a tombstone or foreign record. A tombstone of a pending
+        (``handed`` None) a tombstone or foreign record. A tombstone of a pending
         schedule means it was delivered before a restart: it is dropped. Returns whether
         one was dropped."""
         self._read_to[record.partition] = max(
             self._read_to.get(record.partition, 0), record.offset + 1
         )
         key = record.key or b""
-        if schedule is not None:
+        if handed is not None:
+            schedule = handed.schedule
             at = (record.partition, record.offset)
-            facts = inflight_facts(record)
             pending = self._pending[at] = Pending(
-                record, schedule, now_ms, facts.batch, facts.missed
+                record, schedule, now_ms, handed.batch, handed.missed
             )
             self._by_key[key] = at
             self._by_id.setdefault(_id_of(schedule), set()).add(at)

@@ -65,8 +65,23 @@ def render_inflight(
     return OutgoingRecord(topic, inflight_key(source), schedule.payload, headers)
 
 
-def read_inflight(record: ConsumedRecord) -> Schedule:
-    """The schedule an in-flight record carries.
+@dataclass(frozen=True, slots=True)
+class Handed:
+    """What an in-flight record carries.
+
+    Attributes:
+        schedule: The schedule to deliver.
+        batch: The Spark batch that handed it over, when the record says.
+        missed: The schedule was past due when the hold read it.
+    """
+
+    schedule: Schedule
+    batch: int | None = None
+    missed: bool = False
+
+
+def read_inflight(record: ConsumedRecord) -> Handed:
+    """The schedule an in-flight record carries, with what its header says beside it.
 
     Raises:
         InflightRecordError: the record is a tombstone or lacks a readable
@@ -78,7 +93,7 @@ def read_inflight(record: ConsumedRecord) -> Schedule:
     try:
         facts = json.loads(raw or b"")
         topic, partition, offset, timestamp_ms = facts["source"]
-        return Schedule(
+        schedule = Schedule(
             id=str(facts["id"]),
             due_ms=int(facts["due_ms"]),
             target_topic=str(facts["target_topic"]),
@@ -91,32 +106,8 @@ def read_inflight(record: ConsumedRecord) -> Schedule:
         raise InflightRecordError(
             f"record at offset {record.offset} has an unreadable {HEADER} header: {exc}"
         ) from exc
-
-
-@dataclass(frozen=True, slots=True)
-class InflightFacts:
-    """What an in-flight record says beside its schedule.
-
-    Attributes:
-        batch: The Spark batch that handed it over, when it says.
-        missed: The schedule was past due when the hold read it.
-    """
-
-    batch: int | None = None
-    missed: bool = False
-
-
-def inflight_facts(record: ConsumedRecord) -> InflightFacts:
-    """The facts of an in-flight ``record`` (none for a record that has no readable
-    header: :func:`read_inflight` says why)."""
-    try:
-        facts = json.loads(record.headers[-1][1] or b"")
-    except (ValueError, IndexError):
-        return InflightFacts()
-    if not isinstance(facts, dict):
-        return InflightFacts()
     batch = facts.get("batch")
-    return InflightFacts(batch if isinstance(batch, int) else None, facts.get("missed") is True)
+    return Handed(schedule, batch if isinstance(batch, int) else None, facts.get("missed") is True)
 
 
 def render_inflight_tombstone(record: ConsumedRecord) -> OutgoingRecord:

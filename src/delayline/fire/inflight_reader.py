@@ -169,15 +169,15 @@ class InflightReader:
 
     def _read(self, msg: Message) -> int:
         record = to_consumed_record(msg)
-        schedule = None
+        handed = None
         if record.value is not None:
             try:
-                schedule = read_inflight(record)
+                handed = read_inflight(record)
             except InflightRecordError as exc:
                 log.warning("committer skips a record: %s", exc)
-        if schedule is not None:
-            self.targets.add(schedule.target_topic)
-        return int(self.plan.read(record, schedule, self.clock.now_ms()))
+        if handed is not None:
+            self.targets.add(handed.schedule.target_topic)
+        return int(self.plan.read(record, handed, self.clock.now_ms()))
 
 
 def _start(committed: int) -> int:

@@ -25,7 +25,7 @@ class BatchReport:
 
     Attributes:
         batch_id: Spark's batch id.
-        counts: Events by kind (see :data:`delayline.contract.events.KINDS`), dead letters
+        counts: Events by kind (see :class:`delayline.contract.kinds.Kind`), dead letters
             split into ``invalid`` and ``expired``; ``fire`` counts deliveries made, and
             those the cluster refused count as :data:`REFUSED` instead.
         lateness_ms: Commit time minus due time of each delivery of a schedule that

@@ -13,12 +13,12 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from delayline.core.clock import Clock, SystemClock
+from delayline.core.clock import Clock, SystemClock, wake_slot
 from delayline.core.identifiers import run_id
 from delayline.fire.partition import PartitionReport, merge
 from delayline.fire.report import BatchReport
 from delayline.fire.tasks import FireJob, fire_on_executors
-from delayline.holds.hold import Hold, RunSettings, wake_slot
+from delayline.holds.hold import Hold, RunSettings
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class FireSink:
 
     Args:
         config: The pipeline settings.
-        run_id: Returns the id of the current run (the checkpoint's query id);
+        query_id: Returns the checkpoint's query id, which names the current run;
             markers of an earlier run (before ``--rebuild``) do not apply.
         on_batch: Called with each batch's report.
         on_timers: Called with the due times of the timers each batch set (after
@@ -45,7 +45,7 @@ class FireSink:
     def __init__(
         self,
         config: RunSettings,
-        run_id: Callable[[], str],
+        query_id: Callable[[], str],
         on_batch: Callable[[BatchReport], None] = lambda _report: None,
         on_timers: Callable[[list[int]], None] | None = None,
         *,
@@ -56,7 +56,7 @@ class FireSink:
         self.config = config
         self.hold = hold
         self.clock = clock or SystemClock()
-        self.run_id = run_id
+        self.query_id = query_id
         self.on_batch = on_batch
         self.on_timers = on_timers
         self.fire_partitions = fire_partitions
@@ -64,7 +64,7 @@ class FireSink:
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         events = self.hold.batch_events(frame, batch_id)
-        run = run_id(self.config.query_name, self.run_id())
+        run = run_id(self.config.query_name, self.query_id())
         # The first batch after a start can be the replay of one committed before.
         job = FireJob(
             self.config,

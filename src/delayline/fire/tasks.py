@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from delayline.contract import events as r
-from delayline.core.clock import SystemClock
+from delayline.core.clock import SystemClock, wake_slot
 from delayline.core.faults import FIRE_BEFORE_COMMIT, FIRE_COMMITTED, pause_at
 from delayline.core.identifiers import partition_transactional_id
 from delayline.core.logs import log_to_stderr
@@ -33,7 +33,7 @@ from delayline.fire.partition import PartitionReport, fire_rows
 from delayline.fire.rewrite import fill_rewrites
 from delayline.fire.transactional import FireConfig, TransactionalFirer
 from delayline.holds.fold import raise_ms
-from delayline.holds.hold import RunSettings, wake_slot
+from delayline.holds.hold import RunSettings
 
 if TYPE_CHECKING:
     import pyarrow as pa

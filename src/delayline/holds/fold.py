@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from delayline.contract import ConsumedRecord, parse_record
-from delayline.contract.events import EXPIRED, HoldEvent, Kind
+from delayline.contract.kinds import EXPIRED, HoldEvent, Kind
 from delayline.core.model import Cancel, Invalid, Parsed, Schedule, SourceRef
 from delayline.core.versions import supersedes
 

@@ -75,16 +75,6 @@ class Deliver(Protocol):
     ) -> str: ...
 
 
-GRANULARITY_MS = 100
-"""A timer's wake time is its due time rounded up to this step: the pipeline's waker
-writes at most one wake record per step."""
-
-
-def wake_slot(due_ms: int) -> int:
-    """The wake time of a timer due at ``due_ms``: rounded up, never earlier."""
-    return -(-due_ms // GRANULARITY_MS) * GRANULARITY_MS
-
-
 class Hold(abc.ABC):
     """Where pending schedules wait.
 

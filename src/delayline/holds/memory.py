@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 from delayline.contract import ConsumedRecord
 from delayline.contract import events as r
 from delayline.contract.contracts import InputParser
-from delayline.contract.events import HoldEvent
+from delayline.contract.kinds import HoldEvent
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.model import Schedule
 from delayline.holds.fold import fold, raise_ms, timer_event
@@ -110,7 +110,6 @@ class MemoryHold(Hold):
         return records
 
     def batch_events(self, frame: DataFrame, batch_id: int) -> DataFrame:
-
         records = [r.input_to_record(row) for row in frame.collect()]
         events = [r.event_row(e) for e in self.offer(records, self.clock.now_ms())]
         # One partition: the memory hold is not durable, a replay has nothing to match.

@@ -24,12 +24,12 @@ from pyspark.sql.streaming.stateful_processor import (
 from delayline.contract import ConsumedRecord, parse_record
 from delayline.contract import events as r
 from delayline.contract.contracts import InputParser
-from delayline.contract.events import EXPIRED
+from delayline.core.clock import GRANULARITY_MS
 from delayline.core.model import Parsed, Schedule
 from delayline.holds.fold import fold, raise_ms, timer_event
-from delayline.holds.hold import GRANULARITY_MS, Hold
+from delayline.holds.hold import Hold
 
-__all__ = ["EXPIRED", "HoldProcessor", "SparkStateHold", "checkpoint_timers"]
+__all__ = ["HoldProcessor", "SparkStateHold", "checkpoint_timers"]
 
 
 class HoldProcessor(StatefulProcessor):

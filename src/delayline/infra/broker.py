@@ -361,12 +361,13 @@ class LocalBroker:
 
     def _oauth_jvm(self) -> list[str]:
         """Kafka 4 reads OAUTHBEARER key sets only from URLs (and files) allowed by name."""
-        url = self.config.oauth_jwks_url if self.config.secured else None
+        url = self.config.oauth_jwks_url  # only with sasl-ssl: checked at construction
         if not url:
             return []
         allowed = [f"-D{ALLOWED_URLS}={url}"]
         if url.startswith("file:"):
-            allowed.append(f"-D{ALLOWED_FILES}={Path(urllib.parse.urlparse(url).path)}")
+            path = urllib.parse.unquote(urllib.parse.urlparse(url).path)  # as_uri's inverse
+            allowed.append(f"-D{ALLOWED_FILES}={path}")
         return allowed
 
     def _format(self, java: str, cp: str) -> None:

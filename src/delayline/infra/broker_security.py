@@ -50,6 +50,10 @@ SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 _VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+_OAUTH_PREFIX = "listener.name.sasl_ssl.oauthbearer."
+_JWT_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator"
+OAUTH_AUDIENCE = "kafka"
+"""The audience (``aud``) an OAUTHBEARER token must name."""
 ALLOWED_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
 """The JVM property naming the OAUTHBEARER URLs a Kafka 4 client or broker may read."""
 ALLOWED_FILES = "org.apache.kafka.sasl.oauthbearer.allowed.files"
@@ -135,9 +139,15 @@ def prepare(files: SecureFiles, host: str, oauth_jwks_url: str | None = None) ->
     del host  # listeners are set by the broker (it knows its ports)
     oauth = (
         {
-            "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": f"{OAUTH} required;",
-            "listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class": _VALIDATOR,
+            f"{_OAUTH_PREFIX}sasl.jaas.config": f"{OAUTH} required;",
+            f"{_OAUTH_PREFIX}sasl.server.callback.handler.class": _VALIDATOR,
+            # Kafka 4.1's default validator (DefaultJwtValidator, as the callback handler
+            # makes it) verifies no signature: a token any key signed was accepted.
+            # BrokerJwtValidator checks the signature against the key set, and the
+            # audience. Only the top-level names are read (not the listener's).
+            "sasl.oauthbearer.jwt.validator.class": _JWT_VALIDATOR,
             "sasl.oauthbearer.jwks.endpoint.url": oauth_jwks_url,
+            "sasl.oauthbearer.expected.audience": OAUTH_AUDIENCE,
         }
         if oauth_jwks_url
         else {}

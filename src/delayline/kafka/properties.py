@@ -50,7 +50,6 @@ regular expression as well as a Python one (Spark redacts with it too)."""
 _SECRET = re.compile(SECRET_NAMES)
 
 _REFUSED = {
-    "sasl.login.callback.handler.class": "a Java class: librdkafka cannot load it",
     "sasl.client.callback.handler.class": "a Java class: librdkafka cannot load it",
     "sasl.login.class": "a Java class: librdkafka cannot load it",
     "ssl.engine.factory.class": "a Java class: librdkafka cannot load it",
@@ -82,7 +81,7 @@ _JAVA_ONLY = frozenset(
         "bootstrap.servers",
         # Java's token login, tuned: librdkafka fetches a token at start and again at 80 %
         # of its lifetime, and reads ``sub`` and ``scope`` as OIDC names them.
-        "sasl.login.callback.handler.class",  # only Java's OIDC login gets this far
+        "sasl.login.callback.handler.class",  # Java's OIDC login only: checked in _sasl
         "sasl.login.connect.timeout.ms",
         "sasl.login.read.timeout.ms",
         "sasl.login.retry.backoff.ms",
@@ -249,7 +248,7 @@ def librdkafka_settings(
             cannot be read.
     """
     for key, why in _REFUSED.items():
-        if key in props and not _oidc_login(key, props):
+        if key in props:
             raise KafkaConfigError(
                 f"{key} (in {source}) cannot be carried to delayline's librdkafka clients: "
                 f"{why}; remove it"
@@ -281,20 +280,21 @@ def redacted(settings: Mapping[str, object]) -> dict[str, object]:
     return {k: ("[redacted]" if _SECRET.search(k) else v) for k, v in settings.items()}
 
 
-def _oidc_login(key: str, props: Mapping[str, str]) -> bool:
-    """Java's OIDC login handler, with OAUTHBEARER: librdkafka's ``oidc`` method does it."""
-    return (
-        key == "sasl.login.callback.handler.class"
-        and props[key].strip() in OAUTH_LOGIN_HANDLERS
-        and props.get("sasl.mechanism", "").strip().upper() == "OAUTHBEARER"
-    )
-
-
 def _uses_tls(props: Mapping[str, str]) -> bool:
     return props.get("security.protocol", "PLAINTEXT").upper() in {"SSL", "SASL_SSL"}
 
 
 def _sasl(props: Mapping[str, str], source: str) -> dict[str, str]:
+    handler = props.get("sasl.login.callback.handler.class")
+    mechanism = props.get("sasl.mechanism", "PLAIN").strip().upper()
+    if handler is not None and (
+        handler.strip() not in OAUTH_LOGIN_HANDLERS or mechanism != "OAUTHBEARER"
+    ):
+        raise KafkaConfigError(
+            f"sasl.login.callback.handler.class (in {source}) cannot be carried to "
+            "delayline's librdkafka clients: a Java class librdkafka cannot load (only Java's "
+            "OIDC login, with sasl.mechanism=OAUTHBEARER, is librdkafka's own); remove it"
+        )
     out: dict[str, str] = {}
     jaas = props.get("sasl.jaas.config")
     endpoint = props.get("sasl.oauthbearer.token.endpoint.url")
@@ -315,7 +315,6 @@ def _sasl(props: Mapping[str, str], source: str) -> dict[str, str]:
         )
     if kind == "oauth":
         return {**out, **_oauth(options, endpoint, source)}
-    mechanism = props.get("sasl.mechanism", "PLAIN").upper()
     if mechanism not in {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}:
         raise KafkaConfigError(
             f"sasl.jaas.config (in {source}) has a username and password, but "
@@ -337,12 +336,14 @@ def _oauth(options: Mapping[str, str], endpoint: str | None, source: str) -> dic
     names = {"clientId": "sasl.oauthbearer.client.id",
              "clientSecret": "sasl.oauthbearer.client.secret",
              "scope": "sasl.oauthbearer.scope"}  # fmt: skip
-    out = {ours: options[java] for java, ours in names.items() if java in options}
+    out: dict[str, str] = {}
     extensions = []
     for option, value in options.items():
-        if option.startswith("extension_"):
+        if option in names:
+            out[names[option]] = value
+        elif option.startswith("extension_"):
             extensions.append(f"{option.removeprefix('extension_')}={value}")
-        elif option not in names:
+        else:
             raise KafkaConfigError(
                 f"sasl.jaas.config (in {source}): the OAuthBearerLoginModule option "
                 f"{option} cannot be carried to delayline's librdkafka clients (they take "

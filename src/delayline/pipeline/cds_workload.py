@@ -2,8 +2,8 @@
 
 ``python -m delayline.pipeline.cds_workload ARCHIVE``: a Spark session as the pipeline
 builds it runs what a pipeline's batches run (a stream through the SQL validation and
-the JVM hold into RocksDB state, a shuffle, a Python ``mapInArrow`` stage), without
-Kafka; its JVM writes ``ARCHIVE`` when it exits.
+the default hold, the JVM hold, into RocksDB state, a shuffle, a Python ``mapInArrow``
+stage), without Kafka; its JVM writes ``ARCHIVE`` when it exits.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from delayline.holds.hold import hold_for
 from delayline.pipeline.config import PipelineConfig
 
 
@@ -22,7 +23,6 @@ def main(archive: Path) -> None:
     """Run the workload in a JVM that records ``archive`` at its exit."""
     from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark's convention
 
-    from delayline.holds.hold import hold_for  # noqa: PLC0415 - pyspark loads once the JVM's options are set
     from delayline.pipeline.session import build_session  # noqa: PLC0415 - pyspark loads once the JVM's options are set
 
     with tempfile.TemporaryDirectory(prefix="delayline-cds-") as tmp:

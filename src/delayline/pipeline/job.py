@@ -133,7 +133,7 @@ class Pipeline:
         self._spark: SparkSession | None = None
         self._query: StreamingQuery | None = None
         self._waker: Waker | None = None
-        self._run: str | None = None
+        self._checkpoint_id: str | None = None
         self._committer: Committer | None = None
         self._sink: FireSink | None = None
         self._events: DataFrame | None = None
@@ -166,7 +166,7 @@ class Pipeline:
     def start(self, *, rebuild: bool = False) -> None:
         """Start the streaming query (after wiping the checkpoint if ``rebuild``)."""
         config = self.config
-        self._run = None
+        self._checkpoint_id = None
         if not self._lock.held:
             self.claim_checkpoint()
         if rebuild:
@@ -199,7 +199,7 @@ class Pipeline:
         elif config.wake:  # ticks of an oscillator wake it; nothing of ours is written there
             ensure_oscillator_topic(config.topology.bootstrap_servers, config.wake_topic_name)
         on_timers = None if self._waker is None else self._waker.add
-        self._sink = FireSink(config, self._run_id, on_batch, on_timers, hold=self.hold)
+        self._sink = FireSink(config, self._query_id, on_batch, on_timers, hold=self.hold)
         self._events = self.hold.stage(read_schedules(self._spark, config))
         self._start_query()
         if self._waker is not None:
@@ -403,11 +403,11 @@ class Pipeline:
         servers = self.config.topology.bootstrap_servers
         return None if cluster_brokers(servers, 2.0) else f"Kafka at {servers} did not answer"
 
-    def _run_id(self) -> str:
+    def _query_id(self) -> str:
         # Fixed for the life of a checkpoint; read the file once, not on every batch.
-        if self._run is None:
-            self._run = checkpoint_query_id(self.config.checkpoint_dir)
-        return self._run
+        if self._checkpoint_id is None:
+            self._checkpoint_id = checkpoint_query_id(self.config.checkpoint_dir)
+        return self._checkpoint_id
 
     def _require_query(self) -> StreamingQuery:
         if self._query is None:

@@ -19,7 +19,7 @@ Where the due times come from:
       Spark itself would, so nothing is late while they load.
 
 Guarantee: every timer reported to the waker gets a wake record at or after its
-due time, at most :data:`delayline.holds.hold.GRANULARITY_MS` after it while Kafka
+due time, at most :data:`delayline.core.clock.GRANULARITY_MS` after it while Kafka
 takes the writes; a failed write is retried every :data:`RETRY_MS` until one succeeds.
 Extra wake records (for cancelled schedules, or from another pipeline) only cost
 a batch; they never change what fires.
@@ -35,8 +35,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 
-from delayline.core.clock import Clock, SystemClock
-from delayline.holds.hold import GRANULARITY_MS, wake_slot
+from delayline.core.clock import GRANULARITY_MS, Clock, SystemClock, wake_slot
 from delayline.kafka.config import kafka_client_config
 
 log = logging.getLogger(__name__)

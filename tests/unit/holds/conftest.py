@@ -17,7 +17,7 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 from delayline.contract import ConsumedRecord
 from delayline.contract import events as r
 from delayline.contract.contracts import InputParser
-from delayline.contract.events import HoldEvent
+from delayline.contract.kinds import HoldEvent
 from delayline.contract.topology import Topology
 from delayline.holds.memory import MemoryHold
 from delayline.holds.spark_state import HoldProcessor

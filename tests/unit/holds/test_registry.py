@@ -3,11 +3,14 @@ the command line with its environment variable."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 import pytest
 
 from delayline.cli import build_parser
 from delayline.errors import ConfigError
-from delayline.holds.registry import HOLD_KINDS, hold_kind, settings_from_flags
+from delayline.holds.registry import HOLD_KINDS, HoldKind, hold_kind, settings_from_flags
 from delayline.pipeline.config import PipelineConfig
 
 
@@ -19,19 +22,33 @@ def test_the_flag_defaults_are_the_settings_defaults(name: str) -> None:
     assert PipelineConfig(hold=name).hold_settings == kind.default_settings()
 
 
-def test_flags_are_distinct_and_named_in_help() -> None:
+def help_of(*command: str) -> str:
+    parser = build_parser()
+    for word in command:
+        sub = next(a for a in parser._actions if isinstance(a.choices, dict))
+        assert isinstance(sub.choices, dict)
+        parser = sub.choices[word]
+    return parser.format_help()
+
+
+def test_flags_are_distinct_and_each_command_takes_its_holds_flags_only() -> None:
     flags = [flag for kind in HOLD_KINDS.values() for flag in kind.flags]
     assert len({f.name for f in flags}) == len({f.env for f in flags}) == len(flags)
-    parser = build_parser()
-    subparsers = next(a for a in parser._actions if a.dest == "command")
-    assert isinstance(subparsers.choices, dict)
-    with_acls = [f for kind in HOLD_KINDS.values() if kind.acls for f in kind.flags]
-    for command, wanted in (("run", flags), ("acls", with_acls)):
-        help_text = subparsers.choices[command].format_help()
+    commands: dict[tuple[str, ...], Callable[[HoldKind], object]] = {
+        ("run",): lambda kind: True,
+        ("acls",): lambda kind: kind.acls,
+        ("topics", "create"): lambda kind: kind.topics,
+    }
+    for command, wanted in commands.items():
+        help_text = help_of(*command)
         assert "{jvm,spark,memory,redis,buckets}" in help_text
-        for flag in wanted:
-            assert flag.name in help_text, (command, flag.name)
-            assert flag.env in help_text, (command, flag.env)
+        for kind in HOLD_KINDS.values():
+            for flag in kind.flags:
+                option = re.search(rf"^\s+{re.escape(flag.name)}\b", help_text, re.M)
+                shown = option is not None, flag.env in help_text
+                assert shown == ((True, True) if wanted(kind) else (False, False)), (
+                    command, flag.name,
+                )  # fmt: skip
 
 
 def test_an_unknown_hold_or_another_holds_settings_is_refused() -> None:

@@ -26,6 +26,8 @@ DEFAULT_BOUNDARIES_MS = tuple(1_000 << i for i in range(21))
 DEFAULT_RETENTION_MARGIN_MS = 7 * 24 * 3_600_000
 """How long a copy outlives its bucket's range on disk: the longest outage of the
 pipeline that loses nothing."""
+DEFAULT_TOPIC_PREFIX = "delayline-bucket"
+DEFAULT_PARTITIONS = 2
 _PREFIX = re.compile(r"[A-Za-z0-9._-]{1,200}")
 
 
@@ -45,8 +47,8 @@ class BucketsConfig:
     """
 
     boundaries_ms: tuple[int, ...] = DEFAULT_BOUNDARIES_MS
-    topic_prefix: str = "delayline-bucket"
-    partitions: int = 2
+    topic_prefix: str = DEFAULT_TOPIC_PREFIX
+    partitions: int = DEFAULT_PARTITIONS
     retention_margin_ms: int = DEFAULT_RETENTION_MARGIN_MS
 
     def __post_init__(self) -> None:

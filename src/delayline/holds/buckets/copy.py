@@ -71,7 +71,7 @@ def decode_copy(data: bytes) -> Copy:
     """Decode what :func:`encode_copy` wrote.
 
     Raises:
-        ValueError: an unknown format or truncated data.
+        RecordFormatError: an unknown format or truncated data.
     """
     if len(data) < _FIXED.size or data[0] != FORMAT:
         raise RecordFormatError(f"not a bucket copy of format {FORMAT} ({len(data)} bytes)")

@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from delayline.core.units import format_duration_ms, parse_duration_ms
-from delayline.errors import ConfigError
+from delayline.core.units import format_duration_ms, parse_duration_ms, parse_positive_int
 from delayline.holds.buckets.config import (
     DEFAULT_BOUNDARIES_MS,
+    DEFAULT_PARTITIONS,
     DEFAULT_RETENTION_MARGIN_MS,
+    DEFAULT_TOPIC_PREFIX,
     BucketsConfig,
     parse_boundaries,
 )
+from delayline.holds.buckets.route import render_copy
 from delayline.holds.kinds import Flag, HoldKind
 from delayline.kafka.acls import PREFIXED, READ_WRITE, TOPIC, Acl
 
@@ -25,16 +27,6 @@ def _load() -> type[Hold]:
     from delayline.holds.buckets.hold import BucketHold  # noqa: PLC0415 - pyspark
 
     return BucketHold
-
-
-def _partitions(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ConfigError(f"must be a whole number of 1 or more, got {text!r}")
-    return value
 
 
 def _topics(bootstrap: str, layout: BucketsConfig, replication: int, timeout_s: float) -> list[str]:
@@ -57,8 +49,6 @@ def _acls(layout: BucketsConfig) -> list[Acl]:
 
 
 def _render(row: Mapping[str, Any], layout: BucketsConfig, lead_ms: int) -> list[OutgoingRecord]:
-    from delayline.holds.buckets.route import render_copy  # noqa: PLC0415 - fire side only
-
     return [render_copy(row, layout, lead_ms)]
 
 
@@ -81,17 +71,17 @@ BUCKETS = HoldKind(
         Flag(
             "--bucket-topic-prefix",
             "DELAYLINE_BUCKET_TOPIC_PREFIX",
-            "delayline-bucket",
+            DEFAULT_TOPIC_PREFIX,
             "bucket N is the topic PREFIX-NN",
             "topic_prefix",
         ),
         Flag(
             "--bucket-partitions",
             "DELAYLINE_BUCKET_PARTITIONS",
-            2,
+            DEFAULT_PARTITIONS,
             "partitions of each bucket topic created",
             "partitions",
-            _partitions,
+            parse_positive_int,
         ),
         Flag(
             "--bucket-retention-margin",

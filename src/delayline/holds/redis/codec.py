@@ -44,7 +44,7 @@ def decode_schedule(data: bytes) -> Schedule:
     """Decode what :func:`encode_schedule` wrote.
 
     Raises:
-        ValueError: an unknown version or truncated data.
+        RecordFormatError: an unknown version or truncated data.
     """
     if len(data) < _FIXED.size or data[0] != _VERSION:
         raise RecordFormatError(f"unknown held-schedule encoding (version byte {data[:1]!r})")

@@ -13,6 +13,7 @@ DEFAULT_GRACE_MS = 15 * 60_000
 ``EX countdown+900``): the longest outage of every pipeline that loses nothing."""
 DEFAULT_LEASE_MS = 30_000
 """How long a pipeline may be silent before another takes over its unfinished claims."""
+DEFAULT_PREFIX = "delayline"
 _PREFIX = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
@@ -39,7 +40,7 @@ class RedisHoldConfig:
     url: str = DEFAULT_URL
     grace_ms: int = DEFAULT_GRACE_MS
     lease_ms: int = DEFAULT_LEASE_MS
-    prefix: str = "delayline"
+    prefix: str = DEFAULT_PREFIX
     timeout_ms: int = 30_000
     claim_limit: int = 20_000
 

@@ -9,7 +9,7 @@ from functools import cache
 import pyarrow as pa
 
 from delayline.contract import events as r
-from delayline.contract.events import HoldEvent
+from delayline.contract.kinds import HoldEvent
 
 
 @cache

@@ -87,7 +87,10 @@ class RedisHold(Hold):
     finished_by_others: ClassVar[bool] = True
 
     def __init__(self, config: RunSettings, deliver: Deliver | None = None) -> None:
+        if deliver is None:
+            raise ConfigError("the Redis hold needs the fire stage, to take over batches")
         super().__init__(config, deliver)
+        self.deliver: Deliver = deliver
         self.settings = settings_of(config, RedisHoldConfig)
         self._store: RedisStore | None = None
         self._run: str | None = None
@@ -119,8 +122,6 @@ class RedisHold(Hold):
             released = store.release(run, batch_id)
             if released:
                 log.debug("released %d task records of run %s", released, run)
-            if self.deliver is None:
-                raise ConfigError("the Redis hold needs the fire stage to take over batches")
             take_over(store, config, run, now, self.deliver)
         job = TaskJob(
             self.settings,

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from delayline.core.units import parse_duration_ms
+from delayline.core.units import format_duration_ms, parse_duration_ms
 from delayline.holds.kinds import Flag, HoldKind
-from delayline.holds.redis.config import DEFAULT_URL, RedisHoldConfig
+from delayline.holds.redis.config import (
+    DEFAULT_GRACE_MS,
+    DEFAULT_LEASE_MS,
+    DEFAULT_PREFIX,
+    DEFAULT_URL,
+    RedisHoldConfig,
+)
 
 if TYPE_CHECKING:
     from delayline.holds.hold import Hold
@@ -34,7 +40,7 @@ REDIS = HoldKind(
         Flag(
             "--redis-grace",
             "DELAYLINE_REDIS_GRACE",
-            "15m",
+            format_duration_ms(DEFAULT_GRACE_MS),
             "a pending schedule's Redis key expires this long after its due time: the "
             "longest outage of every pipeline that loses nothing (--rebuild restores more)",
             "grace_ms",
@@ -44,7 +50,7 @@ REDIS = HoldKind(
         Flag(
             "--redis-lease",
             "DELAYLINE_REDIS_LEASE",
-            "30s",
+            format_duration_ms(DEFAULT_LEASE_MS),
             "a pipeline silent this long (no heartbeat) has its unfinished claims "
             "finished by another pipeline of the same Redis prefix",
             "lease_ms",
@@ -54,7 +60,7 @@ REDIS = HoldKind(
         Flag(
             "--redis-prefix",
             "DELAYLINE_REDIS_PREFIX",
-            "delayline",
+            DEFAULT_PREFIX,
             "every Redis key starts with {PREFIX}; pipelines of one prefix share their "
             "pending schedules and fire them together (each reads its own input topics)",
             "prefix",

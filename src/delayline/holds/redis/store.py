@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from delayline.contract import ConsumedRecord
 from delayline.contract.contracts import InputParser
-from delayline.contract.events import HoldEvent
+from delayline.contract.kinds import HoldEvent
 from delayline.core.model import Schedule
 from delayline.errors import DelaylineError, RedisUnavailableError
 from delayline.holds.fold import fold, timer_event

@@ -9,7 +9,7 @@ from delayline.contract import headers as h
 from delayline.contract.contracts import InputParser
 from delayline.contract.topology import Topology
 from delayline.core.model import Schedule, SourceRef
-from delayline.fire.due_plan import DuePlan
+from delayline.fire.due_plan import DuePlan, Group, InLanes, Pending
 from delayline.fire.inflight import read_inflight, render_inflight
 from delayline.fire.watch import (
     CANCEL,
@@ -18,6 +18,7 @@ from delayline.fire.watch import (
     LaterRecords,
     checkpoint_positions,
     latest_logged_batch,
+    what_it_names,
 )
 
 TOPIC = "schedules"
@@ -96,3 +97,49 @@ def test_positions_come_from_the_checkpoints_offsets_log(tmp_path: Path) -> None
     assert checkpoint_positions(tmp_path, 5) == {("s", 0): 12, ("s", 1): 9}, "the next logged"
     assert checkpoint_positions(tmp_path, 7) == {}
     assert latest_logged_batch(tmp_path / "none") is None
+
+
+def test_what_a_record_names_and_what_is_not_remembered() -> None:
+    """A keyed record names its key unparsed; a plain cancel names its id; delayline's
+    own tombstone, a record without an id, and an invalid payload record name nothing."""
+    assert what_it_names(record(6), True, PARSE) == ("a", None)
+    found = what_it_names(record(6, None), True, PARSE)
+    assert found is not None
+    assert found[0] == "a"
+    assert ends(record(6, None)) == CANCEL
+    own = record(6, None, headers=((h.FIRED_OFFSET, b"5"),))
+    assert what_it_names(own, True, PARSE) is None
+    assert what_it_names(own, False, PARSE) is None
+    no_key = ConsumedRecord(TOPIC, 0, 7, 2_000, None, b"v", ())
+    assert what_it_names(no_key, True, PARSE) is None
+    bad_utf8 = ConsumedRecord(TOPIC, 0, 7, 2_000, b"\xff", b"v", ())
+    assert what_it_names(bad_utf8, True, PARSE) is None
+    invalid = record(8, headers=())  # no target topic: invalid
+    assert what_it_names(invalid, False, PARSE) is None
+    parsed = what_it_names(record(9), False, PARSE)
+    assert parsed is not None
+    assert parsed[0] == "a"
+    assert isinstance(parsed[1], Schedule)
+
+
+def pending(schedule_id: str, offset: int) -> Pending:
+    version = Schedule(
+        schedule_id, 10_000, "target", None, b"v", (), SourceRef(TOPIC, 0, offset, 1)
+    )
+    return Pending(ConsumedRecord("inflight", 0, offset, 1, schedule_id.encode(), b"", ()), version)
+
+
+def test_groups_in_lanes_are_found_by_id_until_reported() -> None:
+    first, second, again = pending("a", 1), pending("b", 2), pending("a", 3)
+    lanes = InLanes()
+    lanes.append(Group((first, second), 10_000))
+    lanes.append(Group((again,), 10_000))
+    assert len(lanes) == 2
+    assert lanes.of(TOPIC, "a") == [first, again]
+    assert lanes.of("other", "a") == []
+    assert lanes.popleft().items == (first, second)
+    assert lanes.of(TOPIC, "a") == [again]
+    assert lanes.of(TOPIC, "b") == []
+    lanes.clear()
+    assert len(lanes) == 0
+    assert lanes.of(TOPIC, "a") == []

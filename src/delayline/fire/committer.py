@@ -52,7 +52,7 @@ from delayline.core.clock import Clock, SystemClock
 from delayline.core.identifiers import committer_transactional_id
 from delayline.errors import DelaylineError
 from delayline.fire import broker_clock
-from delayline.fire.due_plan import DuePlan, Group, Pending
+from delayline.fire.due_plan import DuePlan, Group, InLanes, Pending
 from delayline.fire.inflight import render_inflight_tombstone
 from delayline.fire.inflight_reader import InflightReader
 from delayline.fire.lanes import Job, Lanes
@@ -178,8 +178,8 @@ class Committer:
         self._withheld: dict[bytes, str] = {}
         """In-flight key of each schedule withheld, not yet written off, to why (read by
         the lanes: a dict's get and set are atomic)."""
-        self._in_lanes: deque[Group] = deque()
-        """The groups submitted and not yet reported, in order."""
+        self._in_lanes = InLanes()
+        """The groups submitted and not yet reported."""
         self._summary_withheld = 0
 
     def start(self) -> None:
@@ -324,12 +324,10 @@ class Committer:
         arrived = set(self._watch.poll())
         if not arrived:
             return
-        candidates = [p for topic, sid in arrived for p in self._plan.pending_of(topic, sid)]
-        candidates += [
+        candidates = [
             p
-            for group in self._in_lanes
-            for p in group.items
-            if (p.schedule.require_source().topic, p.schedule.id) in arrived
+            for topic, sid in arrived
+            for p in (*self._plan.pending_of(topic, sid), *self._in_lanes.of(topic, sid))
         ]
         for p in candidates:
             kind = self._watch.later.ends(p.schedule)

@@ -6,6 +6,7 @@ Times are integer epoch milliseconds; the caller passes ``now_ms``.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from dataclasses import dataclass
 
 from delayline.contract import ConsumedRecord
@@ -165,3 +166,43 @@ class DuePlan:
 def _id_of(schedule: Schedule) -> tuple[str, str]:
     """(source topic, schedule id): what a later cancel or update names."""
     return schedule.require_source().topic, schedule.id
+
+
+class InLanes:
+    """The groups taken from the plan and not yet reported done, in order, with their
+    schedules by (source topic, id): what a later cancel or update is looked up in
+    without a scan of every schedule being written. Not thread-safe."""
+
+    def __init__(self) -> None:
+        self._groups: deque[Group] = deque()
+        self._by_id: dict[tuple[str, str], list[Pending]] = {}
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+    def append(self, group: Group) -> None:
+        """A group submitted to a lane."""
+        self._groups.append(group)
+        for item in group.items:
+            self._by_id.setdefault(_id_of(item.schedule), []).append(item)
+
+    def popleft(self) -> Group:
+        """The oldest group, reported done."""
+        group = self._groups.popleft()
+        for item in group.items:
+            key = _id_of(item.schedule)
+            kept = [p for p in self._by_id.get(key, ()) if p is not item]
+            if kept:
+                self._by_id[key] = kept
+            else:
+                self._by_id.pop(key, None)
+        return group
+
+    def of(self, topic: str, schedule_id: str) -> list[Pending]:
+        """The schedules of ``schedule_id`` from ``topic`` being written."""
+        return list(self._by_id.get((topic, schedule_id), ()))
+
+    def clear(self) -> None:
+        """Forget every group (a restart of the committer's session)."""
+        self._groups.clear()
+        self._by_id.clear()

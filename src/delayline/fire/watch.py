@@ -12,7 +12,8 @@ later record of its id ends, by the hold's own rules:
   (:func:`delayline.core.versions.supersedes`) ends it;
 * a valid newer version ends it too; the hold plans the newer one as it would any;
 * an invalid record, an older version, delayline's own tombstones and copies of the
-  version itself end nothing.
+  version itself end nothing (the watch does not even remember its own tombstones: one
+  follows every delivery).
 
 A withheld version is not delivered: its group's transaction writes only its in-flight
 tombstone. The guarantee: a cancel or update that the committer has read before it
@@ -41,6 +42,7 @@ from confluent_kafka import OFFSET_END, KafkaError, TopicPartition
 
 from delayline.contract import ConsumedRecord
 from delayline.contract.contracts import HEADER, InputParser
+from delayline.contract.records import parse_tombstone
 from delayline.core.model import Cancel, Parsed, Schedule
 from delayline.core.versions import supersedes
 from delayline.kafka.reader import private_consumer, to_consumed_record, watermarks
@@ -255,23 +257,39 @@ class InputWatch:
 
     def _note(self, record: ConsumedRecord) -> tuple[str, str] | None:
         """Remember ``record`` under its schedule id; (topic, id), or ``None`` for a record
-        about no id. A header-contract record's id is its key, read without parsing."""
+        that could end nothing."""
         self.read += 1
-        later = Later(record, self.now_ms())
-        if record.topic in self._by_key:
-            try:
-                schedule_id = (record.key or b"").decode("utf-8")
-            except UnicodeDecodeError:
-                return None  # no schedule id: nothing it could end
-        else:
-            later.parsed = self.parse(record)
-            if not isinstance(later.parsed, Cancel | Schedule):
-                return None
-            schedule_id = later.parsed.id
-        if not schedule_id:
+        found = what_it_names(record, record.topic in self._by_key, self.parse)
+        if found is None:
             return None
-        self.later.note(record.topic, schedule_id, later)
+        schedule_id, parsed = found
+        self.later.note(record.topic, schedule_id, Later(record, self.now_ms(), parsed))
         return record.topic, schedule_id
+
+
+def what_it_names(
+    record: ConsumedRecord, keyed: bool, parse: Callable[[ConsumedRecord], Parsed]
+) -> tuple[str, Parsed | None] | None:
+    """The schedule id an input record could end a version of, and what it parses to
+    when that was needed to find the id; ``None`` when it can end nothing (no id, an
+    invalid record of a payload contract, or delayline's own tombstone: one follows
+    every delivery). A record of a topic ``keyed`` by schedule id (the header contract)
+    is not parsed: most are never compared with a handed-over version."""
+    if record.value is None:
+        tombstone = parse_tombstone(record)
+        if not isinstance(tombstone, Cancel) or tombstone.fired_offset is not None:
+            return None
+        return tombstone.id, tombstone
+    if keyed:
+        try:
+            schedule_id = (record.key or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        return (schedule_id, None) if schedule_id else None
+    parsed = parse(record)
+    if not isinstance(parsed, Cancel | Schedule) or not parsed.id:
+        return None
+    return parsed.id, parsed
 
 
 def _earliest(found: TopicPartition, position: int | None) -> TopicPartition:

@@ -16,8 +16,8 @@ from delayline.bench import sampler as s
 from delayline.bench.report import evaluate, lookup, table
 from delayline.bench.run import accept_lags_ms, delivery_figures
 from delayline.bench.soak import KILL_GAP, kill_times_s, rss_per_minute
-from delayline.bench.stats import percentile, summary
 from delayline.bench.summary import rss_spread_pct
+from delayline.core.stats import percentile, summary
 from delayline.dev.harness import Delivery
 from delayline.errors import BenchError
 

@@ -59,6 +59,35 @@ def test_one_http_client() -> None:
     assert "urllib.request" in imported_modules(PACKAGE / "core" / "http.py")
 
 
+SHARED_HOLD_MODULES = ("delayline.holds.registry", "delayline.holds.kinds", "delayline.holds.hold",
+                       "delayline.holds.fold")  # fmt: skip
+"""What the rest of delayline may know of the holds: the registry, the interface and the
+rules every hold applies."""
+
+
+def names_a_concrete_hold(module: str) -> bool:
+    """``module`` is (or is inside) a module of ``holds/`` other than the shared ones."""
+    return module.startswith("delayline.holds.") and not any(
+        module == shared or module.startswith(f"{shared}.") for shared in SHARED_HOLD_MODULES
+    )
+
+
+def test_no_package_outside_holds_imports_a_concrete_hold() -> None:
+    """Outside ``holds/`` a hold is known only through the registry and the interface:
+    adding a hold touches no other package."""
+    assert names_a_concrete_hold("delayline.holds.redis.config")
+    assert names_a_concrete_hold("delayline.holds.buckets")
+    assert not names_a_concrete_hold("delayline.holds.registry.HOLD_KINDS")
+    concrete = {
+        str(path.relative_to(PACKAGE)): sorted(
+            filter(names_a_concrete_hold, imported_modules(path))
+        )
+        for path in PACKAGE.rglob("*.py")
+        if path.relative_to(PACKAGE).parts[0] != "holds"
+    }
+    assert {path: found for path, found in concrete.items() if found} == {}
+
+
 def test_the_architecture_doc_names_every_package() -> None:
     text = (REPO / "docs" / "architecture.md").read_text()
     packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("_")}

@@ -14,8 +14,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer
 
-from delayline.bench.stats import summary
 from delayline.contract import OutgoingRecord
+from delayline.core.stats import summary
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.produce import produce
 from delayline.kafka.reader import private_consumer

@@ -22,7 +22,7 @@ def on_cluster(
     Returns:
         ``master``, ``pipeline_ready_s`` and the scenario's ``figures``.
     """
-    env = open_env(local.bootstrap, local.work_dir / "cluster", local.hold, local.redis_url)
+    env = open_env(local.bootstrap, local.work_dir / "cluster", local.hold, local.hold_options)
     env.master = master
     if local.broker is not None and local.broker.status().pid:
         env.broker_sampler = GroupSampler(local.broker.status().pid or 0).start()
@@ -32,7 +32,7 @@ def on_cluster(
         progress(f"pipeline ready on the cluster in {ready_s:.1f} s; running the scenario")
         figures = scenario(env, size)
     finally:
-        close_env(env)  # its broker and Redis are the local run's: left running
+        close_env(env)  # its broker is the local run's: left running
     return {"master": master, "pipeline_ready_s": round(ready_s, 1), "figures": figures}
 
 

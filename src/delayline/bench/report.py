@@ -9,6 +9,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from delayline.holds.registry import hold_kind
+
 TARGETS: dict[str, list[tuple[str, str, float, str]]] = {
     # scenario -> (label, figure key path, bound, "<=" or ">=")
     "steady": [("sustained ingest (schedules/s)", "ingest_per_s", 20_000, ">="),
@@ -27,28 +29,6 @@ TARGETS: dict[str, list[tuple[str, str, float, str]]] = {
     "trickle": [],
     "catalog": [("catalog page at 1M pending, worst median (ms)", "worst_median_ms", 200, "<=")],
 }  # fmt: skip
-HOLD_TARGETS: dict[str, dict[str, list[tuple[str, str, float, str]]]] = {
-    # The Redis hold: its own bounds replace the scenario's.
-    "redis": {
-        "burst": [("delivery throughput (schedules/s)", "fire_per_s", 20_000, ">="),
-                  ("ingest throughput (schedules/s)", "ingest_per_s", 50_000, ">=")],
-        "steady": [("sustained ingest (schedules/s)", "ingest_per_s", 50_000, ">=")],
-        "backlog": [("pipeline peak RSS (MiB) with the backlog held", "peak_rss_mb", 2048, "<=")],
-    },
-    # The bucket hold: 10M pending due over 30 days is the restart scenario
-    # with --pending 10000000 --pending-span 30d.
-    "buckets": {
-        "burst": [("ingest throughput (schedules/s)", "ingest_per_s", 20_000, ">=")],
-        "steady": [("sustained ingest (schedules/s)", "ingest_per_s", 20_000, ">=")],
-        "restart": [
-            ("first delivery after restart (s)", "first_delivery_after_restart_s", 30, "<="),
-            ("pipeline peak RSS (MiB) with the backlog held", "peak_rss_mb", 2048, "<="),
-        ],
-    },
-}  # fmt: skip
-"""Per hold, scenario bounds that replace :data:`TARGETS`."""
-HOLD_LATENESS_P99_MS = {"redis": 1_000, "buckets": 1_000}
-"""The bound on lateness p99 at 5,000/s steady of the Redis and bucket holds."""
 ZERO = [("early (record timestamp before due)", "early"),
         ("early (seen by a read_committed reader before due)", "early_seen"),
         ("duplicates", "duplicates"), ("lost", "lost")]  # fmt: skip
@@ -122,12 +102,14 @@ def evaluate(result: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     pending = int(result.get("size", {}).get("pending") or 0)
     rate = int(result.get("size", {}).get("rate_per_s") or 0)
-    hold = result.get("hold", "jvm")
-    scenario_targets = HOLD_TARGETS.get(hold, {}).get(scenario, TARGETS.get(scenario, []))
+    side = hold_kind(result.get("hold", "jvm")).bench
+    scenario_targets = TARGETS.get(scenario, [])
+    if side is not None and scenario in side.targets:
+        scenario_targets = list(side.targets[scenario])  # the hold's own replace them
     lateness = lateness_targets(scenario, rate)
-    if hold in HOLD_LATENESS_P99_MS and scenario == "steady":
+    if side is not None and side.lateness_p99_ms is not None and scenario == "steady":
         lateness = [(f"lateness p99 (ms) at {rate:,}/s", "lateness_ms.p99",
-                     HOLD_LATENESS_P99_MS[hold], "<=")]  # fmt: skip
+                     side.lateness_p99_ms, "<=")]  # fmt: skip
     targets = [*lateness, *scenario_targets]
     for label, path, default_bound, op in targets:
         bound = restart_bound(path, pending, default_bound)
@@ -182,19 +164,9 @@ def table(result: dict[str, Any]) -> str:
     ):
         if key in f:
             rows.append((key.replace("_", " "), f[key], None, ""))
-    redis, redis_base = f.get("redis"), b.get("redis")
-    if redis is not None:
-        rows += [
-            ("Redis memory used / peak (MiB)",
-             f"{fmt(redis['used_memory_mb'])}/{fmt(redis['peak_memory_mb'])}", None, ""),
-            ("Redis pending at the end", redis["pending"], None, ""),
-            ("Redis bytes per pending schedule", redis["bytes_per_pending"], None, ""),
-        ]  # fmt: skip
-    if redis_base is not None:
-        rows += [
-            ("raw Redis ZADD+SET pipelined (/s)", redis_base["writes_per_s"], None, ""),
-            ("raw Redis PING p50/p99/max (us)", _p50_p99_max(redis_base["ping_us"]), None, ""),
-        ]
+    side = hold_kind(hold).bench
+    if side is not None:
+        rows += [(label, value, None, "") for label, value in side.rows(f.get(hold), b.get(hold))]
     for key, label in (("accept_lag_ms", "write to accepted"), ("small_batch_ms", "batch of 100")):
         if key in f:
             rows.append((f"{label} p50/p99/max (ms)", _p50_p99_max(f[key]), None, ""))

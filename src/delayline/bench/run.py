@@ -8,19 +8,21 @@ import tempfile
 import time
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from delayline.bench.sampler import GroupSampler
-from delayline.bench.stats import summary
 from delayline.client import ClientConfig, Scheduler
 from delayline.contract.topology import Topology
 from delayline.core.clock import ms_to_datetime
+from delayline.core.stats import summary
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.errors import BenchError, WaitTimeoutError
+from delayline.holds.kinds import BenchPlace, HoldBench
+from delayline.holds.registry import hold_kind
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
-from delayline.infra.redis_server import LocalRedis
 from delayline.infra.spark_cluster import executors_here
 from delayline.kafka.topics import TopicsConfig, create_topic, ensure_topics
 from delayline.pipeline.config import spark_progress_file
@@ -42,14 +44,12 @@ class BenchEnv:
     sampler: GroupSampler | None = None
     broker_sampler: GroupSampler | None = None
     hold: str = "jvm"
-    redis: LocalRedis | None = None
-    redis_url: str | None = None
+    hold_options: Mapping[str, Any] = field(default_factory=dict)
+    """The values of the hold's bench flags, by key."""
+    hold_bench: HoldBench | None = None
+    """The hold's own side of the run (its server, its figures), if it has one."""
     master: str | None = None
     """A Spark cluster's master URL for the pipeline (``None``: local mode)."""
-
-    @property
-    def redis_prefix(self) -> str:
-        return f"bench-{self.run}"
 
     @property
     def schedules_topic(self) -> str:
@@ -73,10 +73,11 @@ def open_env(
     bootstrap: str | None,
     work_dir: Path | None,
     hold: str = "jvm",
-    redis_url: str | None = None,
+    hold_options: Mapping[str, Any] | None = None,
 ) -> BenchEnv:
-    """Start a private broker unless ``bootstrap`` is given (and, for the Redis hold, a
-    private Redis unless ``redis_url`` is); create fresh topics."""
+    """Start a private broker unless ``bootstrap`` is given, and the hold's side of the
+    run (:class:`~delayline.holds.kinds.BenchSide`, with ``hold_options`` from its bench
+    flags); create fresh topics."""
     root = work_dir or Path(tempfile.mkdtemp(prefix="delayline-bench-"))
     broker = None
     if bootstrap is None:
@@ -87,13 +88,12 @@ def open_env(
         progress(f"starting a private broker in {config.data_dir}")
         broker.start()
         bootstrap = config.bootstrap_servers
-    env = BenchEnv(bootstrap, root, broker, hold=hold, redis_url=redis_url)
-    if hold == "redis" and redis_url is None:
-        from delayline.bench.redis import start_private  # noqa: PLC0415 - a scenario's own module loads only for it
-
-        progress(f"starting a private Redis in {root / 'redis'}")
-        env.redis = start_private(root)
-        env.redis_url = env.redis.config.url
+    env = BenchEnv(bootstrap, root, broker, hold=hold, hold_options=hold_options or {})
+    side = hold_kind(hold).bench
+    if side is not None:
+        log_dirs = None if broker is None else broker.log_dirs
+        place = BenchPlace(root, env.run, log_dirs, env.hold_options, progress)
+        env.hold_bench = side.open(place)
     ensure_topics(
         TopicsConfig(
             Topology(
@@ -127,12 +127,8 @@ def start_pipeline(env: BenchEnv, *extra: str) -> float:
             "--hold", env.hold,
             *extra,
         ]  # fmt: skip
-        if env.hold == "redis":
-            args += ["--redis-url", env.redis_url or "", "--redis-prefix", env.redis_prefix]
-        if env.hold == "buckets":
-            from delayline.bench.buckets import bucket_prefix  # noqa: PLC0415 - a scenario's own module loads only for it
-
-            args += ["--bucket-topic-prefix", bucket_prefix(env.run)]
+        if env.hold_bench is not None:
+            args += env.hold_bench.run_flags
         if env.master is not None:
             args += ["--master", env.master]
         env.pipeline = PipelineProcess(env.bootstrap, args, env.work_dir / "pipeline.log")
@@ -149,7 +145,7 @@ def start_pipeline(env: BenchEnv, *extra: str) -> float:
 
 
 def stop_pipeline(env: BenchEnv) -> None:
-    """Stop the pipeline and its sampler, leaving the broker (and Redis) up."""
+    """Stop the pipeline and its sampler, leaving the broker (and the hold's server) up."""
     if env.pipeline is not None and env.pipeline.proc is not None:
         env.pipeline.terminate()
     for sampler in (env.sampler, env.broker_sampler):
@@ -163,8 +159,8 @@ def close_env(env: BenchEnv) -> None:
     stop_pipeline(env)
     if env.broker is not None:
         env.broker.stop()
-    if env.redis is not None:
-        env.redis.stop()
+    if env.hold_bench is not None:
+        env.hold_bench.close()
 
 
 def write_schedules(

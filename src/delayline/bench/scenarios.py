@@ -21,7 +21,7 @@ from delayline.bench.run import (
     wait_delivered,
     write_schedules,
 )
-from delayline.bench.stats import summary
+from delayline.core.stats import summary
 from delayline.dev.harness import DeliveryCollector
 from delayline.errors import WaitTimeoutError
 

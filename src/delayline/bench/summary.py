@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from delayline.bench.report import fmt
+from delayline.holds.registry import HOLD_KINDS
 
 ORDER = ("trickle", "steady-1000", "steady", "burst", "backlog", "backlog-2", "backlog-3",
          "restart", "restart-1k", "idle", "soak", "catalog")  # fmt: skip
@@ -57,13 +58,13 @@ HOLD_FIGURES = (
     ("pending schedules held", "pending_held"),
     ("first delivery after a restart (s)", "first_delivery_after_restart_s"),
     ("early / duplicates / lost", None),
-    ("Redis bytes per pending schedule", "redis.bytes_per_pending"),
-    ("broker disk of the bucket topics per pending schedule (bytes)", "buckets.bytes_per_pending"),
+    *(row for kind in HOLD_KINDS.values() if kind.bench for row in kind.bench.compared),
 )
-"""The figures the holds table compares."""
+"""The figures the holds table compares (each hold's own among them)."""
 
-HOLDS = ("redis", "buckets")
-"""The holds benched beside the default one, each as ``<hold>-<scenario>.json``."""
+HOLDS = tuple(kind.name for kind in HOLD_KINDS.values() if kind.bench is not None)
+"""The holds benched beside the default one, each as ``<hold>-<scenario>.json``: those
+with a bench side of their own."""
 
 
 def holds_markdown(results_dir: Path, holds: tuple[str, ...] = HOLDS) -> str:

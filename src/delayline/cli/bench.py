@@ -15,14 +15,13 @@ from delayline.cli._common import (
     duration_arg,
     env_bool,
     env_flag,
-    one_of,
     positive_int,
     say,
 )
+from delayline.cli._holds import add_hold_flags, hold_bench_options
 from delayline.cli.extras import require_extras
 from delayline.core.units import parse_duration_ms
 from delayline.errors import ConfigError
-from delayline.holds.registry import HOLD_KINDS
 from delayline.kafka.properties import KAFKA_CONFIG_ENV
 
 PENDING_SCENARIOS = ("backlog", "restart", "idle")
@@ -130,15 +129,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="1s",
         help="the pipeline's micro-batch interval",
     )
-    env_flag(
+    add_hold_flags(
         p,
-        "--hold",
+        "the pipeline's hold (see delayline run --hold); a hold's own figures and bounds "
+        "are added (a private server of its own, its memory or disk)",
         env="DELAYLINE_BENCH_HOLD",
-        default="jvm",
-        type=one_of(HOLD_KINDS),
-        help="the pipeline's hold (see delayline run --hold); redis starts a private Redis "
-        "unless --redis-url is given, and adds Redis's own baseline and memory; buckets "
-        "adds the broker disk of its bucket topics (with a private broker)",
+        flags_of=lambda kind: () if kind.bench is None else kind.bench.flags,
     )
     env_flag(
         p,
@@ -156,12 +152,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="the pipeline's --lead (default: delayline run's); 0 makes the executors write "
         "the deliveries themselves",
-    )
-    env_flag(
-        p,
-        "--redis-url",
-        env="DELAYLINE_BENCH_REDIS_URL",
-        help="an existing Redis for --hold redis (default: a private one)",
     )
     p.set_defaults(func=_bench)  # fmt: skip
 
@@ -219,19 +209,14 @@ def _measure(args: argparse.Namespace, size: Any) -> dict[str, Any]:
     from delayline.bench.run import close_env, open_env, progress, start_pipeline  # noqa: PLC0415 - bench modules load when it runs
     from delayline.bench.scenarios import SCENARIOS  # noqa: PLC0415 - bench modules load when it runs
 
-    env = open_env(args.bootstrap_servers, args.work_dir, args.hold, args.redis_url)
+    env = open_env(args.bootstrap_servers, args.work_dir, args.hold, hold_bench_options(args))
     try:
         progress("measuring the raw broker (produce, consume, latency)")
-        measured: dict[str, Any] = {
-            "baseline": measure_baseline(env.bootstrap, 20_000 if args.quick else 200_000)
-        }
-        if env.redis_url is not None:
-            from delayline.bench import redis as bench_redis  # noqa: PLC0415 - bench modules load when it runs
-
-            progress("measuring the raw Redis (pipelined ZADD+SET, PING)")
-            measured["baseline"]["redis"] = bench_redis.baseline(
-                env.redis_url, 20_000 if args.quick else 200_000
-            )
+        writes = 20_000 if args.quick else 200_000
+        measured: dict[str, Any] = {"baseline": measure_baseline(env.bootstrap, writes)}
+        hold_baseline = None if env.hold_bench is None else env.hold_bench.baseline(writes)
+        if hold_baseline is not None:
+            measured["baseline"][args.hold] = hold_baseline
         extra = ["--trigger-interval", args.trigger_interval]
         if args.lead is not None:
             extra += ["--lead", args.lead]
@@ -240,12 +225,9 @@ def _measure(args: argparse.Namespace, size: Any) -> dict[str, Any]:
         measured["pipeline_ready_s"] = round(ready_s, 1)
         progress(f"pipeline ready in {ready_s:.1f} s; running {args.scenario}")
         figures = measured["figures"] = SCENARIOS[args.scenario](env, size)
-        if env.redis_url is not None:
-            figures["redis"] = bench_redis.memory(env.redis_url, env.redis_prefix)
-        if args.hold == "buckets" and env.broker is not None:
-            from delayline.bench.buckets import disk  # noqa: PLC0415 - bench modules load when it runs
-
-            figures["buckets"] = disk(env.broker.log_dirs, env.run, size.pending)
+        hold_figures = None if env.hold_bench is None else env.hold_bench.figures(size.pending)
+        if hold_figures is not None:
+            figures[args.hold] = hold_figures
         if args.master is not None:
             from delayline.bench.cluster import on_cluster  # noqa: PLC0415 - bench modules load when it runs
             from delayline.bench.run import stop_pipeline  # noqa: PLC0415 - bench modules load when it runs

@@ -1,7 +1,7 @@
 """A REWRITE of a version whose payload the hold does not keep: read it from its topic.
 
-The bucket hold's state keeps versions without payload or headers (those wait in the
-bucket topics). When the hold rules ask to write such a version again, the record is
+A hold may keep versions without payload or headers (the bucket hold does: those wait
+in its topics). When the hold rules ask to write such a version again, the record is
 read from the schedules topic at the version's own offset, just before the batch's
 transaction. Runs on the executors.
 """

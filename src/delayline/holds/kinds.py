@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from delayline.contract import OutgoingRecord
@@ -41,6 +42,76 @@ class Flag:
         return self.name.lstrip("-").replace("-", "_")
 
 
+Target = tuple[str, str, float, str]
+"""A bench bound: (what it is, the figure's key, the bound, ``>=`` or ``<=``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BenchPlace:
+    """Where ``delayline bench --hold NAME`` runs, for the hold's side of it.
+
+    Attributes:
+        work_dir: The run's directory (a private server of the hold's goes under it).
+        run: The run's id: its topics and keys are named after it.
+        log_dirs: The private broker's log directories (``None``: an external broker).
+        options: The values of the hold's bench flags (:attr:`BenchSide.flags`) by key.
+        progress: Prints one line of progress.
+    """
+
+    work_dir: Path
+    run: str
+    log_dirs: Path | None
+    options: Mapping[str, Any]
+    progress: Callable[[str], None]
+
+
+class HoldBench(Protocol):
+    """A hold's side of one bench run, open from :attr:`BenchSide.open` until
+    :meth:`close`."""
+
+    run_flags: list[str]
+    """The hold's flags of ``delayline run`` for this run (its own prefix, its server)."""
+
+    def baseline(self, writes: int) -> dict[str, Any] | None:
+        """What the hold's own store does alone on this machine (``writes`` of a
+        schedule's size), before the pipeline starts; ``None``: nothing to measure."""
+        ...
+
+    def figures(self, pending: int) -> dict[str, Any] | None:
+        """The hold's own figures after the scenario (``pending``: schedules held)."""
+        ...
+
+    def close(self) -> None:
+        """Stop what :attr:`BenchSide.open` started."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class BenchSide:
+    """What ``delayline bench --hold NAME`` adds for a hold. Its figures and baseline
+    are kept in the result under the hold's name.
+
+    Attributes:
+        open: Starts the hold's side of a run (imported on call: it may need Redis).
+        flags: The hold's own flags of ``delayline bench``.
+        targets: Per scenario, the bounds that replace the scenario's.
+        lateness_p99_ms: The bound on lateness p99 of the steady scenario.
+        rows: The report's lines of the hold's figures and baseline (``label``,
+            value), from the result (``figures``, ``baseline``: ``None`` when absent).
+        compared: The hold's figures in the table of the holds side by side: (label,
+            dotted key in the scenario's figures).
+    """
+
+    open: Callable[[BenchPlace], HoldBench]
+    flags: tuple[Flag, ...] = ()
+    targets: Mapping[str, tuple[Target, ...]] = field(default_factory=dict)
+    lateness_p99_ms: int | None = None
+    rows: Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None], list[tuple[str, Any]]] = (
+        lambda figures, baseline: []
+    )
+    compared: tuple[tuple[str, str], ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class HoldKind:
     """One hold, as the rest of delayline knows it.
@@ -61,6 +132,7 @@ class HoldKind:
         acls: The ACLs on its own topics, from its settings.
         render: What the fire stage writes for the hold's own event kinds (ROUTE):
             ``(event row, settings, lead ms)`` to records.
+        bench: What ``delayline bench`` adds for it (``None``: nothing of its own).
     """
 
     name: str
@@ -72,6 +144,7 @@ class HoldKind:
     topics: Callable[[str, Any, int, float], list[str]] | None = None
     acls: Callable[[Any], list[Acl]] | None = None
     render: Callable[[Mapping[str, Any], Any, int], list[OutgoingRecord]] | None = None
+    bench: BenchSide | None = None
 
     def default_settings(self) -> Any:
         """Its settings with every default (``None`` when it has none)."""

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from delayline.core.units import format_duration_ms, parse_duration_ms, parse_positive_int
+from delayline.holds.buckets.bench import BucketsBench
 from delayline.holds.buckets.config import (
     DEFAULT_BOUNDARIES_MS,
     DEFAULT_PARTITIONS,
@@ -15,7 +16,7 @@ from delayline.holds.buckets.config import (
     parse_boundaries,
 )
 from delayline.holds.buckets.route import render_copy
-from delayline.holds.kinds import Flag, HoldKind
+from delayline.holds.kinds import BenchSide, Flag, HoldKind
 from delayline.kafka.acls import PREFIXED, READ_WRITE, TOPIC, Acl
 
 if TYPE_CHECKING:
@@ -50,6 +51,40 @@ def _acls(layout: BucketsConfig) -> list[Acl]:
 
 def _render(row: Mapping[str, Any], layout: BucketsConfig, lead_ms: int) -> list[OutgoingRecord]:
     return [render_copy(row, layout, lead_ms)]
+
+
+def _rows(figures: Mapping[str, Any] | None, baseline: object) -> list[tuple[str, Any]]:
+    del baseline  # the broker's, measured for every hold
+    if figures is None:
+        return []
+    return [
+        ("broker disk of the bucket topics (bytes)", figures["bucket_topics_bytes"]),
+        ("bucket topics' disk per pending schedule (bytes)", figures["bytes_per_pending"]),
+    ]
+
+
+BENCH = BenchSide(
+    BucketsBench,
+    # 10M pending due over 30 days is the restart scenario with --pending 10000000
+    # --pending-span 30d.
+    targets={
+        "burst": (("ingest throughput (schedules/s)", "ingest_per_s", 20_000, ">="),),
+        "steady": (("sustained ingest (schedules/s)", "ingest_per_s", 20_000, ">="),),
+        "restart": (
+            ("first delivery after restart (s)", "first_delivery_after_restart_s", 30, "<="),
+            ("pipeline peak RSS (MiB) with the backlog held", "peak_rss_mb", 2048, "<="),
+        ),
+    },
+    lateness_p99_ms=1_000,
+    rows=_rows,
+    compared=(
+        (
+            "broker disk of the bucket topics per pending schedule (bytes)",
+            "buckets.bytes_per_pending",
+        ),
+    ),
+)
+"""``delayline bench --hold buckets``: the broker disk of its topics; its bounds."""
 
 
 BUCKETS = HoldKind(
@@ -98,4 +133,5 @@ BUCKETS = HoldKind(
     topics=_topics,
     acls=_acls,
     render=_render,
+    bench=BENCH,
 )  # fmt: skip

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from delayline.core.units import format_duration_ms, parse_duration_ms
-from delayline.holds.kinds import Flag, HoldKind
+from delayline.holds.kinds import BenchPlace, BenchSide, Flag, HoldBench, HoldKind
 from delayline.holds.redis.config import (
     DEFAULT_GRACE_MS,
     DEFAULT_LEASE_MS,
@@ -22,6 +23,61 @@ def _load() -> type[Hold]:
     from delayline.holds.redis.hold import RedisHold  # noqa: PLC0415 - redis, pyspark
 
     return RedisHold
+
+
+def _bench(place: BenchPlace) -> HoldBench:
+    from delayline.holds.redis.bench import RedisBench  # noqa: PLC0415 - redis
+
+    return RedisBench(place)
+
+
+def _p50_p99_max(summary: Mapping[str, Any]) -> str:
+    return f"{summary['p50']}/{summary['p99']}/{summary['max']}"
+
+
+def _rows(
+    figures: Mapping[str, Any] | None, baseline: Mapping[str, Any] | None
+) -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = []
+    if figures is not None:
+        rows += [
+            ("Redis memory used / peak (MiB)",
+             f"{figures['used_memory_mb']}/{figures['peak_memory_mb']}"),
+            ("Redis pending at the end", figures["pending"]),
+            ("Redis bytes per pending schedule", figures["bytes_per_pending"]),
+        ]  # fmt: skip
+    if baseline is not None:
+        rows += [
+            ("raw Redis ZADD+SET pipelined (/s)", baseline["writes_per_s"]),
+            ("raw Redis PING p50/p99/max (us)", _p50_p99_max(baseline["ping_us"])),
+        ]
+    return rows
+
+
+BENCH = BenchSide(
+    _bench,
+    flags=(
+        Flag(
+            "--redis-url",
+            "DELAYLINE_BENCH_REDIS_URL",
+            "",
+            "an existing Redis (default: a private one, started under the run's directory)",
+            "url",
+        ),
+    ),
+    targets={
+        "burst": (
+            ("delivery throughput (schedules/s)", "fire_per_s", 20_000, ">="),
+            ("ingest throughput (schedules/s)", "ingest_per_s", 50_000, ">="),
+        ),
+        "steady": (("sustained ingest (schedules/s)", "ingest_per_s", 50_000, ">="),),
+        "backlog": (("pipeline peak RSS (MiB) with the backlog held", "peak_rss_mb", 2048, "<="),),
+    },
+    lateness_p99_ms=1_000,
+    rows=_rows,
+    compared=(("Redis bytes per pending schedule", "redis.bytes_per_pending"),),
+)
+"""``delayline bench --hold redis``: Redis's own baseline and memory; its bounds."""
 
 
 REDIS = HoldKind(
@@ -68,4 +124,5 @@ REDIS = HoldKind(
     ),
     settings=RedisHoldConfig,
     needs_waker=True,
+    bench=BENCH,
 )  # fmt: skip

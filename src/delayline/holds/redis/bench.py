@@ -1,6 +1,6 @@
-"""The Redis side of ``delayline bench --hold redis``: a private server, its raw
-baseline (what Redis alone does on this machine, in the same run) and the memory the
-hold's pending schedules take."""
+"""The Redis hold's side of ``delayline bench --hold redis``: a private server (unless
+``--redis-url`` names one), its raw baseline (what Redis alone does on this machine, in
+the same run) and the memory the hold's pending schedules take."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from delayline.bench.stats import summary
+from delayline.core.stats import summary
+from delayline.holds.kinds import BenchPlace
 from delayline.holds.redis.config import RedisHoldConfig
 from delayline.holds.redis.scripts import Keys
 from delayline.holds.redis.store import connect
@@ -71,3 +72,32 @@ def memory(url: str, prefix: str) -> dict[str, Any]:
         "pending": pending,
         "bytes_per_pending": round(used / pending) if pending else None,
     }
+
+
+class RedisBench:
+    """The Redis hold in one bench run: the server given, or a private one under the
+    run's directory; the run's keys under ``bench-<run>``."""
+
+    def __init__(self, place: BenchPlace) -> None:
+        self.server: LocalRedis | None = None
+        url = place.options.get("url") or None
+        if url is None:
+            place.progress(f"starting a private Redis in {place.work_dir / 'redis'}")
+            self.server = start_private(place.work_dir)
+            url = self.server.config.url
+        self.url: str = url
+        self.prefix = f"bench-{place.run}"
+        self.run_flags = ["--redis-url", self.url, "--redis-prefix", self.prefix]
+        self._progress = place.progress
+
+    def baseline(self, writes: int) -> dict[str, Any]:
+        self._progress("measuring the raw Redis (pipelined ZADD+SET, PING)")
+        return baseline(self.url, writes)
+
+    def figures(self, pending: int) -> dict[str, Any]:
+        del pending  # Redis counts its own
+        return memory(self.url, self.prefix)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()

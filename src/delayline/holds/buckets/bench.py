@@ -1,4 +1,5 @@
-"""The bucket hold's own figures: broker disk of its bucket topics per pending schedule."""
+"""The bucket hold's side of ``delayline bench --hold buckets``: its topics named after
+the run, and the broker disk they take per pending schedule (with a private broker)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from delayline.holds.buckets.config import BucketsConfig
+from delayline.holds.kinds import BenchPlace
 
 
 def bucket_prefix(run: str) -> str:
@@ -35,3 +37,23 @@ def disk(log_dirs: Path, run: str, pending: int) -> dict[str, Any]:
         "pending": pending,
         "bytes_per_pending": round(total / pending, 1) if pending else None,
     }
+
+
+class BucketsBench:
+    """The bucket hold in one bench run: its topics under ``bench-<run>-bucket``."""
+
+    def __init__(self, place: BenchPlace) -> None:
+        self.run = place.run
+        self.log_dirs = place.log_dirs
+        self.run_flags = ["--bucket-topic-prefix", bucket_prefix(place.run)]
+
+    def baseline(self, writes: int) -> None:
+        del writes  # its store is the broker, measured for every hold
+
+    def figures(self, pending: int) -> dict[str, Any] | None:
+        if self.log_dirs is None:
+            return None  # an external broker's disks are not ours to read
+        return disk(self.log_dirs, self.run, pending)
+
+    def close(self) -> None:
+        """Nothing to stop: its topics live on the run's broker."""

@@ -89,7 +89,7 @@ def lookup(figures: dict[str, Any], path: str) -> Any:
 
 
 def restart_bound(path: str, pending: int, bound: float) -> float:
-    """The engine issue's bound on the first delivery after a restart is 10 s with 1k
+    """The bound on the first delivery after a restart is 10 s with 1k
     pending and 15 s with 1M: runs with at most 1k pending are held to the first."""
     if path == "first_delivery_after_restart_s" and pending <= 1_000:
         return 10

@@ -22,7 +22,7 @@ ORDER = ("trickle", "steady-1000", "steady", "burst", "backlog", "backlog-2", "b
 one with ``--rate 1000`` (``benchmarks/run_all.sh``)."""
 BACKLOG_RUNS = ("backlog", "backlog-2", "backlog-3")
 RSS_SPREAD_PCT = 10
-"""The engine issue's bound: the backlog's peak RSS the same within 10% over three runs."""
+"""The bound: the backlog's peak RSS the same within 10% over three runs."""
 
 
 def markdown(results_dir: Path) -> str:

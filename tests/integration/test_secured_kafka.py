@@ -127,7 +127,8 @@ def test_a_wrong_password_is_refused(secured_broker: LocalBroker) -> None:
 def assert_authentication_fails(settings: dict[str, Any]) -> None:
     """A client of ``settings`` cannot list the topics: its authentication failed."""
     errors: list[KafkaError] = []
-    admin = AdminClient({**settings, "error_cb": errors.append})
+    with_callback: dict[str, Any] = {**settings, "error_cb": errors.append}
+    admin = AdminClient(with_callback)
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=10)
     admin.poll(1)  # serves the error callback

@@ -17,6 +17,7 @@ from delayline.fire.watch import (
     Later,
     LaterRecords,
     checkpoint_positions,
+    has_read,
     latest_logged_batch,
     what_it_names,
 )
@@ -143,3 +144,12 @@ def test_groups_in_lanes_are_found_by_id_until_reported() -> None:
     lanes.clear()
     assert len(lanes) == 0
     assert lanes.of(TOPIC, "a") == []
+
+
+def test_read_to_the_ends_only_when_every_partition_is_past_its_end() -> None:
+    ends = {(TOPIC, 0): 5, (TOPIC, 1): 0}
+    assert has_read({(TOPIC, 0): 5}, ends)  # an empty partition needs nothing read
+    assert has_read({(TOPIC, 0): 7, (TOPIC, 1): 2}, ends)
+    assert not has_read({(TOPIC, 0): 4, (TOPIC, 1): 9}, ends)
+    assert not has_read({}, ends)
+    assert has_read({}, {})

@@ -24,12 +24,11 @@ from types import FrameType
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
-    IsolationLevel,
     KafkaError,
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient
 
 from delayline.cli._common import (
     add_bootstrap,
@@ -46,9 +45,8 @@ from delayline.core.clock import SystemClock, ms_to_datetime
 from delayline.core.units import parse_duration_ms
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
-from delayline.kafka.errors import kafka_error
 from delayline.kafka.metadata import topic_partitions
-from delayline.kafka.reader import private_consumer, to_consumed_record
+from delayline.kafka.reader import private_consumer, stable_ends, to_consumed_record
 
 START_TIMEOUT_S = 10.0
 """Bound on the start-up requests: the topic's partitions and their end offsets."""
@@ -291,21 +289,8 @@ def _committed_ends(bootstrap_servers: str, topic: str, partitions: list[int]) -
     offset): asked now, so that every record committed after tail said it is ready is
     shown, including those of a transaction open at that moment."""
     admin = AdminClient(kafka_client_config(bootstrap_servers))
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        futures = admin.list_offsets(
-            {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions},  # type: ignore[no-untyped-call]
-            isolation_level=IsolationLevel.READ_COMMITTED,
-            request_timeout=START_TIMEOUT_S,
-        )
-        try:
-            return {tp.partition: int(f.result().offset) for tp, f in futures.items()}
-        except KafkaException as exc:
-            error = kafka_error(exc)
-            retriable = error is not None and error.retriable()
-            if not retriable or time.monotonic() > deadline:
-                raise KafkaUnavailableError(f"end offsets of {topic} unavailable: {exc}") from exc
-            time.sleep(0.2)
+    ends = stable_ends(admin, ((topic, p) for p in partitions), START_TIMEOUT_S)
+    return {p: offset for (_, p), offset in ends.items()}
 
 
 def _follow(

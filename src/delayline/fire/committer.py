@@ -62,8 +62,10 @@ from delayline.fire.transactional import FireConfig, Firing, TransactionalFirer
 from delayline.fire.watch import (
     MEMORY_MS,
     POLL_MS,
+    READ_AHEAD_MS,
     InputWatch,
     checkpoint_positions,
+    has_read,
     latest_logged_batch,
 )
 
@@ -73,6 +75,9 @@ RETRY_MS = 1_000
 """How long the committer waits before starting afresh after a failure."""
 SUMMARY_MS = 10_000
 """How often the committer logs what it delivered."""
+READ_WAIT_S = 10.0
+"""How long a delivery waits for the watch to read the input to its end before it
+commits anyway (with a warning)."""
 WARM_AHEAD_MS = 20_000
 """Target topic facts are read again when they would expire within this (they live a
 minute): a schedule read waits for its due time a lead at most, usually a few seconds."""
@@ -180,6 +185,10 @@ class Committer:
         the lanes: a dict's get and set are atomic)."""
         self._in_lanes = InLanes()
         """The groups submitted and not yet reported."""
+        self._watched = threading.Condition()
+        self._read_to: dict[tuple[str, int], int] = {}
+        """The watch's positions, published (under :attr:`_watched`) once what they read
+        is noted and has withheld what it ends."""
         self._summary_withheld = 0
 
     def start(self) -> None:
@@ -298,6 +307,7 @@ class Committer:
         if not self._watch.start(since, self._drained_out, positions):
             return False
         self._check_new()
+        self._publish_read()
         return True
 
     def _check_new(self) -> None:
@@ -321,8 +331,21 @@ class Committer:
         written."""
         if self._watch is None:
             return
-        arrived = set(self._watch.poll())
-        if not arrived:
+        self._withhold_ended(set(self._watch.poll()))
+        self._publish_read()
+
+    def _publish_read(self) -> None:
+        """Publish the watch's positions: what they read has withheld what it ends."""
+        if self._watch is None:
+            return
+        with self._watched:
+            self._read_to = dict(self._watch.positions)
+            self._watched.notify_all()
+
+    def _withhold_ended(self, arrived: set[tuple[str, str]]) -> None:
+        """Withhold what the records of ``arrived`` (topic, id) end, pending or being
+        written."""
+        if self._watch is None or not arrived:
             return
         candidates = [
             p
@@ -333,6 +356,20 @@ class Committer:
             kind = self._watch.later.ends(p.schedule)
             if kind is not None:
                 self._withhold(p, kind)
+
+    def _read_input_to_now(self) -> None:
+        """Wait (on a lane's thread) until the watch has read, and withheld by, every
+        input record acknowledged by now: a cancel or update written before this wins."""
+        if self._watch is None:
+            return
+        ends = self._watch.stable_ends()
+        with self._watched:
+            if not self._watched.wait_for(lambda: has_read(self._read_to, ends), READ_WAIT_S):
+                log.warning(
+                    "committer: the watch has not read the input to its end in %.0f s; "
+                    "delivering without it (a cancel written meanwhile may lose)",
+                    READ_WAIT_S,
+                )
 
     def _withhold(self, pending: Pending, kind: str) -> None:
         key = pending.record.key or b""
@@ -471,6 +508,8 @@ class Committer:
             marks.append(self.clock.now_ms())
             after_before()
             marks.append(self.clock.now_ms())
+            self._wait_until(group.commit_ms - READ_AHEAD_MS)
+            self._read_input_to_now()
             self._wait_until(group.commit_ms)
             marks.append(self.clock.now_ms())
             if any(self._withheld.get(p.record.key or b"") is not None for p in live):

@@ -16,11 +16,13 @@ later record of its id ends, by the hold's own rules:
   follows every delivery).
 
 A withheld version is not delivered: its group's transaction writes only its in-flight
-tombstone. The guarantee: a cancel or update that the committer has read before it
-commits the delivery's transaction wins. The committer polls the input topics at least
-every :data:`POLL_MS` while anything is pending, and checks again right before each
-commit; ``delayline bench --scenario cancels`` measures how close to the due time that
-is.
+tombstone. The guarantee: a cancel or update acknowledged by Kafka at least
+:data:`READ_AHEAD_MS` before the due time wins. Before it commits a delivery the
+committer asks the input partitions' last stable offsets as of that moment and waits
+until the watch has read up to them (:meth:`InputWatch.stable_ends`, :func:`has_read`);
+one written later wins when the watch has read it by the
+commit (it polls at least every :data:`POLL_MS` while anything is pending).
+``delayline bench --scenario cancels`` measures how close to the due time that is.
 
 The watch remembers, per id, the newest record that ends something for
 :data:`MEMORY_MS`: a record written while the batch that hands a version over runs is
@@ -38,14 +40,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import OFFSET_END, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_END, KafkaError, Message, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from delayline.contract import ConsumedRecord
 from delayline.contract.contracts import HEADER, InputParser
 from delayline.contract.records import parse_tombstone
 from delayline.core.model import Cancel, Parsed, Schedule
 from delayline.core.versions import supersedes
-from delayline.kafka.reader import private_consumer, to_consumed_record, watermarks
+from delayline.kafka.config import kafka_client_config
+from delayline.kafka.reader import private_consumer, stable_ends, to_consumed_record, watermarks
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +65,10 @@ POLL_MS = 10
 again while anything is pending."""
 BATCH = 1_000
 """Records taken from the consumer in one call."""
+FETCH_WAIT_MS = 10
+"""The longest the broker holds the watch's fetch when nothing is new."""
+READ_AHEAD_MS = 20
+"""How long before a delivery's commit time the committer reads the input to its end."""
 
 
 @dataclass(slots=True, eq=False)
@@ -180,8 +188,17 @@ class InputWatch:
         self.read = 0
         """Records read since the start (for the committer's summary)."""
         self._consumer = private_consumer(
-            bootstrap_servers, "delayline-watch", overrides={"enable.partition.eof": True}
+            bootstrap_servers,
+            "delayline-watch",
+            # A fetch the broker holds open (500 ms by default) returned a transaction's
+            # records only at its end: a delivery waited for them that long.
+            overrides={"enable.partition.eof": True, "fetch.wait.max.ms": FETCH_WAIT_MS},
         )
+        self._admin = AdminClient(kafka_client_config(bootstrap_servers))
+        self.positions: dict[tuple[str, int], int] = {}
+        """Per input partition, the offset up to which everything was read (the next
+        to read): moved on by each record and each end of partition seen."""
+        self._assigned: list[tuple[str, int]] = []
 
     def start(
         self,
@@ -205,6 +222,8 @@ class InputWatch:
         found_at = self._consumer.offsets_for_times(wanted, timeout=30) if wanted else []
         starts = [_earliest(tp, (positions or {}).get((tp.topic, tp.partition))) for tp in found_at]
         self._consumer.assign([_start(tp) for tp in starts])
+        self.positions = {}
+        self._assigned = [(tp.topic, tp.partition) for tp in starts]
         ends: dict[tuple[str, int], int] = {}
         deadline = time.monotonic() + 30
         for tp in starts:
@@ -217,6 +236,7 @@ class InputWatch:
             for msg in self._consumer.consume(BATCH, 0.2):
                 place = (msg.topic() or "", msg.partition() or 0)
                 error = msg.error()
+                self._advance(msg)
                 if error is None:
                     self._note(to_consumed_record(msg))
                 elif error.code() != KafkaError._PARTITION_EOF:
@@ -240,6 +260,7 @@ class InputWatch:
             msgs = self._consumer.consume(BATCH, 0)
             for msg in msgs:
                 error = msg.error()
+                self._advance(msg)
                 if error is None:
                     noted = self._note(to_consumed_record(msg))
                     if noted is not None:
@@ -251,9 +272,29 @@ class InputWatch:
         self.later.expire(self.now_ms())
         return out
 
+    def stable_ends(self, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+        """The end of each input partition read, for a ``read_committed`` reader, now:
+        every record acknowledged by now is before it. Thread-safe (its own client).
+
+        Raises:
+            KafkaUnavailableError: the offsets could not be read in time.
+        """
+        return stable_ends(self._admin, self._assigned, timeout_s)
+
     def close(self) -> None:
         """Release the consumer."""
         self._consumer.close()
+
+    def _advance(self, msg: Message) -> None:
+        """Move the partition's position past ``msg`` (a record, or the end of the
+        partition: its offset is the next to read, past transaction markers)."""
+        error = msg.error()
+        if error is not None and error.code() != KafkaError._PARTITION_EOF:
+            return
+        place = (msg.topic() or "", msg.partition() or 0)
+        offset = (msg.offset() or 0) + (error is None)
+        if offset > self.positions.get(place, -1):
+            self.positions[place] = offset
 
     def _note(self, record: ConsumedRecord) -> tuple[str, str] | None:
         """Remember ``record`` under its schedule id; (topic, id), or ``None`` for a record
@@ -290,6 +331,13 @@ def what_it_names(
     if not isinstance(parsed, Cancel | Schedule) or not parsed.id:
         return None
     return parsed.id, parsed
+
+
+def has_read(positions: Mapping[tuple[str, int], int], ends: Mapping[tuple[str, int], int]) -> bool:
+    """Everything before ``ends`` (:meth:`InputWatch.stable_ends`) is read, by
+    ``positions`` (:attr:`InputWatch.positions`, as published after what they read
+    was noted)."""
+    return all(positions.get(place, 0) >= end for place, end in ends.items())
 
 
 def _earliest(found: TopicPartition, position: int | None) -> TopicPartition:

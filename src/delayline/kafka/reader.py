@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
+    IsolationLevel,
     KafkaError,
     KafkaException,
     Message,
     TopicPartition,
 )
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from delayline.contract import ConsumedRecord
 from delayline.errors import KafkaUnavailableError, TopicConfigError
@@ -160,6 +162,36 @@ def watermarks(consumer: Consumer, tp: TopicPartition, deadline: float) -> tuple
                 raise KafkaUnavailableError(
                     f"offsets of {tp.topic}[{tp.partition}] unavailable: {exc}"
                 ) from exc
+            time.sleep(0.1)
+
+
+def stable_ends(
+    admin: AdminClient, partitions: Iterable[tuple[str, int]], timeout_s: float
+) -> dict[tuple[str, int], int]:
+    """The end of each (topic, partition) for a ``read_committed`` reader, asked now: the
+    last stable offset (a transaction open at this moment ends it). Retries what may
+    pass (no leader yet, a broker away) until ``timeout_s``.
+
+    Raises:
+        KafkaUnavailableError: the offsets could not be read in time.
+    """
+    wanted = [TopicPartition(topic, p) for topic, p in partitions]
+    if not wanted:
+        return {}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        futures = admin.list_offsets(
+            {tp: OffsetSpec.latest() for tp in wanted},  # type: ignore[no-untyped-call]
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=max(0.1, deadline - time.monotonic()),
+        )
+        try:
+            return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
+        except KafkaException as exc:
+            error = kafka_error(exc)
+            retriable = error is not None and (error.retriable() or error.code() in _NO_LEADER_YET)
+            if not retriable or time.monotonic() > deadline:
+                raise KafkaUnavailableError(f"end offsets unavailable: {exc}") from exc
             time.sleep(0.1)
 
 

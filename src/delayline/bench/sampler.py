@@ -120,6 +120,20 @@ def read_group(root: int, also: Iterable[int] = ()) -> Sample:
     return Sample(time.time(), rss, cpu_ticks / _TICKS, tuple(by_role))
 
 
+def cpu_by_role(root: int) -> dict[str, float]:
+    """CPU seconds by role (:data:`ROLES`) of the live processes descending from
+    ``root`` (inclusive), each with what its exited children used (a reaped child's
+    time is its parent's). The difference of two calls is what the tree used between
+    them, as long as its processes live."""
+    stats = proc_stats()
+    out = dict.fromkeys(ROLES, 0.0)
+    for pid in tree(root, stats):
+        fields = stats[pid]
+        ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime stime cutime cstime
+        out[_role(pid, root, fields[19])] += ticks / _TICKS
+    return out
+
+
 _ROLE_OF: dict[tuple[int, str], str] = {}
 """Roles seen, by (pid, start time): a JVM or Python process keeps its role (a reused pid
 does not); "other" is never kept, as a launcher script may still exec into Java."""

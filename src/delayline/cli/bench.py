@@ -10,6 +10,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from delayline.bench import catalog, ladder, report
+from delayline.bench.baseline import measure_baseline
+from delayline.bench.cluster import on_cluster, side_by_side
+from delayline.bench.run import (
+    close_env,
+    open_env,
+    progress,
+    start_pipeline,
+    stop_pipeline,
+    write_schedules,
+)
+from delayline.bench.scenarios import SCENARIOS, SIZES, Size
 from delayline.cli._common import (
     add_kafka_config,
     duration_arg,
@@ -23,6 +35,7 @@ from delayline.cli.extras import require_extras
 from delayline.core.units import parse_duration_ms
 from delayline.errors import ConfigError
 from delayline.kafka.properties import KAFKA_CONFIG_ENV
+from delayline.pipeline.placement import check_master
 
 PENDING_SCENARIOS = ("backlog", "restart", "idle")
 """The scenarios that hold far-future schedules (``--pending`` sets how many)."""
@@ -32,8 +45,6 @@ RATE_SCENARIOS = ("steady", "trickle")
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``bench``."""
-    from delayline.bench.scenarios import SCENARIOS  # noqa: PLC0415 - bench modules load when it runs
-
     p = sub.add_parser(
         "bench",
         help="benchmark a scenario: throughput, lateness, exactly-once, memory, CPU",
@@ -46,7 +57,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--scenario",
         env="DELAYLINE_BENCH_SCENARIO",
         default="steady",
-        choices=[*sorted(SCENARIOS), "catalog"],
+        choices=[*sorted(SCENARIOS), "catalog", "ladder"],
         help="what to measure",
     )
     p.add_argument(
@@ -153,7 +164,35 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the pipeline's --lead (default: delayline run's); 0 makes the executors write "
         "the deliveries themselves",
     )
+    env_flag(
+        p,
+        "--warm-up",
+        env="DELAYLINE_BENCH_WARM_UP",
+        default="3m",
+        type=duration_arg(parse_duration_ms),
+        dest="warm_up_ms",
+        metavar="DURATION",
+        help="--scenario ladder: each rung runs again on fresh checkpoints this long "
+        "after its cold run, then once more, warm",
+    )
+    env_flag(
+        p,
+        "--jit",
+        env="DELAYLINE_BENCH_JIT",
+        default="c1,full",
+        type=duration_arg(_jit_settings),
+        help="--scenario ladder: the JVM's JIT settings to run each rung under, "
+        "comma-separated: c1 (-XX:TieredStopAtLevel=1, the pipeline's default) and full",
+    )
     p.set_defaults(func=_bench)  # fmt: skip
+
+
+def _jit_settings(text: str) -> list[str]:
+    wanted = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = sorted(set(wanted) - {"c1", "full"})
+    if not wanted or unknown:
+        raise ConfigError(f"--jit takes c1 and/or full, comma-separated, not {text!r}")
+    return wanted
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -163,23 +202,20 @@ def _bench(args: argparse.Namespace) -> int:
             "broker is plaintext"
         )
     require_extras("bench", "bench")  # the catalog scenario too: report.machine() needs pyspark
-    from delayline.bench import report  # noqa: PLC0415 - loads pyspark, matplotlib
 
     size = _size(args)
     if args.scenario == "catalog":
         return _catalog(args)
+    if args.scenario == "ladder":
+        return _ladder(args)
     if args.master is not None:
-        from delayline.pipeline.placement import check_master  # noqa: PLC0415 - bench modules load when it runs
-
         check_master(args.master)
     started = time.time()
     result = {
         "scenario": args.scenario,
         "hold": args.hold,
         "quick": args.quick,
-        "size": size.__dict__
-        if hasattr(size, "__dict__")
-        else {k: getattr(size, k) for k in size.__slots__},
+        "size": dataclasses.asdict(size),
         "started_at": datetime.fromtimestamp(started, UTC).isoformat(),
         **_measure(args, size),
         "wall_s": round(time.time() - started, 1),
@@ -189,8 +225,6 @@ def _bench(args: argparse.Namespace) -> int:
     }
     say(report.table(result))
     if args.master is not None:
-        from delayline.bench.cluster import side_by_side  # noqa: PLC0415 - bench modules load when it runs
-
         say("")
         say(side_by_side(result))
     if args.json_path:
@@ -202,12 +236,9 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _measure(args: argparse.Namespace, size: Any) -> dict[str, Any]:
+def _measure(args: argparse.Namespace, size: Size) -> dict[str, Any]:
     """The raw broker's figures, then the scenario's (and on ``--master`` too): the
     ``baseline``, ``pipeline_ready_s``, ``figures`` (and ``cluster``) of the result."""
-    from delayline.bench.baseline import measure_baseline  # noqa: PLC0415 - bench modules load when it runs
-    from delayline.bench.run import close_env, open_env, progress, start_pipeline  # noqa: PLC0415 - bench modules load when it runs
-    from delayline.bench.scenarios import SCENARIOS  # noqa: PLC0415 - bench modules load when it runs
 
     env = open_env(args.bootstrap_servers, args.work_dir, args.hold, hold_bench_options(args))
     try:
@@ -229,9 +260,6 @@ def _measure(args: argparse.Namespace, size: Any) -> dict[str, Any]:
         if hold_figures is not None:
             figures[args.hold] = hold_figures
         if args.master is not None:
-            from delayline.bench.cluster import on_cluster  # noqa: PLC0415 - bench modules load when it runs
-            from delayline.bench.run import stop_pipeline  # noqa: PLC0415 - bench modules load when it runs
-
             stop_pipeline(env)  # two cores: one pipeline at a time
             scenario = SCENARIOS[args.scenario]
             measured["cluster"] = on_cluster(env, args.master, scenario, size, extra)
@@ -240,20 +268,19 @@ def _measure(args: argparse.Namespace, size: Any) -> dict[str, Any]:
     return measured
 
 
-def _size(args: argparse.Namespace) -> Any:
+def _size(args: argparse.Namespace) -> Size:
     """The scenario's size, with ``--pending``, ``--pending-span`` and ``--rate``.
 
     Raises:
         ConfigError: a flag the scenario has no use for.
     """
-    from delayline.bench.scenarios import SIZES, Size  # noqa: PLC0415 - bench modules load when it runs
 
     backlog = args.pending is not None or args.pending_span_ms
     if backlog and args.scenario not in PENDING_SCENARIOS:
         raise ConfigError(f"--pending: the {args.scenario} scenario holds no backlog")
     if args.rate is not None and args.scenario not in RATE_SCENARIOS:
         raise ConfigError(f"--rate: the {args.scenario} scenario writes at no rate")
-    if args.scenario == "catalog":
+    if args.scenario in ("catalog", "ladder"):
         return Size()
     size = SIZES[args.scenario][1 if args.quick else 0]
     if args.pending is not None:
@@ -266,7 +293,6 @@ def _size(args: argparse.Namespace) -> Any:
 
 
 def _catalog(args: argparse.Namespace) -> int:
-    from delayline.bench import catalog, report  # noqa: PLC0415 - bench modules load when it runs
 
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="delayline-bench-") as tmp:
@@ -286,3 +312,45 @@ def _catalog(args: argparse.Namespace) -> int:
         report.write_json(result, args.json_path)
         say(f"wrote {args.json_path}")
     return 0 if figures["met"] else 1
+
+
+def _ladder(args: argparse.Namespace) -> int:
+
+    count = 20_000 if args.quick else 200_000
+    started = time.time()
+    env = open_env(args.bootstrap_servers, args.work_dir)
+    try:
+        due_ms = int(started * 1000) + 3_600_000
+        progress(f"writing {count:,} schedules due in an hour to {env.schedules_topic}")
+        write_schedules(env, count, lambda i, now: due_ms)
+        broker_pid = None if env.broker is None else env.broker.status().pid
+        runs = ladder.ladder(
+            env.bootstrap,
+            env.schedules_topic,
+            count,
+            env.work_dir / "ladder",
+            jit=args.jit,
+            warm_up_s=args.warm_up_ms / 1000,
+            broker_pid=broker_pid,
+            say=progress,
+        )
+    finally:
+        close_env(env)
+    result = {
+        "scenario": "ladder",
+        "quick": args.quick,
+        "count": count,
+        "warm_up_s": args.warm_up_ms / 1000,
+        "started_at": datetime.fromtimestamp(started, UTC).isoformat(),
+        "wall_s": round(time.time() - started, 1),
+        "machine": report.machine(),
+        "figures": {"runs": runs, "costliest": ladder.costliest(runs, args.jit[0])},
+    }
+    say(ladder.table(runs))
+    if result["figures"]["costliest"] is not None:
+        rung, added = result["figures"]["costliest"]
+        say(f"the costliest stage (warm, JIT {args.jit[0]}): {rung}, {added} us per schedule")
+    if args.json_path:
+        report.write_json(result, args.json_path)
+        say(f"wrote {args.json_path}")
+    return 0

@@ -62,10 +62,14 @@ class PipelineError(DelaylineError):
 
 
 def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
-    """The input topics as a stream, headers included, transactions honoured.
+    """The input topics as a stream (:func:`kafka_records`); records of envelope and
+    timer-request topics come parsed (:func:`delayline.contract.arrow.with_contracts`)."""
+    return with_contracts(kafka_records(spark, config), config.topology)
 
-    Records of envelope and timer-request topics come parsed
-    (:func:`delayline.contract.arrow.with_contracts`).
+
+def kafka_records(spark: SparkSession, config: PipelineConfig) -> DataFrame:
+    """The input topics as a stream of Kafka records, headers included, transactions
+    honoured.
 
     With ``wake`` the wake topic is read too: its records make a micro-batch run (so
     its due timers fire) and are dropped here.
@@ -89,7 +93,7 @@ def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     )
     if config.wake:
         raw = raw.where(F.col("topic") != config.wake_topic_name)
-    records = raw.select(
+    return raw.select(
         "topic",
         F.coalesce("key", F.lit(b"")).alias("gkey"),
         "key",
@@ -99,7 +103,6 @@ def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
         F.unix_millis("timestamp").alias("timestamp_ms"),
         "headers",
     )
-    return with_contracts(records, config.topology)
 
 
 def _last_batch_id(query: StreamingQuery) -> int:

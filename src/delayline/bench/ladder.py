@@ -1,0 +1,348 @@
+"""``delayline bench --scenario ladder``: where a schedule's CPU goes, stage by stage.
+
+The same schedules, already in the schedules topic and due an hour ahead, run through a
+growing pipeline; each rung adds one stage to the one before:
+
+1. ``source``: the Kafka source with headers, to a no-op sink;
+2. ``validate``: + the SQL validation and the contract columns;
+3. ``shuffle``: + the shuffle by (topic, schedule id) the hold's grouping makes;
+4. ``hold``: + the hold (no fire stage);
+5. ``fire``: + the fire stage, ``--lead 0`` (the whole pipeline without the committer);
+6. ``full``: the whole pipeline with its default lead (committer, watch, waker).
+
+Each rung runs in a process of its own (:func:`main`, a fresh JVM): once cold, then
+again and again on fresh checkpoints until the warm-up time is over, then once more,
+warm. CPU is read from /proc over each run by role: Spark's JVM, the Python workers,
+the Python driver, and the broker. Rungs 1-4 read with Spark's ``availableNow`` trigger
+and rungs 5-6 with the pipeline's own, both capped at the pipeline's records per batch.
+
+What differs between two rungs is what the added stage costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from delayline.bench.sampler import cpu_by_role
+from delayline.contract.topology import Topology
+from delayline.errors import BenchError
+from delayline.holds.hold import hold_for
+from delayline.kafka.topics import TopicsConfig, ensure_topics
+from delayline.pipeline.config import DEFAULT_LEAD_MS, PipelineConfig
+
+RUNGS = ("source", "validate", "shuffle", "hold", "fire", "full")
+"""The rungs, bottom up: each adds one stage to the one before."""
+JIT = {"c1": "-XX:TieredStopAtLevel=1", "full": ""}
+"""The JIT settings compared: the default (C1 only) and the full tiered JIT."""
+TIMEOUT_S = 1_800
+"""The longest one rung's process may take (its warm-up included)."""
+INPUT_KINDS = ("planned", "updated", "cancelled", "unknown_cancel", "missed", "short",
+               "invalid", "stale")  # fmt: skip
+"""The batch report's counts of input records (every record read is one of these)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RungRun:
+    """One run of one rung.
+
+    Attributes:
+        rung: Which (:data:`RUNGS`).
+        warm: After the warm-up (else the first run of a fresh JVM).
+        rows: Schedules read.
+        seconds: From the query's start to its last batch.
+        cpu_s: CPU seconds by role (``jvm``, ``python workers``, ``driver``, ``broker``).
+    """
+
+    rung: str
+    warm: bool
+    rows: int
+    seconds: float
+    cpu_s: dict[str, float]
+
+    @property
+    def per_s(self) -> float:
+        """Schedules per second."""
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+    def us_per_schedule(self) -> dict[str, float]:
+        """CPU microseconds per schedule, by role and in total."""
+        out = {role: 1e6 * s / self.rows for role, s in self.cpu_s.items()} if self.rows else {}
+        out["total"] = sum(out.values())
+        return out
+
+
+def rung_frame(rung: str, spark: Any, config: Any, hold: Any) -> Any:
+    """The streaming frame of rungs 1-4 (``source`` to ``hold``)."""
+    from delayline.contract.columns import parsed  # noqa: PLC0415 - pyspark
+    from delayline.pipeline.job import kafka_records, read_schedules  # noqa: PLC0415 - pyspark
+
+    if rung == "source":
+        return kafka_records(spark, config)
+    if rung == "validate":
+        return parsed(read_schedules(spark, config))
+    if rung == "shuffle":
+        return parsed(read_schedules(spark, config)).repartition(
+            config.shuffle_partitions, "topic", "gkey"
+        )
+    if rung == "hold":
+        return hold.stage(read_schedules(spark, config))
+    raise BenchError(f"rung {rung!r} is not a frame of its own")
+
+
+def _noop_run(rung: str, config: Any, broker_pid: int | None) -> RungRun:
+    """Rungs 1-4: the frame to a no-op sink, every record there now (``availableNow``)."""
+    from delayline.pipeline.session import build_session  # noqa: PLC0415 - pyspark
+
+    spark = build_session(config, log_level="warning")
+    # A hold with timers would otherwise run empty batches for ever: availableNow ends
+    # when the input is read and no batch asks for another.
+    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+    hold = hold_for(config, None)
+    frame = rung_frame(rung, spark, config, hold)
+    before = _cpu(broker_pid)
+    began = time.monotonic()
+    query = (
+        frame.writeStream.format("noop")
+        .option("checkpointLocation", str(config.checkpoint_dir))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    seconds = time.monotonic() - began
+    cpu = _minus(_cpu(broker_pid), before)
+    rows = sum(int(p["numInputRows"]) for p in query.recentProgress)
+    hold.close()
+    return RungRun(rung, False, rows, seconds, cpu)
+
+
+def _pipeline_run(rung: str, config: Any, count: int, broker_pid: int | None) -> RungRun:
+    """Rungs 5-6: the pipeline itself until it has read ``count`` records."""
+    from delayline.pipeline.job import Pipeline  # noqa: PLC0415 - pyspark
+    from delayline.pipeline.session import build_session  # noqa: PLC0415 - pyspark
+
+    build_session(config, log_level="warning")  # the JVM's start is not the rung's
+    read = 0
+    done = threading.Event()
+    last = [time.monotonic()]
+
+    def on_batch(report: Any) -> None:
+        nonlocal read
+        read += sum(report.counts.get(kind, 0) for kind in INPUT_KINDS)
+        last[0] = time.monotonic()
+        if read >= count:
+            done.set()
+
+    job = Pipeline(config, on_batch, log_level="warning")
+    before = _cpu(broker_pid)
+    began = time.monotonic()
+    job.start()
+    stop = threading.Event()
+    runner = threading.Thread(target=job.run_until, args=(stop,), daemon=True)
+    runner.start()
+    if not done.wait(TIMEOUT_S):
+        stop.set()
+        raise BenchError(f"rung {rung}: {read} of {count} records read in {TIMEOUT_S} s")
+    seconds = last[0] - began
+    cpu = _minus(_cpu(broker_pid), before)
+    stop.set()
+    runner.join(120)
+    return RungRun(rung, False, read, seconds, cpu)
+
+
+def _cpu(broker_pid: int | None) -> dict[str, float]:
+    """CPU seconds so far of this process's tree by role, and of the broker's."""
+    cpu = cpu_by_role(os.getpid())
+    cpu.pop("other", None)
+    if broker_pid is not None:
+        cpu["broker"] = sum(cpu_by_role(broker_pid).values())
+    return cpu
+
+
+def _minus(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    return {role: round(after[role] - before.get(role, 0.0), 3) for role in after}
+
+
+def run_rung(
+    rung: str,
+    config: Any,
+    count: int,
+    warm_up_s: float,
+    broker_pid: int | None,
+    say: Callable[[str], None],
+) -> list[RungRun]:
+    """The cold run of ``rung`` in this process, the warm-up runs, then the warm run;
+    each on a fresh checkpoint and query name."""
+
+    def once(n: int) -> RungRun:
+        fresh = replace(
+            config,
+            checkpoint_dir=config.checkpoint_dir.parent / f"{rung}-{n}",
+            query_name=f"{config.query_name}-{rung}-{n}",
+        )
+        if rung in ("fire", "full"):
+            return _pipeline_run(rung, fresh, count, broker_pid)
+        return _noop_run(rung, fresh, broker_pid)
+
+    cold = once(0)
+    say(f"{rung}: cold {cold.rows} in {cold.seconds:.1f} s")
+    warm_until = time.monotonic() + warm_up_s
+    n = 1
+    while time.monotonic() < warm_until:
+        run = once(n)
+        say(f"{rung}: warm-up {n}: {run.rows} in {run.seconds:.1f} s")
+        n += 1
+    warm = replace(once(n), warm=True)
+    say(f"{rung}: warm {warm.rows} in {warm.seconds:.1f} s")
+    return [cold, warm]
+
+
+def ladder(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    work_dir: Path,
+    *,
+    jit: Sequence[str],
+    warm_up_s: float,
+    broker_pid: int | None,
+    rungs: Sequence[str] = RUNGS,
+    say: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
+    """Run each rung under each JIT setting, each (rung, JIT) in a fresh process.
+
+    Returns:
+        One result per run: ``rung``, ``jit``, ``warm``, ``rows``, ``seconds``,
+        ``per_s``, ``cpu_s`` and ``us_per_schedule`` by role.
+    """
+    results: list[dict[str, Any]] = []
+    for setting in jit:
+        for rung in rungs:
+            say(f"ladder: rung {rung}, JIT {setting}")
+            spec = {
+                "bootstrap": bootstrap,
+                "topic": topic,
+                "count": count,
+                "rung": rung,
+                "java_options": JIT[setting],
+                "work_dir": str(work_dir / f"{setting}-{rung}"),
+                "warm_up_s": warm_up_s,
+                "broker_pid": broker_pid,
+            }
+            done = subprocess.run(
+                [sys.executable, "-m", "delayline.bench.ladder", json.dumps(spec)],
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT_S + 120,
+                check=False,
+            )
+            runs = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+            if done.returncode != 0 or len(runs) != 2:
+                tail = "\n".join(done.stderr.splitlines()[-15:])
+                raise BenchError(f"ladder rung {rung} (JIT {setting}) failed:\n{tail}")
+            for run in runs:
+                run["jit"] = setting
+                results.append(run)
+                say(
+                    f"  {'warm' if run['warm'] else 'cold'}: {run['per_s']:,.0f}/s, "
+                    f"{run['us_per_schedule']['total']:.0f} us per schedule"
+                )
+    return results
+
+
+def table(results: Sequence[dict[str, Any]]) -> str:
+    """The ladder as a text table: per run, rate and CPU us per schedule by role, and
+    what each rung adds to the one below (warm runs, same JIT)."""
+    roles = ("jvm", "python workers", "driver", "broker")
+    head = f"{'rung':<9}{'JIT':<5}{'run':<5}{'per s':>9}" + "".join(
+        f"{role:>16}" for role in (*roles, "total")
+    )
+    lines = [head, "CPU us per schedule by process".rjust(len(head))]
+    below: dict[str, float] = {}
+    for run in results:
+        us = run["us_per_schedule"]
+        lines.append(
+            f"{run['rung']:<9}{run['jit']:<5}{'warm' if run['warm'] else 'cold':<5}"
+            f"{run['per_s']:>9,.0f}"
+            + "".join(f"{us.get(role, 0):>16.1f}" for role in roles)
+            + f"{us['total']:>16.1f}"
+        )
+        if run["warm"]:
+            added = us["total"] - below.get(run["jit"], 0.0)
+            lines.append(f"{'':<19}{'the rung adds':>16}{added:>16.1f} us")
+            below[run["jit"]] = us["total"]
+    return "\n".join(lines)
+
+
+def costliest(results: Sequence[dict[str, Any]], jit: str = "c1") -> tuple[str, float] | None:
+    """The rung whose stage adds the most CPU per schedule (warm runs of ``jit``)."""
+    warm = [r for r in results if r["warm"] and r["jit"] == jit]
+    best: tuple[str, float] | None = None
+    previous = 0.0
+    for run in warm:
+        added = run["us_per_schedule"]["total"] - previous
+        previous = run["us_per_schedule"]["total"]
+        if best is None or added > best[1]:
+            best = (run["rung"], round(added, 1))
+    return best
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """One rung in this process (the ladder runs it as ``python -m``): prints the cold
+    and the warm run as JSON lines."""
+    parser = argparse.ArgumentParser(prog="python -m delayline.bench.ladder")
+    parser.add_argument("spec", help="the rung's settings, as JSON (see ladder())")
+    spec = json.loads(parser.parse_args(argv).spec)
+    work_dir = Path(spec["work_dir"])
+    work_dir.mkdir(parents=True, exist_ok=True)
+    name = f"ladder-{uuid.uuid4().hex[:6]}"
+    config = PipelineConfig(
+        topology=Topology(
+            spec["bootstrap"],
+            (spec["topic"],),
+            dead_letter_topic=f"{name}-dlq",
+            history_topic=None,
+            commits_topic=f"{name}-commits",
+        ),
+        checkpoint_dir=work_dir / "checkpoint",
+        query_name=name,
+        java_options=spec["java_options"],
+        trigger_interval_ms=100,
+        wake=spec["rung"] in ("fire", "full"),  # the pipeline makes its wake topic
+        lead_ms=0 if spec["rung"] == "fire" else DEFAULT_LEAD_MS,
+        driver_memory_mb=2048,
+    )
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    if spec["rung"] in ("fire", "full"):
+        ensure_topics(TopicsConfig(config.topology, partitions=4))
+    for run in run_rung(
+        spec["rung"], config, spec["count"], spec["warm_up_s"], spec["broker_pid"], say
+    ):
+        figures = {
+            "rung": run.rung,
+            "warm": run.warm,
+            "rows": run.rows,
+            "seconds": round(run.seconds, 2),
+            "per_s": round(run.per_s),
+            "cpu_s": run.cpu_s,
+            "us_per_schedule": {k: round(v, 1) for k, v in run.us_per_schedule().items()},
+        }
+        print(json.dumps(figures), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""The ladder's arithmetic (per schedule, what each rung adds) and its CPU reading."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from delayline.bench import sampler as s
+from delayline.bench.ladder import RungRun, costliest, table
+from delayline.bench.report import write_json
+
+
+def run(rung: str, total_us: float, *, warm: bool = True, jit: str = "c1") -> dict[str, Any]:
+    """A run's result as the ladder writes it, all its CPU in the JVM."""
+    return {"rung": rung, "jit": jit, "warm": warm, "rows": 1000, "seconds": 1.0,
+            "per_s": 1000, "us_per_schedule": {"jvm": total_us, "total": total_us}}  # fmt: skip
+
+
+def test_per_schedule_figures_divide_by_the_rows() -> None:
+    r = RungRun("hold", True, 200_000, 4.0, {"jvm": 6.0, "python workers": 2.0, "broker": 0.5})
+    assert r.per_s == 50_000
+    assert r.us_per_schedule() == {"jvm": 30.0, "python workers": 10.0, "broker": 2.5,
+                                   "total": 42.5}  # fmt: skip
+    assert RungRun("hold", True, 0, 0.0, {}).per_s == 0.0
+
+
+def test_the_costliest_rung_is_the_largest_step_between_warm_runs() -> None:
+    runs = [run("source", 10), run("source", 30, warm=False), run("validate", 15),
+            run("shuffle", 25), run("hold", 70), run("fire", 90),
+            run("hold", 500, jit="full")]  # fmt: skip
+    assert costliest(runs) == ("hold", 45.0)
+    assert costliest(runs, "full") == ("hold", 500.0)
+    assert costliest([run("source", 5, warm=False)]) is None
+    text = table(runs)
+    assert "the rung adds" in text
+    assert "45.0 us" in text  # hold over shuffle
+
+
+def test_cpu_by_role_sees_a_child_burn_cpu_and_keeps_it_once_reaped() -> None:
+    before = s.cpu_by_role(os.getpid())
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    child = subprocess.Popen([sys.executable, "-c", burn])
+    time.sleep(0.2)
+    alive = s.cpu_by_role(os.getpid())  # the child is a python process: a worker's role
+    child.wait()
+    after = s.cpu_by_role(os.getpid())
+    assert set(before) == set(s.ROLES)
+    assert alive["python workers"] > before["python workers"]
+    # Reaped, its time is the parent's (the driver, the root): nothing is lost.
+    assert sum(after.values()) - sum(before.values()) >= 0.25
+
+
+def test_a_ladder_result_is_written_as_json(tmp_path: Path) -> None:
+    runs = [run("source", 10), run("hold", 70)]
+    result = {"scenario": "ladder", "quick": True, "machine": {},
+              "figures": {"runs": runs, "costliest": costliest(runs)}}  # fmt: skip
+    write_json(result, tmp_path / "ladder.json")
+    written = json.loads((tmp_path / "ladder.json").read_text())
+    assert written["figures"]["costliest"] == ["hold", 60.0]
+    assert written["targets"] == []  # the ladder finds, it has no bounds

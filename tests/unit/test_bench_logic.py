@@ -206,3 +206,18 @@ def test_soak_rss_is_the_peak_of_each_minute_from_the_start() -> None:
                (220.0, 50 * mib)]  # fmt: skip
     assert rss_per_minute(samples, began_s=100.0) == [300, 0, 50]
     assert rss_per_minute([], began_s=0.0) == []
+
+
+def test_a_holds_own_rows_and_bounds_come_from_its_bench_side() -> None:
+    r = result("steady", False, ingest_per_s=900, lateness_ms={"p99": 800},
+               redis={"used_memory_mb": 1.4, "peak_memory_mb": 8.6, "pending": 3,
+                      "bytes_per_pending": 512})  # fmt: skip
+    r["hold"] = "redis"
+    r["baseline"]["redis"] = {"writes_per_s": 16579, "ping_us": summary([122, 253, 1105])}
+    text = table(r)
+    assert "raw Redis PING p50/p99/max (us)" in text
+    assert "253/1,105" in text  # a summary shows as p50/p99/max, formatted
+    assert "Redis bytes per pending schedule" in text
+    bounds = {t["target"]: t["bound"] for t in evaluate(r)}
+    assert bounds["sustained ingest (schedules/s)"] == ">= 50000"  # the hold's, not 20000
+    assert any(b == "<= 1000" for b in bounds.values())  # its lateness bound at steady

@@ -34,22 +34,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from delayline.bench.run import INPUT_KINDS
 from delayline.bench.sampler import cpu_by_role
 from delayline.contract.topology import Topology
 from delayline.errors import BenchError
 from delayline.holds.hold import hold_for
 from delayline.kafka.topics import TopicsConfig, ensure_topics
-from delayline.pipeline.config import DEFAULT_LEAD_MS, PipelineConfig
+from delayline.pipeline.config import DEFAULT_JAVA_OPTIONS, DEFAULT_LEAD_MS, PipelineConfig
 
 RUNGS = ("source", "validate", "shuffle", "hold", "fire", "full")
 """The rungs, bottom up: each adds one stage to the one before."""
-JIT = {"c1": "-XX:TieredStopAtLevel=1", "full": ""}
+JIT = {"c1": DEFAULT_JAVA_OPTIONS, "full": ""}
 """The JIT settings compared: the default (C1 only) and the full tiered JIT."""
 TIMEOUT_S = 1_800
 """The longest one rung's process may take (its warm-up included)."""
-INPUT_KINDS = ("planned", "updated", "cancelled", "unknown_cancel", "missed", "short",
-               "invalid", "stale")  # fmt: skip
-"""The batch report's counts of input records (every record read is one of these)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,13 +131,13 @@ def _pipeline_run(rung: str, config: Any, count: int, broker_pid: int | None) ->
 
     build_session(config, log_level="warning")  # the JVM's start is not the rung's
     read = 0
+    last = time.monotonic()
     done = threading.Event()
-    last = [time.monotonic()]
 
     def on_batch(report: Any) -> None:
-        nonlocal read
+        nonlocal read, last
         read += sum(report.counts.get(kind, 0) for kind in INPUT_KINDS)
-        last[0] = time.monotonic()
+        last = time.monotonic()
         if read >= count:
             done.set()
 
@@ -153,7 +151,7 @@ def _pipeline_run(rung: str, config: Any, count: int, broker_pid: int | None) ->
     if not done.wait(TIMEOUT_S):
         stop.set()
         raise BenchError(f"rung {rung}: {read} of {count} records read in {TIMEOUT_S} s")
-    seconds = last[0] - began
+    seconds = last - began
     cpu = _minus(_cpu(broker_pid), before)
     stop.set()
     runner.join(120)

@@ -166,7 +166,10 @@ def table(result: dict[str, Any]) -> str:
             rows.append((key.replace("_", " "), f[key], None, ""))
     side = hold_kind(hold).bench
     if side is not None:
-        rows += [(label, value, None, "") for label, value in side.rows(f.get(hold), b.get(hold))]
+        rows += [
+            (label, _p50_p99_max(value) if isinstance(value, dict) else value, None, "")
+            for label, value in side.rows(f.get(hold), b.get(hold))
+        ]
     for key, label in (("accept_lag_ms", "write to accepted"), ("small_batch_ms", "batch of 100")):
         if key in f:
             rows.append((f"{label} p50/p99/max (ms)", _p50_p99_max(f[key]), None, ""))

@@ -97,7 +97,8 @@ class BenchSide:
         targets: Per scenario, the bounds that replace the scenario's.
         lateness_p99_ms: The bound on lateness p99 of the steady scenario.
         rows: The report's lines of the hold's figures and baseline (``label``,
-            value), from the result (``figures``, ``baseline``: ``None`` when absent).
+            value; a :func:`delayline.core.stats.summary` shows as p50/p99/max), from
+            the result (``figures``, ``baseline``: ``None`` when absent).
         compared: The hold's figures in the table of the holds side by side: (label,
             dotted key in the scenario's figures).
     """

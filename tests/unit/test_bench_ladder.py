@@ -10,9 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from delayline.bench import sampler as s
 from delayline.bench.ladder import RungRun, costliest, table
 from delayline.bench.report import write_json
+from delayline.cli.bench import _rungs
 
 
 def run(rung: str, total_us: float, *, warm: bool = True, jit: str = "c1") -> dict[str, Any]:
@@ -63,3 +66,11 @@ def test_a_ladder_result_is_written_as_json(tmp_path: Path) -> None:
     written = json.loads((tmp_path / "ladder.json").read_text())
     assert written["figures"]["costliest"] == ["hold", 60.0]
     assert written["targets"] == []  # the ladder finds, it has no bounds
+
+
+def test_rungs_flag_keeps_the_ladder_order_and_refuses_unknown_rungs() -> None:
+    assert _rungs("full, source") == ["source", "full"]
+    with pytest.raises(ValueError, match="--rungs takes source"):
+        _rungs("fire,sink")
+    with pytest.raises(ValueError, match="--rungs takes"):
+        _rungs(" , ")

@@ -184,6 +184,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="--scenario ladder: the JVM's JIT settings to run each rung under, "
         "comma-separated: c1 (-XX:TieredStopAtLevel=1, the pipeline's default) and full",
     )
+    env_flag(
+        p,
+        "--rungs",
+        env="DELAYLINE_BENCH_RUNGS",
+        default=",".join(ladder.RUNGS),
+        type=duration_arg(_rungs),
+        help="--scenario ladder: which rungs to run, comma-separated, of "
+        + ", ".join(ladder.RUNGS),
+    )
     p.set_defaults(func=_bench)  # fmt: skip
 
 
@@ -193,6 +202,14 @@ def _jit_settings(text: str) -> list[str]:
     if not wanted or unknown:
         raise ConfigError(f"--jit takes c1 and/or full, comma-separated, not {text!r}")
     return wanted
+
+
+def _rungs(text: str) -> list[str]:
+    wanted = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = sorted(set(wanted) - set(ladder.RUNGS))
+    if not wanted or unknown:
+        raise ConfigError(f"--rungs takes {', '.join(ladder.RUNGS)}, comma-separated, not {text!r}")
+    return [rung for rung in ladder.RUNGS if rung in wanted]
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -332,6 +349,7 @@ def _ladder(args: argparse.Namespace) -> int:
             jit=args.jit,
             warm_up_s=args.warm_up_ms / 1000,
             broker_pid=broker_pid,
+            rungs=args.rungs,
             say=progress,
         )
     finally:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from delayline.bench import sampler as s
-from delayline.bench.ladder import RungRun, costliest, table
+from delayline.bench.ladder import RungRun, costliest, size_total, table
 from delayline.bench.report import write_json
 from delayline.cli.bench import _rungs
 
@@ -74,3 +74,11 @@ def test_rungs_flag_keeps_the_ladder_order_and_refuses_unknown_rungs() -> None:
         _rungs("fire,sink")
     with pytest.raises(ValueError, match="--rungs takes"):
         _rungs(" , ")
+
+
+def test_size_total_reads_spark_s_formats_of_a_size_metric() -> None:
+    many = "total (min, med, max (stageId: taskId))\n12.5 MiB (1.0 KiB, 6.2 MiB, 6.3 MiB (stage 3.0: task 7))"
+    assert size_total(many) == round(12.5 * 2**20)
+    assert size_total("1,023.0 B") == 1023
+    assert size_total("total (min, med, max)\n0.0 B (0.0 B, 0.0 B, 0.0 B)") == 0
+    assert size_total("") == 0

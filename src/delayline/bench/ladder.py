@@ -24,13 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,11 @@ RUNGS = ("source", "validate", "shuffle", "hold", "fire", "full")
 """The rungs, bottom up: each adds one stage to the one before."""
 JIT = {"c1": DEFAULT_JAVA_OPTIONS, "full": ""}
 """The JIT settings compared: the default (C1 only) and the full tiered JIT."""
+BYTE_METRICS = {"shuffle": "", "arrow": "data sent to Python workers"}
+"""Boundaries whose bytes the ladder reports: what the stages wrote to the shuffle (by
+Spark's stage data), and what was handed to the Python workers (Arrow; by the SQL
+metric named here)."""
+_SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 TIMEOUT_S = 1_800
 """The longest one rung's process may take (its warm-up included)."""
 
@@ -60,6 +66,8 @@ class RungRun:
         rows: Schedules read.
         seconds: From the query's start to its last batch.
         cpu_s: CPU seconds by role (``jvm``, ``python workers``, ``driver``, ``broker``).
+        bytes_: Bytes that crossed each boundary (:data:`BYTE_METRICS`), by Spark's SQL
+            metrics of the run's queries.
     """
 
     rung: str
@@ -67,11 +75,16 @@ class RungRun:
     rows: int
     seconds: float
     cpu_s: dict[str, float]
+    bytes_: dict[str, int] = field(default_factory=dict)
 
     @property
     def per_s(self) -> float:
         """Schedules per second."""
         return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+    def bytes_per_schedule(self) -> dict[str, float]:
+        """Bytes per schedule across each boundary (:data:`BYTE_METRICS`)."""
+        return {k: n / self.rows for k, n in self.bytes_.items()} if self.rows else {}
 
     def us_per_schedule(self) -> dict[str, float]:
         """CPU microseconds per schedule, by role and in total."""
@@ -108,6 +121,7 @@ def _noop_run(rung: str, config: Any, broker_pid: int | None) -> RungRun:
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
     hold = hold_for(config, None)
     frame = rung_frame(rung, spark, config, hold)
+    marks = spark_marks(spark)
     before = _cpu(broker_pid)
     began = time.monotonic()
     query = (
@@ -121,7 +135,7 @@ def _noop_run(rung: str, config: Any, broker_pid: int | None) -> RungRun:
     cpu = _minus(_cpu(broker_pid), before)
     rows = sum(int(p["numInputRows"]) for p in query.recentProgress)
     hold.close()
-    return RungRun(rung, False, rows, seconds, cpu)
+    return RungRun(rung, False, rows, seconds, cpu, sql_bytes(spark, marks))
 
 
 def _pipeline_run(rung: str, config: Any, count: int, broker_pid: int | None) -> RungRun:
@@ -129,7 +143,8 @@ def _pipeline_run(rung: str, config: Any, count: int, broker_pid: int | None) ->
     from delayline.pipeline.job import Pipeline  # noqa: PLC0415 - pyspark
     from delayline.pipeline.session import build_session  # noqa: PLC0415 - pyspark
 
-    build_session(config, log_level="warning")  # the JVM's start is not the rung's
+    spark = build_session(config, log_level="warning")  # the JVM's start is not the rung's
+    marks = spark_marks(spark)
     read = 0
     last = time.monotonic()
     done = threading.Event()
@@ -153,9 +168,70 @@ def _pipeline_run(rung: str, config: Any, count: int, broker_pid: int | None) ->
         raise BenchError(f"rung {rung}: {read} of {count} records read in {TIMEOUT_S} s")
     seconds = last - began
     cpu = _minus(_cpu(broker_pid), before)
+    crossed = sql_bytes(spark, marks)  # before the stop, which ends the session
     stop.set()
     runner.join(120)
-    return RungRun(rung, False, read, seconds, cpu)
+    return RungRun(rung, False, read, seconds, cpu, crossed)
+
+
+def spark_marks(spark: Any) -> tuple[int, int]:
+    """(the newest SQL execution id, the newest stage id) of the session so far."""
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    stages = _stages(spark)
+    return (
+        max((executions.apply(i).executionId() for i in range(executions.size())), default=-1),
+        max((stages.apply(i).stageId() for i in range(stages.size())), default=-1),
+    )
+
+
+def _stages(spark: Any) -> Any:
+    store = spark.sparkContext._jsc.sc().statusStore()
+    defaults = [getattr(store, f"stageList$default${n}")() for n in range(2, 6)]
+    return store.stageList(None, *defaults)
+
+
+def sql_bytes(spark: Any, after: tuple[int, int]) -> dict[str, int]:
+    """Bytes across each boundary of :data:`BYTE_METRICS` since ``after``
+    (:func:`spark_marks`): the shuffle by the stages' own figures, the rest by the SQL
+    metrics of the executions.
+
+    Spark keeps the newest 1,000 executions and stages (``spark.sql.ui.retainedExecutions``,
+    ``spark.ui.retainedStages``): a longer run reports those only.
+    """
+    after_execution, after_stage = after
+    stages = _stages(spark)
+    totals = dict.fromkeys(BYTE_METRICS, 0)
+    totals["shuffle"] = sum(
+        int(stage.shuffleWriteBytes())
+        for stage in (stages.apply(i) for i in range(stages.size()))
+        if stage.stageId() > after_stage
+    )
+    store = spark._jsparkSession.sharedState().statusStore()
+    converters = spark.sparkContext._jvm.scala.jdk.javaapi.CollectionConverters
+    executions = store.executionsList()
+    named = {name: key for key, name in BYTE_METRICS.items() if name}
+    for i in range(executions.size()):
+        execution = executions.apply(i)
+        if execution.executionId() <= after_execution:
+            continue
+        # As a dict: py4j hands a small long back to Java as an Integer, no map key.
+        values = dict(converters.asJava(store.executionMetrics(execution.executionId())))
+        metrics = execution.metrics()
+        for j in range(metrics.size()):
+            metric = metrics.apply(j)
+            key = named.get(metric.name())
+            if key is not None and metric.accumulatorId() in values:
+                totals[key] += size_total(str(values[metric.accumulatorId()]))
+    return totals
+
+
+def size_total(text: str) -> int:
+    """The total of a size metric as Spark formats it (``"total (min, med, max ...)\n
+    12.3 MiB (...)"``, or a lone ``"12.3 MiB"``), in bytes; 0 when it has none."""
+    found = re.search(r"([\d.,]+) (B|KiB|MiB|GiB|TiB)", text.rsplit("\n", 1)[-1])
+    if found is None:
+        return 0
+    return round(float(found.group(1).replace(",", "")) * _SIZE_UNITS[found.group(2)])
 
 
 def _cpu(broker_pid: int | None) -> dict[str, float]:
@@ -259,13 +335,16 @@ def ladder(
 
 
 def table(results: Sequence[dict[str, Any]]) -> str:
-    """The ladder as a text table: per run, rate and CPU us per schedule by role, and
-    what each rung adds to the one below (warm runs, same JIT)."""
+    """The ladder as a text table: per run, rate, CPU us per schedule by role and bytes
+    per schedule across each boundary (:data:`BYTE_METRICS`), and what each rung adds to
+    the one below (warm runs, same JIT)."""
     roles = ("jvm", "python workers", "driver", "broker")
-    head = f"{'rung':<9}{'JIT':<5}{'run':<5}{'per s':>9}" + "".join(
-        f"{role:>16}" for role in (*roles, "total")
+    head = (
+        f"{'rung':<9}{'JIT':<5}{'run':<5}{'per s':>9}"
+        + "".join(f"{role:>16}" for role in (*roles, "total"))
+        + "".join(f"{key + ' B':>11}" for key in BYTE_METRICS)
     )
-    lines = [head, "CPU us per schedule by process".rjust(len(head))]
+    lines = [head, "CPU us per schedule by process, bytes per schedule".rjust(len(head))]
     below: dict[str, float] = {}
     for run in results:
         us = run["us_per_schedule"]
@@ -274,6 +353,9 @@ def table(results: Sequence[dict[str, Any]]) -> str:
             f"{run['per_s']:>9,.0f}"
             + "".join(f"{us.get(role, 0):>16.1f}" for role in roles)
             + f"{us['total']:>16.1f}"
+            + "".join(
+                f"{run.get('bytes_per_schedule', {}).get(key, 0):>11.1f}" for key in BYTE_METRICS
+            )
         )
         if run["warm"]:
             added = us["total"] - below.get(run["jit"], 0.0)
@@ -337,6 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "per_s": round(run.per_s),
             "cpu_s": run.cpu_s,
             "us_per_schedule": {k: round(v, 1) for k, v in run.us_per_schedule().items()},
+            "bytes_per_schedule": {k: round(v, 1) for k, v in run.bytes_per_schedule().items()},
         }
         print(json.dumps(figures), flush=True)
     return 0

@@ -167,7 +167,9 @@ class Pipeline:
             raise
 
     def start(self, *, rebuild: bool = False) -> None:
-        """Start the streaming query (after wiping the checkpoint if ``rebuild``)."""
+        """Start the committer, then Spark and the streaming query (after wiping the
+        checkpoint if ``rebuild``). If Spark fails to start, everything started is
+        stopped again (the committer first delivers what is due within the lead)."""
         config = self.config
         self._checkpoint_id = None
         if not self._lock.held:
@@ -176,6 +178,20 @@ class Pipeline:
             log.warning("rebuild: deleting checkpoint %s", config.checkpoint_dir)
             clear_checkpoint(config.checkpoint_dir)
         config.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        self._lease.hold(config.topology.commits_topic)
+        # Before Spark (4-5 s here): what an earlier run handed over goes out at its due
+        # time while the session starts; the committer needs no Spark.
+        self._committer = self._start_committer()
+        try:
+            self._start_spark()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_spark(self) -> None:
+        """The Spark session, the metrics server, the waker, the fire sink and the
+        streaming query."""
+        config = self.config
         self._spark = build_session(config, log_level=self.log_level)
         if config.metrics_port is not None and self._metrics_server is None:
             readiness = Readiness(
@@ -195,8 +211,6 @@ class Pipeline:
             metrics = None if self._metrics_server is None else self.metrics
             self._spark.streams.addListener(ProgressListener(metrics, spark_file))
         on_batch = self._on_batch if self._metrics_server is None else self._on_batch_observed
-        self._lease.hold(config.topology.commits_topic)
-        self._committer = self._start_committer()
         if config.wake and config.waker == OWN_WAKER:
             self._waker = self._start_waker()
         elif config.wake:  # ticks of an oscillator wake it; nothing of ours is written there

@@ -96,7 +96,7 @@ HANDED = 50
 """Schedules handed to the committer when the pipeline is killed."""
 RESTART_LATENESS_MS = 1_000
 """The latest a handed-over schedule due during a restart may be delivered. Measured
-here: 211-364 ms at most (p50 153-230) while Spark's JVM starts on the same two cores;
+here: 211-364 ms at most (p50 127-230) while Spark's JVM starts on the same two cores;
 the same schedules without a kill, 119-172 ms (p50 75); before the committer started
 first, they waited for the Spark session: seconds."""
 
@@ -104,7 +104,7 @@ first, they waited for the Spark session: seconds."""
 def test_what_was_handed_over_goes_out_on_time_while_a_killed_pipeline_restarts(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    """SIGKILL the pipeline once its committer holds schedules due 3-5 s later (a 10 s
+    """SIGKILL the pipeline once its committer holds schedules due 3 s or more later (a 10 s
     lead: written 10 s ahead, they are handed over by the batch that reads them), and
     start it again at once: the new committer starts before Spark (4-5 s here), so each
     is delivered on time, once, none early. (Before, they waited for the Spark session:

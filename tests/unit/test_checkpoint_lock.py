@@ -82,3 +82,30 @@ def test_a_rebuild_clears_the_checkpoint_but_keeps_the_held_lock(tmp_path: Path)
         with pytest.raises(CheckpointLockedError):
             CheckpointLock(checkpoint, "q").acquire()
     clear_checkpoint(tmp_path / "absent")  # nothing to clear
+
+
+def test_a_start_whose_committer_fails_releases_the_lock_and_the_lease(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The committer starts first (before Spark); when it cannot (a clock skew, Kafka
+    away), the pipeline gives back what it took: the next start is not refused."""
+    from delayline.pipeline.config import PipelineConfig  # noqa: PLC0415 - pyspark
+    from delayline.pipeline.job import Pipeline  # noqa: PLC0415 - pyspark
+
+    pipeline = Pipeline(PipelineConfig(checkpoint_dir=tmp_path / "cp", query_name="orders"))
+    released: list[bool] = []
+    monkeypatch.setattr(pipeline, "claim_checkpoint", pipeline._lock.acquire)
+    monkeypatch.setattr(pipeline._lease, "hold", lambda _topic: None)
+    monkeypatch.setattr(pipeline._lease, "release", lambda: released.append(True))
+
+    def refuse() -> None:
+        raise RuntimeError("the broker's clock is 9 s away")
+
+    monkeypatch.setattr(pipeline, "_start_committer", refuse)
+    with pytest.raises(RuntimeError, match="clock"):
+        pipeline.start()
+    assert not pipeline._lock.held
+    assert released == [True]
+    again = CheckpointLock(tmp_path / "cp", "orders")
+    again.acquire()  # free again
+    again.release()

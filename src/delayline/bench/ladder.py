@@ -47,10 +47,11 @@ RUNGS = ("source", "validate", "shuffle", "hold", "fire", "full")
 """The rungs, bottom up: each adds one stage to the one before."""
 JIT = {"c1": DEFAULT_JAVA_OPTIONS, "full": ""}
 """The JIT settings compared: the default (C1 only) and the full tiered JIT."""
-BYTE_METRICS = {"shuffle": "", "arrow": "data sent to Python workers"}
-"""Boundaries whose bytes the ladder reports: what the stages wrote to the shuffle (by
-Spark's stage data), and what was handed to the Python workers (Arrow; by the SQL
-metric named here)."""
+BOUNDARIES = ("shuffle", "arrow")
+"""The boundaries whose bytes the ladder reports: what the stages wrote to the shuffle
+(Spark's stage data), and what was handed to the Python workers in Arrow (the SQL
+metric :data:`ARROW_METRIC`; stage data has no such figure)."""
+ARROW_METRIC = "data sent to Python workers"
 _SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 TIMEOUT_S = 1_800
 """The longest one rung's process may take (its warm-up included)."""
@@ -66,8 +67,8 @@ class RungRun:
         rows: Schedules read.
         seconds: From the query's start to its last batch.
         cpu_s: CPU seconds by role (``jvm``, ``python workers``, ``driver``, ``broker``).
-        bytes_: Bytes that crossed each boundary (:data:`BYTE_METRICS`), by Spark's SQL
-            metrics of the run's queries.
+        bytes_: Bytes that crossed each boundary (:data:`BOUNDARIES`) in the run
+            (:func:`crossed_bytes`).
     """
 
     rung: str
@@ -83,7 +84,7 @@ class RungRun:
         return self.rows / self.seconds if self.seconds > 0 else 0.0
 
     def bytes_per_schedule(self) -> dict[str, float]:
-        """Bytes per schedule across each boundary (:data:`BYTE_METRICS`)."""
+        """Bytes per schedule across each boundary (:data:`BOUNDARIES`)."""
         return {k: n / self.rows for k, n in self.bytes_.items()} if self.rows else {}
 
     def us_per_schedule(self) -> dict[str, float]:
@@ -135,7 +136,7 @@ def _noop_run(rung: str, config: Any, broker_pid: int | None) -> RungRun:
     cpu = _minus(_cpu(broker_pid), before)
     rows = sum(int(p["numInputRows"]) for p in query.recentProgress)
     hold.close()
-    return RungRun(rung, False, rows, seconds, cpu, sql_bytes(spark, marks))
+    return RungRun(rung, False, rows, seconds, cpu, crossed_bytes(spark, marks))
 
 
 def _pipeline_run(rung: str, config: Any, count: int, broker_pid: int | None) -> RungRun:
@@ -168,7 +169,7 @@ def _pipeline_run(rung: str, config: Any, count: int, broker_pid: int | None) ->
         raise BenchError(f"rung {rung}: {read} of {count} records read in {TIMEOUT_S} s")
     seconds = last - began
     cpu = _minus(_cpu(broker_pid), before)
-    crossed = sql_bytes(spark, marks)  # before the stop, which ends the session
+    crossed = crossed_bytes(spark, marks)  # before the stop, which ends the session
     stop.set()
     runner.join(120)
     return RungRun(rung, False, read, seconds, cpu, crossed)
@@ -190,18 +191,18 @@ def _stages(spark: Any) -> Any:
     return store.stageList(None, *defaults)
 
 
-def sql_bytes(spark: Any, after: tuple[int, int]) -> dict[str, int]:
-    """Bytes across each boundary of :data:`BYTE_METRICS` since ``after``
-    (:func:`spark_marks`): the shuffle by the stages' own figures, the rest by the SQL
-    metrics of the executions.
+def crossed_bytes(spark: Any, after: tuple[int, int]) -> dict[str, int]:
+    """Bytes across each boundary of :data:`BOUNDARIES` since ``after``
+    (:func:`spark_marks`). The shuffle's come from the stages: inside ``foreachBatch``
+    the SQL metrics of an exchange are lost (its stages run under the inner execution,
+    whose plan does not name it).
 
     Spark keeps the newest 1,000 executions and stages (``spark.sql.ui.retainedExecutions``,
     ``spark.ui.retainedStages``): a longer run reports those only.
     """
     after_execution, after_stage = after
     stages = _stages(spark)
-    totals = dict.fromkeys(BYTE_METRICS, 0)
-    totals["shuffle"] = sum(
+    shuffle = sum(
         int(stage.shuffleWriteBytes())
         for stage in (stages.apply(i) for i in range(stages.size()))
         if stage.stageId() > after_stage
@@ -209,7 +210,7 @@ def sql_bytes(spark: Any, after: tuple[int, int]) -> dict[str, int]:
     store = spark._jsparkSession.sharedState().statusStore()
     converters = spark.sparkContext._jvm.scala.jdk.javaapi.CollectionConverters
     executions = store.executionsList()
-    named = {name: key for key, name in BYTE_METRICS.items() if name}
+    arrow = 0
     for i in range(executions.size()):
         execution = executions.apply(i)
         if execution.executionId() <= after_execution:
@@ -217,12 +218,10 @@ def sql_bytes(spark: Any, after: tuple[int, int]) -> dict[str, int]:
         # As a dict: py4j hands a small long back to Java as an Integer, no map key.
         values = dict(converters.asJava(store.executionMetrics(execution.executionId())))
         metrics = execution.metrics()
-        for j in range(metrics.size()):
-            metric = metrics.apply(j)
-            key = named.get(metric.name())
-            if key is not None and metric.accumulatorId() in values:
-                totals[key] += size_total(str(values[metric.accumulatorId()]))
-    return totals
+        for metric in (metrics.apply(j) for j in range(metrics.size())):
+            if metric.name() == ARROW_METRIC and metric.accumulatorId() in values:
+                arrow += size_total(str(values[metric.accumulatorId()]))
+    return {"shuffle": shuffle, "arrow": arrow}
 
 
 def size_total(text: str) -> int:
@@ -336,13 +335,13 @@ def ladder(
 
 def table(results: Sequence[dict[str, Any]]) -> str:
     """The ladder as a text table: per run, rate, CPU us per schedule by role and bytes
-    per schedule across each boundary (:data:`BYTE_METRICS`), and what each rung adds to
+    per schedule across each boundary (:data:`BOUNDARIES`), and what each rung adds to
     the one below (warm runs, same JIT)."""
     roles = ("jvm", "python workers", "driver", "broker")
     head = (
         f"{'rung':<9}{'JIT':<5}{'run':<5}{'per s':>9}"
         + "".join(f"{role:>16}" for role in (*roles, "total"))
-        + "".join(f"{key + ' B':>11}" for key in BYTE_METRICS)
+        + "".join(f"{key + ' B':>11}" for key in BOUNDARIES)
     )
     lines = [head, "CPU us per schedule by process, bytes per schedule".rjust(len(head))]
     below: dict[str, float] = {}
@@ -354,7 +353,7 @@ def table(results: Sequence[dict[str, Any]]) -> str:
             + "".join(f"{us.get(role, 0):>16.1f}" for role in roles)
             + f"{us['total']:>16.1f}"
             + "".join(
-                f"{run.get('bytes_per_schedule', {}).get(key, 0):>11.1f}" for key in BYTE_METRICS
+                f"{run.get('bytes_per_schedule', {}).get(key, 0):>11.1f}" for key in BOUNDARIES
             )
         )
         if run["warm"]:

@@ -197,19 +197,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _jit_settings(text: str) -> list[str]:
-    wanted = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = sorted(set(wanted) - {"c1", "full"})
-    if not wanted or unknown:
-        raise ConfigError(f"--jit takes c1 and/or full, comma-separated, not {text!r}")
-    return wanted
+    return _comma_choices(text, "--jit", ("c1", "full"))
 
 
 def _rungs(text: str) -> list[str]:
-    wanted = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = sorted(set(wanted) - set(ladder.RUNGS))
-    if not wanted or unknown:
-        raise ConfigError(f"--rungs takes {', '.join(ladder.RUNGS)}, comma-separated, not {text!r}")
-    return [rung for rung in ladder.RUNGS if rung in wanted]
+    return _comma_choices(text, "--rungs", ladder.RUNGS)
+
+
+def _comma_choices(text: str, flag: str, allowed: tuple[str, ...]) -> list[str]:
+    """The values of a comma-separated flag, in the order of ``allowed``.
+
+    Raises:
+        ConfigError: none given, or one not in ``allowed``.
+    """
+    wanted = {part.strip() for part in text.split(",") if part.strip()}
+    if not wanted or wanted - set(allowed):
+        raise ConfigError(f"{flag} takes {', '.join(allowed)}, comma-separated, not {text!r}")
+    return [value for value in allowed if value in wanted]
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -256,7 +260,6 @@ def _bench(args: argparse.Namespace) -> int:
 def _measure(args: argparse.Namespace, size: Size) -> dict[str, Any]:
     """The raw broker's figures, then the scenario's (and on ``--master`` too): the
     ``baseline``, ``pipeline_ready_s``, ``figures`` (and ``cluster``) of the result."""
-
     env = open_env(args.bootstrap_servers, args.work_dir, args.hold, hold_bench_options(args))
     try:
         progress("measuring the raw broker (produce, consume, latency)")
@@ -291,7 +294,6 @@ def _size(args: argparse.Namespace) -> Size:
     Raises:
         ConfigError: a flag the scenario has no use for.
     """
-
     backlog = args.pending is not None or args.pending_span_ms
     if backlog and args.scenario not in PENDING_SCENARIOS:
         raise ConfigError(f"--pending: the {args.scenario} scenario holds no backlog")
@@ -310,7 +312,6 @@ def _size(args: argparse.Namespace) -> Size:
 
 
 def _catalog(args: argparse.Namespace) -> int:
-
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="delayline-bench-") as tmp:
         work_dir = args.work_dir or Path(tmp)
@@ -332,7 +333,6 @@ def _catalog(args: argparse.Namespace) -> int:
 
 
 def _ladder(args: argparse.Namespace) -> int:
-
     count = 20_000 if args.quick else 200_000
     started = time.time()
     env = open_env(args.bootstrap_servers, args.work_dir)

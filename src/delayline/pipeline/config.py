@@ -91,10 +91,10 @@ class PipelineConfig:
             took more CPU than the work there (a fresh pipeline's ingest 3,707/s with
             it off, 2,573/s on), and a trickle on a fresh pipeline (``bench --scenario
             trickle --quick``) had lateness p99 739 ms with the full JIT against 67 ms
-            without. Warm, the full JIT (``''``) is
-            the cheaper one: after three minutes of the same work it ran the whole
-            pipeline at 6,861 schedules/s and 272 us of CPU each, against 4,879/s and
-            355 us at the first tier (``delayline bench --scenario ladder``).
+            without. Warm, the full JIT (``''``) is the cheaper one: after three
+            minutes of the same work it ran the whole pipeline at 6,861 schedules/s and
+            272 us of CPU each, against 4,879/s and 355 us at the first tier
+            (``delayline bench --scenario ladder``).
         outage_timeout_ms: How long the pipeline rides out a failure that waiting may
             cure (Kafka away: a fire task's transaction or Spark's Kafka source timed
             out) by starting the streaming query again, before it exits with the error.

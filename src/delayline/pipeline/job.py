@@ -168,8 +168,9 @@ class Pipeline:
 
     def start(self, *, rebuild: bool = False) -> None:
         """Start the committer, then Spark and the streaming query (after wiping the
-        checkpoint if ``rebuild``). If Spark fails to start, everything started is
-        stopped again (the committer first delivers what is due within the lead)."""
+        checkpoint if ``rebuild``). If either fails to start, everything started is
+        stopped again, the lease and the checkpoint lock released (a committer that
+        started first delivers what is due within the lead)."""
         config = self.config
         self._checkpoint_id = None
         if not self._lock.held:
@@ -179,10 +180,10 @@ class Pipeline:
             clear_checkpoint(config.checkpoint_dir)
         config.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         self._lease.hold(config.topology.commits_topic)
-        # Before Spark (4-5 s here): what an earlier run handed over goes out at its due
-        # time while the session starts; the committer needs no Spark.
-        self._committer = self._start_committer()
         try:
+            # Before Spark (4-5 s here): what an earlier run handed over goes out at its
+            # due time while the session starts; the committer needs no Spark.
+            self._committer = self._start_committer()
             self._start_spark()
         except BaseException:
             self.stop()

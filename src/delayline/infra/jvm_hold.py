@@ -79,7 +79,8 @@ def _build(project: Path, jars: Path, version: str, target: Path, quiet: bool) -
             mvn, "-B", "-q", "-s", str(settings), "-f", str(work / "pom.xml"),
             f"-Dpyspark.jars={jars}", f"-Dspark.version={version}",
             f"-Dscala.library.version={_jar_version(jars, 'scala-library')}",
-            f"-Dhadoop.version={_jar_version(jars, 'hadoop-client-api')}", "package",
+            f"-Dhadoop.version={_jar_version(jars, 'hadoop-client-api')}",
+            f"-Djackson.version={_jar_version(jars, 'jackson-annotations')}", "package",
         ]  # fmt: skip
         result = subprocess.run(cmd, capture_output=True, text=True, check=False)
         built = sorted((work / "target").glob("delayline-hold-*.jar"))

@@ -35,7 +35,7 @@ from delayline.pipeline.lease import QueryLease
 from delayline.pipeline.lock import CheckpointLock, clear_checkpoint
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness
 from delayline.pipeline.placement import check_checkpoint, check_master, read_mounts
-from delayline.pipeline.progress import ProgressListener, log_batch
+from delayline.pipeline.progress import ProgressFeed, log_batch
 from delayline.pipeline.recovery import NO_SPACE, Failure, Recovery, diagnose, no_space_message
 from delayline.pipeline.session import build_session
 from delayline.pipeline.wake import Waker
@@ -138,6 +138,7 @@ class Pipeline:
         self._waker: Waker | None = None
         self._checkpoint_id: str | None = None
         self._committer: Committer | None = None
+        self._progress: ProgressFeed | None = None
         self._sink: FireSink | None = None
         self._events: DataFrame | None = None
         self.hold: Hold = hold_for(config, deliver_as)
@@ -205,12 +206,12 @@ class Pipeline:
             )
             self._metrics_server.start()
         if self._metrics_server is not None or config.progress_file is not None:
-            # Spark hands every progress to the listener once: no polling, no copies.
+            # Queued in the JVM, handed on every poll of run_until and at the stop.
             spark_file = (
                 None if config.progress_file is None else spark_progress_file(config.progress_file)
             )
             metrics = None if self._metrics_server is None else self.metrics
-            self._spark.streams.addListener(ProgressListener(metrics, spark_file))
+            self._progress = ProgressFeed(self._spark, metrics, spark_file)
         on_batch = self._on_batch if self._metrics_server is None else self._on_batch_observed
         if config.wake and config.waker == OWN_WAKER:
             self._waker = self._start_waker()
@@ -271,6 +272,9 @@ class Pipeline:
                             break
                     except StreamingQueryException:
                         break  # it failed: query.exception() says why, below
+                    finally:
+                        if self._progress is not None:
+                            self._progress.drain()
                     if not progressed and query.lastProgress is not None:
                         progressed = True
                         recovery.progressed()
@@ -346,6 +350,12 @@ class Pipeline:
             self._committer.stop(drain_timeout_s=self.config.lead_ms / 1000 + 2)
             self._committer = None
         self.hold.close()
+        if self._progress is not None:
+            progress, self._progress = self._progress, None
+            try:
+                progress.close()
+            except Exception as exc:  # a broken session: only its last reports are lost
+                log.debug("progress reports not taken at the stop: %s", exc)
         if self._spark is not None:
             self._spark.stop()
             self._spark = None

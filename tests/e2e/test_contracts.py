@@ -218,7 +218,7 @@ def test_timer_requests_end_to_end(contracts: ContractPipeline) -> None:
 def test_sigkill_replay_delivers_each_envelope_and_timer_once(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    """Envelopes and timer requests due over 30 s; the pipeline is SIGKILLed twice while
+    """Envelopes and timer requests due over 15 s; the pipeline is SIGKILLed twice while
     they fall due: each is delivered once, never before it is due."""
     p = start(kafka_bootstrap, tmp_path / "checkpoint", "contracts-crash")
     target = create_topic(kafka_bootstrap, unique_topic("target"), partitions=2)
@@ -229,7 +229,7 @@ def test_sigkill_replay_delivers_each_envelope_and_timer_once(
         pipeline.wait_ready()
         base_s = now_ms() // 1000 + 4
         for i in range(150):
-            countdown = 4 + i * 30 / 150
+            countdown = 4 + i * 15 / 150
             w = raw.envelope(
                 p.envelopes, {"topic": target, "message": f"e{i}", "countdown": countdown}
             )
@@ -237,7 +237,7 @@ def test_sigkill_replay_delivers_each_envelope_and_timer_once(
             due_ms = w.timestamp_ms + ceil_ms(Decimal(json.dumps(countdown)))
             due[f"{p.envelopes}:{w.partition}:{w.offset}"] = due_ms
         for i in range(60):
-            second = base_s + i // 2
+            second = base_s + i // 4
             w = raw.send(
                 p.timers, future(target, f"t{i}", f"t{i}".encode()), key=str(second).encode()
             )

@@ -151,6 +151,15 @@ def test_a_lead_outside_its_range_is_refused() -> None:
         PipelineConfig(lead_ms=-1)
 
 
+def test_a_lead_the_trigger_interval_and_a_batch_do_not_fit_in_is_warned_of() -> None:
+    assert PipelineConfig().lead_warning() is None  # 5 s lead, 1 s trigger
+    assert PipelineConfig(lead_ms=0, trigger_interval_ms=10_000).lead_warning() is None
+    assert PipelineConfig(lead_ms=5_000, trigger_interval_ms=3_000).lead_warning() is None
+    warning = PipelineConfig(lead_ms=5_000, trigger_interval_ms=3_001).lead_warning()
+    assert warning is not None
+    assert "--lead to 5001 ms" in warning
+
+
 class _Recorder:
     """Stands in for the transactional writer: keeps what a batch would commit."""
 

@@ -18,6 +18,10 @@ schedule is handed over at most two batches after its raise time (the batch runn
 then, and its own), and batches took up to 2.6 s; with 3 s, 9 of 600 were handed over
 late; with 5 s, none."""
 MAX_LEAD_MS = 60_000
+BATCH_ALLOWANCE_MS = 2_000
+"""What a batch at a trickle takes here (0.6-2.6 s measured): a raise waits for the next
+trigger and then for its batch, so a lead shorter than the trigger interval plus this
+hands schedules over late."""
 OWN_SPARK_SETTINGS = {
     "spark.master": "--master",
     "spark.sql.shuffle.partitions": "--shuffle-partitions (frozen in the checkpoint)",
@@ -167,6 +171,18 @@ class PipelineConfig:
         if kind.needs_waker and not self.wake:
             # Its query keeps no Spark state, so Spark runs no batch without input.
             raise ConfigError(f"the {self.hold} hold needs the waker: drop --no-wake")
+
+    def lead_warning(self) -> str | None:
+        """Why deliveries may be late with this lead and trigger interval, if they may."""
+        needed = self.trigger_interval_ms + BATCH_ALLOWANCE_MS
+        if self.lead_ms == 0 or self.lead_ms >= needed:
+            return None
+        return (
+            f"the lead ({self.lead_ms} ms) is shorter than the trigger interval "
+            f"({self.trigger_interval_ms} ms) plus a batch's time ({BATCH_ALLOWANCE_MS} ms "
+            f"allowed): a schedule can be handed over after its due time; set --lead to "
+            f"{needed} ms or more"
+        )
 
     @property
     def wake_topic_name(self) -> str:

@@ -174,6 +174,8 @@ class Pipeline:
         started first delivers what is due within the lead)."""
         config = self.config
         self._checkpoint_id = None
+        if warning := config.lead_warning():
+            log.warning("%s", warning)
         if not self._lock.held:
             self.claim_checkpoint()
         if rebuild:

@@ -111,6 +111,21 @@ def test_behind_a_group_takes_everything_already_due() -> None:
     assert group.commit_ms == 1_900
 
 
+def test_a_group_holds_at_most_max_items_in_due_order_and_the_rest_come_next() -> None:
+    plan, _ = plan_with(1_003, 1_000, 1_002, 1_001, 1_000)
+    first = plan.take(now_ms=2_000, width_ms=5, max_items=2)
+    second = plan.take(now_ms=2_000, width_ms=5, max_items=2)
+    third = plan.take(now_ms=2_000, width_ms=5, max_items=2)
+    assert first is not None
+    assert second is not None
+    assert third is not None
+    assert [p.due_ms for p in first.items] == [1_000, 1_000]
+    assert first.commit_ms == 1_000
+    assert [p.due_ms for p in second.items] == [1_001, 1_002]
+    assert [p.due_ms for p in third.items] == [1_003]
+    assert plan.take(now_ms=2_000, width_ms=5, max_items=2) is None
+
+
 def test_offsets_never_pass_a_pending_schedule() -> None:
     plan, _ = plan_with(3_000, 1_000, 2_000)  # offsets 0, 1, 2
     assert plan.offsets() == {0: 0}

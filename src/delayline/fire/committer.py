@@ -102,6 +102,9 @@ class CommitterConfig:
         history_topic: Audit topic of deliveries, if any.
         group_width_ms: Schedules due within this of the first of a group share its
             transaction (and wait for its latest due time).
+        max_group_size: The most schedules one transaction delivers: a burst already
+            due is split, so both lanes write and the first deliveries go out sooner
+            (one group of 95,000 took one lane 14 s here).
         write_ahead_ms: The least time a group is written before it commits; more when
             writing took longer lately (the slowest of the last groups plus this).
         max_write_ahead_ms: The most: an open transaction holds back ``read_committed``
@@ -129,6 +132,7 @@ class CommitterConfig:
     dead_letter_topic: str
     history_topic: str | None = None
     group_width_ms: int = 5
+    max_group_size: int = 2_000
     write_ahead_ms: int = 5
     max_write_ahead_ms: int = 100
     offsets_interval_ms: int = 1_000
@@ -431,7 +435,9 @@ class Committer:
             wait_ms = self.config.poll_ms if self._watch is None else POLL_MS
             lanes.wait_ready(wait_ms / 1000)
             return
-        group = self._plan.take(self._broker_time(now), self.config.group_width_ms)
+        group = self._plan.take(
+            self._broker_time(now), self.config.group_width_ms, self.config.max_group_size
+        )
         if group is not None:
             lanes.submit(self._job(group))
             self._in_lanes.append(group)

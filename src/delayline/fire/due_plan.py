@@ -123,15 +123,17 @@ class DuePlan:
         self._drop_stale()
         return self._heap[0][0] if self._heap else None
 
-    def take(self, now_ms: int, width_ms: int) -> Group | None:
+    def take(self, now_ms: int, width_ms: int, max_items: int | None = None) -> Group | None:
         """The next group: everything due within ``width_ms`` of the earliest pending
-        schedule (or of ``now_ms``, when behind). ``None`` when nothing is pending."""
+        schedule (or of ``now_ms``, when behind), in due order; at most ``max_items``, if
+        given (the rest make the next groups). ``None`` when nothing is pending."""
         first = self.next_due_ms()
         if first is None:
             return None
         until = max(first, now_ms) + max(width_ms, 1) - 1
         items: list[Pending] = []
-        while self._heap and self._heap[0][0] <= until:
+        limit = len(self._heap) if max_items is None else max_items
+        while self._heap and self._heap[0][0] <= until and len(items) < limit:
             _, partition, offset = heapq.heappop(self._heap)
             item = self._pending.pop((partition, offset), None)
             if item is not None:

@@ -28,6 +28,10 @@ from delayline.kafka.reader import to_consumed_record, watermarks
 
 log = logging.getLogger(__name__)
 
+READ_SLICE = 2_000
+"""The most records one :meth:`InflightReader.poll` reads: in a burst of hand-overs the
+committer takes the groups already due between slices instead of after reading all."""
+
 
 class InflightReader:
     """Reads handed-over schedules into ``plan``.
@@ -111,12 +115,17 @@ class InflightReader:
         return not ends
 
     def poll(self, timeout_s: float) -> None:
-        """Read what arrived, waiting up to ``timeout_s`` for the first record."""
+        """Read what arrived (at most :data:`READ_SLICE` records), waiting up to
+        ``timeout_s`` for the first record."""
         msg = self._consumer.poll(timeout_s)
+        taken = 0
         while msg is not None:
             if not self._eof(msg):
                 self._read(msg)
                 self._at_end.pop(msg.partition() or 0, None)
+            taken += 1
+            if taken >= READ_SLICE:
+                return
             msg = self._consumer.poll(0)
 
     def read_to_stop(self) -> bool:

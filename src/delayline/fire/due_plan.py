@@ -132,8 +132,9 @@ class DuePlan:
             return None
         until = max(first, now_ms) + max(width_ms, 1) - 1
         items: list[Pending] = []
-        limit = len(self._heap) if max_items is None else max_items
-        while self._heap and self._heap[0][0] <= until and len(items) < limit:
+        while self._heap and self._heap[0][0] <= until:
+            if max_items is not None and len(items) >= max_items:
+                break
             _, partition, offset = heapq.heappop(self._heap)
             item = self._pending.pop((partition, offset), None)
             if item is not None:

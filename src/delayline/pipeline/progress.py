@@ -12,15 +12,11 @@ from pyspark.sql import SparkSession
 
 from delayline.contract import events as r
 from delayline.core.units import format_duration_ms
-from delayline.errors import ConfigError
 from delayline.fire.report import HANDED, REFUSED, BatchReport
 from delayline.pipeline.metrics import PipelineMetrics
 
 log = logging.getLogger(__name__)
 
-
-PROGRESS_QUEUE = "dev.delayline.progress.ProgressQueue"
-"""The Java listener that queues Spark's progress reports as JSON (in the hold jar)."""
 
 QUEUED_REPORTS = 1000
 """Reports the JVM keeps between two drains by default (a drain a second takes them all)."""
@@ -29,7 +25,8 @@ QUEUED_REPORTS = 1000
 class ProgressFeed:
     """Spark's progress reports, to the metrics and the Spark progress file.
 
-    A Java listener (:data:`PROGRESS_QUEUE`) queues each report as JSON; :meth:`drain`
+    A Java listener in the hold jar (``dev.delayline.progress.ProgressQueue``) queues
+    each report as JSON; :meth:`drain`
     takes them all with one call. A Python ``StreamingQueryListener`` would instead make
     PySpark rebuild every report field by field over py4j: a quarter of a core at a
     trickle of 10 schedules/s here.
@@ -52,8 +49,7 @@ class ProgressFeed:
         self.metrics = metrics
         self.progress_file = progress_file
         jvm = spark.sparkContext._jvm
-        if jvm is None:
-            raise ConfigError("Spark's progress needs a classic Spark session")
+        assert jvm is not None  # a running SparkContext always has its gateway
         self._streams = spark._jsparkSession.streams()
         self._queue = jvm.dev.delayline.progress.ProgressQueue(capacity)
         self._streams.addListener(self._queue)

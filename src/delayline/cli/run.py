@@ -22,6 +22,7 @@ from delayline.core.units import parse_duration_ms
 from delayline.holds.registry import hold_kind
 from delayline.kafka.topics import TopicsConfig, ensure_topics
 from delayline.pipeline.config import (
+    DEFAULT_INFLIGHT_PARTITIONS,
     DEFAULT_JAVA_OPTIONS,
     DEFAULT_LEAD_MS,
     MAX_LEAD_MS,
@@ -89,16 +90,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     env_flag(
         p,
-        "--max-lateness",
-        env="DELAYLINE_MAX_LATENESS",
-        default=None,
-        type=duration_arg(parse_duration_ms),
-        dest="max_lateness_ms",
-        metavar="DURATION",
-        help="dead-letter schedules later than this as 'expired' (default: fire all)",
-    )
-    env_flag(
-        p,
         "--lead",
         env="DELAYLINE_LEAD",
         default=f"{DEFAULT_LEAD_MS}ms",
@@ -118,13 +109,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="added to the niceness of Spark's JVM and Python workers, so the committer's "
         "deliveries get the CPU first (0: as this process)",
     )
-    env_flag(
-        p,
-        "--query-name",
-        env="DELAYLINE_QUERY_NAME",
-        default="delayline",
-        help="name of this pipeline; part of its Kafka transactional id",
-    )
+    add_delivery_flags(p)
     env_flag(
         p,
         "--driver-memory-mb",
@@ -261,6 +246,36 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_run)
 
 
+def add_delivery_flags(p: argparse.ArgumentParser) -> None:
+    """The flags a pipeline and its committers must agree on (``run``, ``committer``)."""
+    env_flag(
+        p,
+        "--query-name",
+        env="DELAYLINE_QUERY_NAME",
+        default="delayline",
+        help="name of this pipeline; part of its Kafka transactional id",
+    )
+    env_flag(
+        p,
+        "--max-lateness",
+        env="DELAYLINE_MAX_LATENESS",
+        default=None,
+        type=duration_arg(parse_duration_ms),
+        dest="max_lateness_ms",
+        metavar="DURATION",
+        help="dead-letter schedules later than this as 'expired' (default: fire all)",
+    )
+    env_flag(
+        p,
+        "--inflight-partitions",
+        env="DELAYLINE_INFLIGHT_PARTITIONS",
+        default=DEFAULT_INFLIGHT_PARTITIONS,
+        type=int,
+        help="partitions of the in-flight topic, which the committers split: how many "
+        "committers can share precise delivery (grown at start, never shrunk)",
+    )
+
+
 def _log_level(text: str) -> str:
     """``--log-level`` (or ``DELAYLINE_LOG_LEVEL``, which argparse checks only here)."""
     level = text.strip().lower()
@@ -296,6 +311,7 @@ def _run(args: argparse.Namespace) -> int:
         java_options=args.java_options,
         spark_conf=spark_conf_from(args.spark_conf, os.environ.get("DELAYLINE_SPARK_CONF", "")),
         lead_ms=args.lead_ms,
+        inflight_partitions=args.inflight_partitions,
         engine_nice=args.engine_nice,
         hold_settings=hold_settings_from(args),
     )

@@ -28,10 +28,24 @@ def partition_transactional_id(pipeline_txn: str, partition: int) -> str:
     return f"{pipeline_txn}-p{partition}"
 
 
-def committer_transactional_id(pipeline_txn: str, lane: int | None = None) -> str:
-    """The committer's producer (``lane`` ``None``), or one of its lanes'."""
-    base = f"{pipeline_txn}-committer"
-    return base if lane is None else f"{base}-{lane}"
+def committer_group(pipeline_txn: str) -> str:
+    """The consumer group the committers of a pipeline form: they split the in-flight
+    topic's partitions, and its committed offsets say where each partition resumes."""
+    return f"{pipeline_txn}-committer"
+
+
+def committer_transactional_id(pipeline_txn: str, partition: int, lane: int) -> str:
+    """The producer of one lane of one in-flight partition. Keyed by the partition, not
+    by the committer: whichever committer takes the partition over fences the producers
+    of the one before (and aborts their open transactions) before it reads the
+    partition's tombstones."""
+    return f"{committer_group(pipeline_txn)}-p{partition}-{lane}"
+
+
+def committer_instance_id(pipeline_txn: str, name: str) -> str:
+    """The static member id of the committer called ``name``: a committer restarted
+    under its name takes its partitions back at once, without a rebalance."""
+    return f"{committer_group(pipeline_txn)}-{name}"
 
 
 def run_id(query_name: str, query_id: str) -> str:

@@ -3,8 +3,16 @@
 A Spark micro-batch costs hundreds of milliseconds here, so a batch that starts when
 a schedule falls due delivers it that late. With a lead, the hold raises a schedule
 early and the fire stage hands it over through the in-flight topic
-(:mod:`delayline.fire.inflight`); this thread, in the pipeline's process, reads that
-topic and delivers each schedule in a transaction committed at its due time:
+(:mod:`delayline.fire.inflight`); committers read that topic and deliver each schedule
+in a transaction committed at its due time. A committer is a thread: ``delayline run``
+keeps one in the pipeline's process, ``delayline committer`` runs one on its own.
+
+* The committers of a pipeline form a consumer group and split the in-flight topic's
+  partitions (:mod:`delayline.fire.inflight_reader`). Each partition is delivered by
+  producers of its own (:func:`delayline.core.identifiers.committer_transactional_id`):
+  a committer that takes a partition over, after a rebalance or a kill, fences the
+  producers of the one before, which aborts their open transactions, then reads the
+  partition to its end before it delivers anything of it.
 
 * Schedules due within :attr:`CommitterConfig.group_width_ms` of each other share a
   transaction. It is written as long before its first due time as recent writes took
@@ -19,9 +27,10 @@ topic and delivers each schedule in a transaction committed at its due time:
 * Exactly once: the transaction also writes each in-flight record's tombstone. Once a
   second, after a transaction, the committer commits its consumer offset (never past a
   schedule not yet delivered); it only bounds what a restart reads again.
-  After a crash, a new committer fences the old one (same transactional id), reads
-  the topic from that offset to its end before delivering anything, and skips what a
-  tombstone shows delivered. What was pending is delivered at once if already due.
+  After a crash, the partition's next owner (the committer restarted, or another)
+  fences the old producers, reads the partition from that offset to its end before
+  delivering anything of it, and skips what a tombstone shows delivered. What was
+  pending is delivered at once if already due.
 * A cancel or an update that the committer reads before it commits a delivery
   *withholds* it (:mod:`delayline.fire.watch`): the committer reads the input topics
   beside the hold, and a group whose member is withheld while it waits for its due time
@@ -39,7 +48,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import TopicPartition
@@ -49,12 +58,16 @@ from delayline.contract.contracts import InputParser
 from delayline.contract.kinds import EXPIRED
 from delayline.contract.topology import Topology
 from delayline.core.clock import Clock, SystemClock
-from delayline.core.identifiers import committer_transactional_id
+from delayline.core.identifiers import (
+    committer_group,
+    committer_instance_id,
+    committer_transactional_id,
+)
 from delayline.errors import DelaylineError
 from delayline.fire import broker_clock
 from delayline.fire.due_plan import DuePlan, Group, InLanes, Pending
 from delayline.fire.inflight import render_inflight_tombstone
-from delayline.fire.inflight_reader import InflightReader
+from delayline.fire.inflight_reader import CommitterNameTakenError, InflightReader
 from delayline.fire.lanes import Job, Lanes
 from delayline.fire.refusals import AdminDescriber, TopicCatalog
 from delayline.fire.report import Delivered
@@ -97,7 +110,8 @@ class CommitterConfig:
         bootstrap_servers: Kafka bootstrap list.
         inflight_topic: Where the fire stage hands schedules over.
         commits_topic: The pipeline's commits topic (for its transactional writer).
-        transactional_id: Stable per pipeline; also the consumer group of its offsets.
+        transactional_id: The pipeline's: the committers' consumer group and their
+            producers' ids are made from it.
         dead_letter_topic: Where refused deliveries go.
         history_topic: Audit topic of deliveries, if any.
         group_width_ms: Schedules due within this of the first of a group share its
@@ -113,7 +127,8 @@ class CommitterConfig:
             transaction (a restart re-reads at most this much, skipping what its
             tombstone shows delivered).
         poll_ms: Longest wait for new in-flight records while nothing is due.
-        lanes: Transactional writers whose groups overlap (:mod:`delayline.fire.lanes`).
+        lanes: Transactional writers per partition whose groups overlap
+            (:mod:`delayline.fire.lanes`).
         max_lateness_ms: Later than this, a schedule is dead-lettered as ``expired``
             instead of delivered (as the hold does); ``None``: never.
         allowed_targets: ``--allowed-target-topics``: deliveries to other topics are
@@ -123,6 +138,15 @@ class CommitterConfig:
             ``None`` reads none: every handed-over schedule is delivered.
         checkpoint_dir: The pipeline's checkpoint: after a restart the watch reads the
             input from where the batches that may hand over again stopped reading.
+        name: This committer's name in the group, unique among the pipeline's
+            committers: restarted under it within ``session_timeout_ms``, a committer
+            takes its partitions back at once (a second one under the same name fences
+            the first).
+        session_timeout_ms: How long a committer that died keeps its partitions before
+            the group gives them to the others.
+        first_assignment_timeout_s: How long a starting committer waits for the group
+            to assign it partitions before it reads the input (a committer that gets none,
+            more committers than partitions, waits that long).
     """
 
     bootstrap_servers: str
@@ -142,6 +166,38 @@ class CommitterConfig:
     allowed_targets: str | None = None
     topology: Topology | None = None
     checkpoint_dir: Path | None = None
+    name: str = "pipeline"
+    session_timeout_ms: int = 10_000
+    first_assignment_timeout_s: float = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class CommitterStatus:
+    """How one committer is doing (for metrics and ``/progress``).
+
+    Attributes:
+        name: Its name in the group (:attr:`CommitterConfig.name`).
+        partitions: The in-flight partitions it owns.
+        pending: Schedules read and not yet delivered.
+        delivered: Schedules it delivered since it started.
+    """
+
+    name: str
+    partitions: tuple[int, ...]
+    pending: int
+    delivered: int
+
+
+@dataclass(slots=True)
+class _Slot:
+    """One owned in-flight partition: its lanes (its producers), the groups in them, and
+    the offsets to commit after each."""
+
+    partition: int
+    lanes: Lanes
+    in_lanes: InLanes = field(default_factory=InLanes)
+    offsets_after: deque[list[TopicPartition] | None] = field(default_factory=deque)
+    offsets_at: float = 0.0
 
 
 class _Withdrawn(DelaylineError):  # noqa: N818 - not an error: control flow inside a lane
@@ -177,18 +233,23 @@ class Committer:
         self._writes: deque[int] = deque(maxlen=WRITE_SAMPLES)
         self._lookups = ThreadPoolExecutor(1, thread_name_prefix="delayline-lookups")
         self._warming: Future[None] | None = None
-        self._offsets_at = 0.0
-        self._offsets_after: deque[list[TopicPartition] | None] = deque()
-        """Per group submitted and not yet reported: the offsets to commit after it."""
+        self._slots: dict[int, _Slot] = {}
+        """The partitions owned, by number (touched on the committer's thread only)."""
+        self._owned: tuple[int, ...] = ()
+        """The keys of :attr:`_slots`, published for :meth:`status`."""
+        self._topics: TopicCatalog | None = None
+        self._reader: InflightReader | None = None
+        self._delivered = 0
         self._sessions = 0
+        self.failure: DelaylineError | None = None
+        """Why the committer stopped by itself, if it did (it starts afresh after any
+        other failure)."""
         self._watch: InputWatch | None = None
         self._replayed: int | None = None
         """The newest batch in the checkpoint's log at the start (a restart replays it)."""
         self._withheld: dict[bytes, str] = {}
         """In-flight key of each schedule withheld, not yet written off, to why (read by
         the lanes: a dict's get and set are atomic)."""
-        self._in_lanes = InLanes()
-        """The groups submitted and not yet reported."""
         self._watched = threading.Condition()
         self._read_to: dict[tuple[str, int], int] = {}
         """The watch's positions, published (under :attr:`_watched`) once what they read
@@ -206,6 +267,16 @@ class Committer:
         )
         self._thread.start()
 
+    def status(self) -> CommitterStatus:
+        """How it is doing (safe from any thread)."""
+        return CommitterStatus(self.config.name, self._owned, len(self._plan), self._delivered)
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the committer to stop by itself (see
+        :attr:`failure`); whether it did."""
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
     def stop(self, drain_timeout_s: float = 0.0) -> None:
         """Deliver what is pending for up to ``drain_timeout_s``, then stop. What is left
         is delivered by the next start."""
@@ -220,6 +291,10 @@ class Committer:
             try:
                 self._session()
                 return
+            except CommitterNameTakenError as exc:  # starting afresh would fence the other
+                log.error("committer %s stopped: %s", self.config.name, exc)
+                self.failure = exc
+                return
             except Exception as exc:  # any failure: start afresh, nothing is lost
                 log.warning(
                     "committer failed (%s: %s); starting afresh in %d ms",
@@ -231,58 +306,121 @@ class Committer:
                 return
 
     def _session(self) -> None:
-        """One life of the committer: fence, catch up, deliver until stopped."""
+        """One life of the committer: join the group, catch up, deliver until stopped."""
         config = self.config
         if self._sessions:  # measured again: the host's clock may have been stepped
             self._offset = broker_clock.measure(config.bootstrap_servers, config.inflight_topic)
         self._sessions += 1
-        topics = TopicCatalog(
+        self._topics = TopicCatalog(
             AdminDescriber(config.bootstrap_servers, 30_000), allowed=config.allowed_targets
         )
-        firers = [
-            TransactionalFirer(
-                FireConfig(
-                    config.bootstrap_servers,
-                    config.commits_topic,
-                    committer_transactional_id(config.transactional_id, lane),
-                    linger_ms=0,
-                ),
-                topics=topics,
-            )
-            for lane in range(config.lanes)
-        ]
-        lanes = Lanes(firers, topics)
-        try:
-            self._plan = DuePlan()
-            self._offsets_after.clear()
-            reader = InflightReader(
-                config.bootstrap_servers,
-                config.inflight_topic,
-                committer_transactional_id(config.transactional_id),
-                self._plan,
-                self.clock,
-            )
-        except Exception:
-            lanes.close()
-            raise
+        self._plan = DuePlan()
         self._withheld.clear()
-        self._in_lanes.clear()
+        reader = self._reader = InflightReader(
+            config.bootstrap_servers,
+            config.inflight_topic,
+            committer_group(config.transactional_id),
+            committer_instance_id(config.transactional_id, config.name),
+            config.session_timeout_ms,
+            self._plan,
+            self.clock,
+            self,
+        )
         try:
-            if not reader.catch_up(self._drained_out):
+            if not reader.wait_for_partitions(self._drained_out, config.first_assignment_timeout_s):
                 return  # stopped before it knew what was delivered: the next start will
             if not self._start_watch():
                 return
-            log.info("committer ready: %d schedule(s) pending", len(self._plan))
-            while not self._finished(reader, lanes):
-                self._step(reader, lanes)
-            lanes.close()
-            self._report(lanes, reader)  # the last groups, done while closing
+            log.info(
+                "committer %s ready: partition(s) %s, %d schedule(s) pending",
+                config.name,
+                ",".join(map(str, sorted(self._slots))) or "none yet",
+                len(self._plan),
+            )
+            while not self._finished(reader):
+                self._step(reader)
+            self._close_slots(report=True)  # the last groups, done while closing
         finally:
-            lanes.close()
+            self._close_slots(report=False)
             reader.close()
+            self._reader = None
             if self._watch is not None:
                 self._watch.close()
                 self._watch = None
+
+    def assigned(self, partitions: list[int]) -> None:
+        """Open the producers of ``partitions`` (fencing those of their earlier owner,
+        whose open transactions are aborted); called by the reader before they are read."""
+        config = self.config
+        topics = self._topics
+        assert topics is not None  # set before the reader that calls this is made
+
+        def open_slot(partition: int) -> _Slot:
+            firers: list[TransactionalFirer] = []
+            try:
+                for lane in range(config.lanes):
+                    txn = committer_transactional_id(config.transactional_id, partition, lane)
+                    fire = FireConfig(
+                        config.bootstrap_servers, config.commits_topic, txn, linger_ms=0
+                    )
+                    firers.append(TransactionalFirer(fire, topics=topics))
+            except Exception:
+                for firer in firers:
+                    firer.close()
+                raise
+            return _Slot(partition, Lanes(firers, topics))
+
+        # In parallel: each producer's first transaction setup takes a round trip or more.
+        with ThreadPoolExecutor(len(partitions), thread_name_prefix="delayline-fence") as pool:
+            futures = [pool.submit(open_slot, p) for p in partitions if p not in self._slots]
+        failure: BaseException | None = None
+        for future in futures:
+            try:
+                slot = future.result()
+            except Exception as exc:
+                failure = exc
+            else:
+                self._slots[slot.partition] = slot
+        self._owned = tuple(sorted(self._slots))
+        if failure is not None:
+            raise failure
+
+    def revoked(self, partitions: list[int], *, lost: bool) -> bool:
+        """Finish what is being delivered of ``partitions`` and close their producers;
+        returns whether every group of theirs was delivered (their offsets may then be
+        committed). Called by the reader; the plan forgets their pending schedules."""
+        complete = True
+        for partition in partitions:
+            slot = self._slots.pop(partition, None)
+            self._owned = tuple(sorted(self._slots))
+            if slot is None:
+                complete = False
+                continue
+            try:
+                slot.lanes.close()
+                self._report_slot(slot, commit=False)
+            except Exception as exc:
+                if not lost:
+                    raise
+                complete = False
+                log.warning(
+                    "committer: partition %d lost while delivering (%s); its next owner "
+                    "delivers what was not committed",
+                    partition,
+                    exc,
+                )
+        return complete and not lost
+
+    def _close_slots(self, *, report: bool) -> None:
+        """Close every partition's lanes (waiting for their groups); with ``report``,
+        report what they delivered and commit the offsets that went with it."""
+        slots, self._slots = list(self._slots.values()), {}
+        self._owned = ()
+        for slot in slots:
+            slot.lanes.close()
+        if report:
+            for slot in slots:
+                self._report_slot(slot)
 
     def _start_watch(self) -> bool:
         """Read the input topics from where the earliest batch that handed over a pending
@@ -354,7 +492,10 @@ class Committer:
         candidates = [
             p
             for topic, sid in arrived
-            for p in (*self._plan.pending_of(topic, sid), *self._in_lanes.of(topic, sid))
+            for p in (
+                *self._plan.pending_of(topic, sid),
+                *(p for slot in self._slots.values() for p in slot.in_lanes.of(topic, sid)),
+            )
         ]
         for p in candidates:
             kind = self._watch.later.ends(p.schedule)
@@ -387,86 +528,110 @@ class Committer:
             kind,
         )
 
-    def _warm(self, reader: InflightReader, lanes: Lanes) -> None:
+    def _warm(self, reader: InflightReader) -> None:
         """Look up new target topics beside the deliveries (facts expire; a lookup at
         delivery time would make that delivery late)."""
         if self._warming is not None and not self._warming.done():
             return
         targets = set(reader.targets)
         reader.targets.clear()
-        if targets:
-            self._warming = self._lookups.submit(lanes.warm, targets, WARM_AHEAD_MS)
+        if targets and self._slots:
+            lanes = [slot.lanes for slot in self._slots.values()]
+            self._warming = self._lookups.submit(_warm_all, lanes, targets)
 
     def _drained_out(self) -> bool:
         """Stopped, and the time to drain what was handed over is up."""
         return self._stop.is_set() and time.monotonic() >= (self._drain_until or 0)
 
-    def _finished(self, reader: InflightReader, lanes: Lanes) -> bool:
+    def _finished(self, reader: InflightReader) -> bool:
         """Stopped, and (until the drain time is up) everything handed over until the
         stop delivered: read to the end offsets as of the stop, nothing pending."""
         if not self._stop.is_set():
             return False
         if time.monotonic() >= (self._drain_until or 0):
             return True
-        return reader.read_to_stop() and not len(self._plan) and not lanes.busy()
+        busy = any(slot.lanes.busy() for slot in self._slots.values())
+        return reader.read_to_stop() and not len(self._plan) and not busy
 
-    def _step(self, reader: InflightReader, lanes: Lanes) -> None:
-        """Read what arrived, then deliver the next group if its write time came."""
+    def _step(self, reader: InflightReader) -> None:
+        """Read what arrived, then deliver the next group of each partition whose write
+        time came."""
         now = self.clock.now_ms()
-        due = self._plan.next_due_ms()
+        due = self._plan.next_due_ms(self._deliverable(reader))
         write_at = None if due is None else self._host_time(due) - self._write_ahead_ms()
         wait_ms = self.config.poll_ms if write_at is None else write_at - now
-        if self._watch is not None and (due is not None or self._in_lanes):
+        writing = any(slot.in_lanes for slot in self._slots.values())
+        if self._watch is not None and (due is not None or writing):
             wait_ms = min(wait_ms, POLL_MS)  # a cancel must be read before the commit
         reader.poll(min(max(wait_ms, 0), self.config.poll_ms) / 1000)
         self._check_new()
         self._watch_input()
-        self._warm(reader, lanes)
-        self._report(lanes, reader)
-        due = self._plan.next_due_ms()
-        if due is None:
-            return
+        self._warm(reader)
+        self._report()
         now = self.clock.now_ms()
-        if self._host_time(due) - self._write_ahead_ms() > now:
-            return
-        if not lanes.ready():
-            # Taken later, the group only grows: nothing would be written sooner. The
-            # watch is read again meanwhile: a group in a lane may be withheld from.
+        blocked: _Slot | None = None
+        for partition in self._deliverable(reader):
+            slot = self._slots[partition]
+            due = self._plan.next_due_ms((partition,))
+            if due is None or self._host_time(due) - self._write_ahead_ms() > now:
+                continue
+            if not slot.lanes.ready():
+                # Taken later, the group only grows: nothing would be written sooner.
+                blocked = blocked or slot
+                continue
+            group = self._plan.take(
+                self._broker_time(now),
+                self.config.group_width_ms,
+                self.config.max_group_size,
+                partition,
+            )
+            if group is not None:
+                offsets = self._offsets(slot, reader)
+                slot.lanes.submit(self._job(group))
+                slot.in_lanes.append(group)
+                slot.offsets_after.append(offsets)
+                blocked = None
+        if blocked is not None:
+            # The watch is read again meanwhile: a group in a lane may be withheld from.
             wait_ms = self.config.poll_ms if self._watch is None else POLL_MS
-            lanes.wait_ready(wait_ms / 1000)
-            return
-        group = self._plan.take(
-            self._broker_time(now), self.config.group_width_ms, self.config.max_group_size
-        )
-        if group is not None:
-            lanes.submit(self._job(group))
-            self._in_lanes.append(group)
-            self._offsets_after.append(self._offsets(reader))
+            blocked.lanes.wait_ready(wait_ms / 1000)
 
-    def _report(self, lanes: Lanes, reader: InflightReader) -> None:
-        """Take the reports of the groups done (raises what failed one), and commit the
-        consumer offsets that went with them (on this thread: the reader's consumer is
-        polled here, and a commit from a lane's thread stalled it for 90 s here)."""
+    def _deliverable(self, reader: InflightReader) -> list[int]:
+        """The partitions owned and caught up: their schedules may be delivered."""
+        return [p for p in self._slots if reader.caught_up(p)]
+
+    def _report(self) -> None:
+        """Take the reports of the groups done, partition by partition (raises what
+        failed one)."""
+        for slot in list(self._slots.values()):
+            self._report_slot(slot)
+
+    def _report_slot(self, slot: _Slot, *, commit: bool = True) -> None:
+        """Take the reports of ``slot``'s groups done (raises what failed one), and
+        commit the consumer offsets that went with them (on this thread: the reader's
+        consumer is polled here, and a commit from a lane's thread stalled it for 90 s
+        here)."""
         offsets = None
-        for delivered in lanes.finished():
-            offsets = self._offsets_after.popleft() or offsets
-            for p in self._in_lanes.popleft().items:
+        for delivered in slot.lanes.finished():
+            offsets = slot.offsets_after.popleft() or offsets
+            for p in slot.in_lanes.popleft().items:
                 self._withheld.pop(p.record.key or b"", None)
             if delivered.write_ms:
                 self._writes.append(delivered.write_ms)
+            self._delivered += delivered.delivered
             self.on_delivered(delivered)
             self._log_summary(delivered)
-        if offsets is not None:
-            reader.commit(offsets)
+        if offsets is not None and commit and self._reader is not None:
+            self._reader.commit(offsets)
 
-    def _offsets(self, reader: InflightReader) -> list[TopicPartition] | None:
-        """The consumer offsets to commit after the next group, now and then. Groups
-        taken before commit before it, or fail it: these offsets pass no schedule that
-        is not delivered by the time they are committed."""
-        if time.monotonic() - self._offsets_at < self.config.offsets_interval_ms / 1000:
+    def _offsets(self, slot: _Slot, reader: InflightReader) -> list[TopicPartition] | None:
+        """The consumer offsets of ``slot``'s partition to commit after its next group,
+        now and then. Groups taken before commit before it, or fail it: these offsets
+        pass no schedule that is not delivered by the time they are committed."""
+        if time.monotonic() - slot.offsets_at < self.config.offsets_interval_ms / 1000:
             return None
-        self._offsets_at = time.monotonic()
-        return reader.offsets()
+        slot.offsets_at = time.monotonic()
+        return reader.offsets({slot.partition})
 
     def _job(self, group: Group) -> Job:
         return lambda firer, after_before: self._deliver(group, firer, after_before)
@@ -628,3 +793,10 @@ class Committer:
         self._arrived_due = 0
         self._summary_withheld = 0
         self._summary_at = time.monotonic()
+
+
+def _warm_all(lanes: list[Lanes], targets: set[str]) -> None:
+    """Warm ``targets`` in every partition's producers (on the lookups thread: a lane
+    closed meanwhile, its partition revoked, fails only this lookup)."""
+    for lane in lanes:
+        lane.warm(targets, WARM_AHEAD_MS)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from delayline.contract import ConsumedRecord
@@ -62,7 +63,7 @@ class DuePlan:
     """
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, int]] = []  # (due, partition, offset)
+        self._heaps: dict[int, list[tuple[int, int]]] = {}  # partition: [(due, offset)]
         self._pending: dict[tuple[int, int], Pending] = {}
         self._by_key: dict[bytes, tuple[int, int]] = {}
         self._by_id: dict[tuple[str, str], set[tuple[int, int]]] = {}
@@ -89,7 +90,9 @@ class DuePlan:
             )
             self._by_key[key] = at
             self._by_id.setdefault(_id_of(schedule), set()).add(at)
-            heapq.heappush(self._heap, (schedule.due_ms, *at))
+            heapq.heappush(
+                self._heaps.setdefault(record.partition, []), (schedule.due_ms, record.offset)
+            )
             self._new.append(pending)
             return False
         if record.value is None and key in self._by_key:
@@ -118,24 +121,40 @@ class DuePlan:
         schedules pending."""
         return min((p.record.timestamp_ms for p in self._pending.values()), default=None)
 
-    def next_due_ms(self) -> int | None:
-        """The earliest due time pending, if any."""
-        self._drop_stale()
-        return self._heap[0][0] if self._heap else None
+    def next_due_ms(self, partitions: Iterable[int] | None = None) -> int | None:
+        """The earliest due time pending (in ``partitions`` only, if given), if any."""
+        chosen = self._heaps if partitions is None else partitions
+        dues = [heap[0][0] for p in chosen if (heap := self._live_heap(p))]
+        return min(dues, default=None)
 
-    def take(self, now_ms: int, width_ms: int, max_items: int | None = None) -> Group | None:
-        """The next group: everything due within ``width_ms`` of the earliest pending
+    def take(
+        self,
+        now_ms: int,
+        width_ms: int,
+        max_items: int | None = None,
+        partition: int | None = None,
+    ) -> Group | None:
+        """The next group of one in-flight partition (``partition``, or the one due
+        first): everything there due within ``width_ms`` of its earliest pending
         schedule (or of ``now_ms``, when behind), in due order; at most ``max_items``, if
-        given (the rest make the next groups). ``None`` when nothing is pending."""
-        first = self.next_due_ms()
-        if first is None:
+        given (the rest make the next groups). ``None`` when nothing is pending there.
+
+        One partition per group: its transaction is written by that partition's
+        producer, the one a committer taking the partition over fences."""
+        if partition is None:
+            firsts = [(h[0][0], p) for p in self._heaps if (h := self._live_heap(p))]
+            if not firsts:
+                return None
+            partition = min(firsts)[1]
+        heap = self._live_heap(partition)
+        if not heap:
             return None
-        until = max(first, now_ms) + max(width_ms, 1) - 1
+        until = max(heap[0][0], now_ms) + max(width_ms, 1) - 1
         items: list[Pending] = []
-        while self._heap and self._heap[0][0] <= until:
+        while heap and heap[0][0] <= until:
             if max_items is not None and len(items) >= max_items:
                 break
-            _, partition, offset = heapq.heappop(self._heap)
+            _, offset = heapq.heappop(heap)
             item = self._pending.pop((partition, offset), None)
             if item is not None:
                 self._by_key.pop(item.record.key or b"", None)
@@ -145,11 +164,32 @@ class DuePlan:
             return None
         return Group(tuple(items), max(i.due_ms for i in items))
 
-    def offsets(self) -> dict[int, int]:
-        """Per in-flight partition read, the offset a restart may resume from."""
+    def pending_in(self, partition: int) -> int:
+        """How many schedules of ``partition`` are pending."""
+        return sum(1 for p, _ in self._pending if p == partition)
+
+    def drop_partition(self, partition: int) -> int:
+        """Forget everything read from ``partition`` (another committer owns it now);
+        returns how many pending schedules were dropped."""
+        gone = [at for at in self._pending if at[0] == partition]
+        for at in gone:
+            item = self._pending.pop(at)
+            self._by_key.pop(item.record.key or b"", None)
+            self._forget(item)
+        self._heaps.pop(partition, None)
+        self._read_to.pop(partition, None)
+        self._new = [p for p in self._new if p.record.partition != partition]
+        return len(gone)
+
+    def offsets(self, partitions: Iterable[int] | None = None) -> dict[int, int]:
+        """Per in-flight partition read (of ``partitions``, if given), the offset a
+        restart may resume from."""
         safe = dict(self._read_to)
         for partition, offset in self._pending:
             safe[partition] = min(safe.get(partition, offset), offset)
+        if partitions is not None:
+            wanted = set(partitions)
+            safe = {p: o for p, o in safe.items() if p in wanted}
         return safe
 
     def _forget(self, item: Pending | None) -> None:
@@ -161,9 +201,12 @@ class DuePlan:
             if not places:
                 del self._by_id[_id_of(item.schedule)]
 
-    def _drop_stale(self) -> None:
-        while self._heap and (self._heap[0][1], self._heap[0][2]) not in self._pending:
-            heapq.heappop(self._heap)
+    def _live_heap(self, partition: int) -> list[tuple[int, int]]:
+        """``partition``'s heap, its top a schedule still pending (empty if none)."""
+        heap = self._heaps.get(partition, [])
+        while heap and (partition, heap[0][1]) not in self._pending:
+            heapq.heappop(heap)
+        return heap
 
 
 def _id_of(schedule: Schedule) -> tuple[str, str]:

@@ -11,13 +11,17 @@ tombstone shows delivered), and compaction forgets what was delivered.
 
 A record here: key ``<source topic>/<partition>/<offset>`` (one per schedule version),
 value the payload, headers the schedule's own headers then :data:`HEADER` (JSON: id,
-due time, target, source), so no contract is parsed again on the way out.
+due time, target, source), so no contract is parsed again on the way out. Its partition
+follows the schedule's id (:func:`inflight_partition`): every version of a schedule goes
+to one partition, so to one committer of the group, and the committers split the topic's
+partitions between them.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,12 +47,25 @@ def inflight_key(source: SourceRef) -> bytes:
     return source.describe().encode()
 
 
+def inflight_partition(schedule_id: str, partitions: int) -> int:
+    """The in-flight partition of every version of ``schedule_id`` when the topic has
+    ``partitions`` partitions (the same in every process: CRC-32, not Python's salted
+    ``hash``)."""
+    return zlib.crc32(schedule_id.encode()) % max(partitions, 1)
+
+
 def render_inflight(
-    schedule: Schedule, topic: str, batch_id: int | None = None, *, missed: bool = False
+    schedule: Schedule,
+    topic: str,
+    batch_id: int | None = None,
+    *,
+    missed: bool = False,
+    partitions: int = 1,
 ) -> OutgoingRecord:
     """The in-flight record of ``schedule`` (which must have been read from Kafka),
     handed over by Spark's batch ``batch_id`` (what the committer's watch reads the input
-    topics from after a restart: :func:`delayline.fire.watch.checkpoint_positions`)."""
+    topics from after a restart: :func:`delayline.fire.watch.checkpoint_positions`), to
+    its partition of a topic of ``partitions`` partitions."""
     source = schedule.require_source()
     facts: dict[str, Any] = {
         "id": schedule.id,
@@ -62,7 +79,8 @@ def render_inflight(
     if missed:
         facts["missed"] = True  # past due when it arrived: its lateness is the writer's
     headers = (*schedule.headers, (HEADER, json.dumps(facts, separators=(",", ":")).encode()))
-    return OutgoingRecord(topic, inflight_key(source), schedule.payload, headers)
+    partition = inflight_partition(schedule.id, partitions)
+    return OutgoingRecord(topic, inflight_key(source), schedule.payload, headers, partition)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,17 @@
 """The committer's reader of the in-flight topic (:mod:`delayline.fire.inflight`).
 
-A ``read_committed`` consumer in the committer's own group, assigned every partition
-from the group's committed offsets (which the committer commits after its delivery
-transactions). Everything it reads goes into a :class:`DuePlan`.
+A ``read_committed`` consumer in the committers' group
+(:func:`delayline.core.identifiers.committer_group`): the group splits the topic's
+partitions between its committers (cooperative-sticky, so a committer joining or
+leaving moves only the partitions that change hands), and a committer's static member
+id (:func:`delayline.core.identifiers.committer_instance_id`) gives it its partitions
+back at once when it restarts within the session timeout. Each partition is read from
+the group's committed offset (committed after the delivery transactions). Everything it
+reads goes into a :class:`DuePlan`.
+
+A partition assigned is first *caught up*: its owner fences the producers of the one
+before (:meth:`Ownership.assigned`), then the partition is read to its end as of then,
+tombstones included, before anything of it is delivered.
 """
 
 from __future__ import annotations
@@ -10,9 +19,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from confluent_kafka import (
-    OFFSET_BEGINNING,
     Consumer,
     KafkaError,
     KafkaException,
@@ -21,6 +30,7 @@ from confluent_kafka import (
 )
 
 from delayline.core.clock import Clock
+from delayline.errors import DelaylineError
 from delayline.fire.due_plan import DuePlan
 from delayline.fire.inflight import InflightRecordError, read_inflight
 from delayline.kafka.config import kafka_client_config
@@ -31,37 +41,83 @@ log = logging.getLogger(__name__)
 READ_SLICE = 2_000
 """The most records one :meth:`InflightReader.poll` reads: in a burst of hand-overs the
 committer takes the groups already due between slices instead of after reading all."""
+METADATA_REFRESH_MS = 10_000
+"""How soon a committer sees partitions added to the in-flight topic (a pipeline started
+with more ``--inflight-partitions``): until then nobody delivers what is handed to them."""
+
+
+class CommitterNameTakenError(DelaylineError):
+    """Another committer joined the group under this one's name (its static member id):
+    the group fenced this one, which stops. Give every committer its own name."""
+
+
+class Ownership(Protocol):
+    """What the committer does when the group moves partitions (called on the reader's
+    thread, inside :meth:`InflightReader.poll`)."""
+
+    def assigned(self, partitions: list[int]) -> None:
+        """``partitions`` are ours now: fence their earlier owners' producers (so every
+        transaction of theirs is committed or aborted) before they are read."""
+
+    def revoked(self, partitions: list[int], *, lost: bool) -> bool:
+        """``partitions`` are no longer ours: finish (or, ``lost``, give up) what is
+        being delivered of them; their next owner delivers the rest. Returns whether
+        everything taken of them was delivered (their offsets may be committed)."""
 
 
 class InflightReader:
-    """Reads handed-over schedules into ``plan``.
+    """Reads handed-over schedules of the partitions this committer owns into ``plan``.
 
     Args:
         bootstrap_servers: Kafka bootstrap list.
         topic: The in-flight topic.
-        group_id: The committer's consumer group (its offsets say where to resume).
+        group_id: The committers' consumer group (its offsets say where to resume).
+        instance_id: This committer's static member id.
+        session_timeout_ms: How long a committer that died keeps its partitions.
         plan: Where what is read goes.
         clock: The host's time (when each schedule was read).
+        owner: Told when partitions are assigned and revoked.
 
     Raises:
         InflightRecordError: the topic does not exist.
     """
 
     def __init__(
-        self, bootstrap_servers: str, topic: str, group_id: str, plan: DuePlan, clock: Clock
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        group_id: str,
+        instance_id: str,
+        session_timeout_ms: int,
+        plan: DuePlan,
+        clock: Clock,
+        owner: Ownership,
     ) -> None:
         self.topic = topic
         self.plan = plan
         self.clock = clock
+        self.owner = owner
+        self.instance_id = instance_id
         self.targets: set[str] = set()
         """Target topics of the schedules read since the caller last emptied this."""
+        self.owned: set[int] = set()
+        """The partitions assigned to this committer."""
+        self.rebalanced = False
+        """Whether the group has assigned this committer its partitions (none, maybe)."""
+        self._catching_up: dict[int, int] = {}  # partition: the end offset to read to
         self._at_end: dict[int, int] = {}  # partition: the end offset it was read to
         self._stop_ends: dict[int, int] | None = None
+        self._dropped = 0
         self._consumer = Consumer(
             kafka_client_config(
                 bootstrap_servers,
                 **{
                     "group.id": group_id,
+                    "group.instance.id": instance_id,
+                    "partition.assignment.strategy": "cooperative-sticky",
+                    "session.timeout.ms": session_timeout_ms,
+                    "heartbeat.interval.ms": max(session_timeout_ms // 10, 100),
+                    "topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS,
                     "enable.auto.commit": False,
                     "isolation.level": "read_committed",
                     "enable.partition.eof": True,
@@ -75,44 +131,37 @@ class InflightReader:
             found = metadata.topics.get(topic)
             if found is None or found.error is not None:
                 raise InflightRecordError(f"in-flight topic {topic!r} is missing")
-            parts = [TopicPartition(topic, p) for p in sorted(found.partitions)]
-            committed = self._consumer.committed(parts, timeout=30)
-            self._consumer.assign(
-                [TopicPartition(topic, tp.partition, _start(tp.offset)) for tp in committed]
+            self._consumer.subscribe(
+                [topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
             )
         except Exception:
             self._consumer.close()
             raise
 
-    def catch_up(self, give_up: Callable[[], bool]) -> bool:
-        """Read to the end offsets as of now; False when ``give_up()`` cut it short (then
-        nothing may be delivered: a delivery's tombstone may not have been read yet).
+    def caught_up(self, partition: int) -> bool:
+        """Whether ``partition`` is ours and read to its end as of its assignment (its
+        schedules may be delivered)."""
+        return partition in self.owned and partition not in self._catching_up
 
-        Called after the committer's producers fenced every earlier one, so every
-        delivery an earlier committer made is known (by its tombstone) before anything
-        is delivered again."""
-        ends: dict[int, int] = {}
-        deadline = time.monotonic() + 30
-        for tp in self._consumer.assignment():
-            # Retried while a just-created partition has no leader yet.
-            low, high = watermarks(self._consumer, tp, deadline)
-            if high > low:
-                ends[tp.partition] = high
-        dropped = 0
-        while ends and not give_up():
-            msg = self._consumer.poll(0.2)
-            if msg is None:
-                continue
-            partition = msg.partition() or 0
-            if self._eof(msg):
-                ends.pop(partition, None)
-                continue
-            dropped += self._read(msg)
-            if (msg.offset() or 0) + 1 >= ends.get(partition, 0):
-                ends.pop(partition, None)
-        if dropped:
-            log.info("committer: %d schedule(s) were delivered before the restart", dropped)
-        return not ends
+    def catching_up(self) -> bool:
+        """Whether an assigned partition is still being read to its end."""
+        return bool(self._catching_up)
+
+    def wait_for_partitions(self, give_up: Callable[[], bool], timeout_s: float) -> bool:
+        """Poll until the group has assigned this committer its partitions and each is
+        caught up, at most ``timeout_s`` (a committer that gets none waits that long);
+        False when ``give_up()`` cut it short (then nothing may be delivered)."""
+        deadline = time.monotonic() + timeout_s
+        while not give_up():
+            if self.rebalanced and not self._catching_up:
+                break
+            if time.monotonic() >= deadline and not self._catching_up:
+                break
+            self.poll(0.2)
+        if self._dropped:
+            log.info("committer: %d schedule(s) were delivered before the restart", self._dropped)
+            self._dropped = 0
+        return not give_up()
 
     def poll(self, timeout_s: float) -> None:
         """Read what arrived (at most :data:`READ_SLICE` records), waiting up to
@@ -120,9 +169,13 @@ class InflightReader:
         msg = self._consumer.poll(timeout_s)
         taken = 0
         while msg is not None:
-            if not self._eof(msg):
-                self._read(msg)
-                self._at_end.pop(msg.partition() or 0, None)
+            partition = msg.partition() or 0
+            if not self._eof(msg) and partition in self.owned:
+                self._dropped += self._read(msg)
+                self._at_end.pop(partition, None)
+                end = self._catching_up.get(partition)
+                if end is not None and (msg.offset() or 0) + 1 >= end:
+                    self._caught_up(partition)
             taken += 1
             if taken >= READ_SLICE:
                 return
@@ -133,34 +186,92 @@ class InflightReader:
         can drain what was handed over until then)."""
         if self._stop_ends is None:
             self._stop_ends = {
-                tp.partition: self._consumer.get_watermark_offsets(tp, timeout=5)[1]
-                for tp in self._consumer.assignment()
+                p: self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=5)[1]
+                for p in self.owned
             }
-        return all(self._at_end.get(p, -1) >= end for p, end in self._stop_ends.items())
+        return all(
+            self._at_end.get(p, -1) >= end for p, end in self._stop_ends.items() if p in self.owned
+        )
 
-    def offsets(self) -> list[TopicPartition]:
-        """The offsets a restart may resume from, as of now (see :meth:`commit`)."""
+    def offsets(self, partitions: set[int] | None = None) -> list[TopicPartition]:
+        """The offsets a restart may resume from, as of now (see :meth:`commit`), of
+        ``partitions`` (default: those owned)."""
+        chosen = self.owned if partitions is None else partitions
         return [
             TopicPartition(self.topic, partition, offset)
-            for partition, offset in sorted(self.plan.offsets().items())
+            for partition, offset in sorted(self.plan.offsets(chosen).items())
         ]
 
-    def commit(self, positions: list[TopicPartition]) -> None:
-        """Commit ``positions`` (from :meth:`offsets`), without waiting.
+    def commit(self, positions: list[TopicPartition], *, wait: bool = False) -> None:
+        """Commit ``positions`` (from :meth:`offsets`), without waiting unless ``wait``.
 
         Call only once every group taken before ``positions`` was read has committed:
         they pass no schedule still pending then. A commit that is lost (Kafka away)
         or lands out of order only makes a restart read more; the tombstones it reads
         show what was delivered. Safe to call from another thread than the one reading.
         """
+        if not positions:
+            return
         try:
-            self._consumer.commit(offsets=positions, asynchronous=True)
+            if wait:
+                self._consumer.commit(offsets=positions, asynchronous=False)
+            else:
+                self._consumer.commit(offsets=positions, asynchronous=True)
         except KafkaException as exc:
             log.warning("committer offsets of %s not committed: %s", self.topic, exc)
 
     def close(self) -> None:
         """Release the consumer."""
         self._consumer.close()
+
+    def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Fence the earlier owners, then note each partition's end to catch up to (the
+        client assigns them after this returns, from the committed offsets)."""
+        self.rebalanced = True
+        mine = sorted(tp.partition for tp in partitions if tp.topic == self.topic)
+        if not mine:
+            return
+        self.owner.assigned(mine)
+        self.owned.update(mine)
+        self._stop_ends = None
+        deadline = time.monotonic() + 30
+        for p in mine:
+            # Retried while a just-created partition has no leader yet.
+            low, high = watermarks(self._consumer, TopicPartition(self.topic, p), deadline)
+            if high > low:
+                self._catching_up[p] = high
+        log.info(
+            "committer: assigned in-flight partition(s) %s (%d to read to their end)",
+            ",".join(map(str, mine)),
+            len(self._catching_up),
+        )
+
+    def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._give_up(partitions, lost=False)
+
+    def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._give_up(partitions, lost=True)
+
+    def _give_up(self, partitions: list[TopicPartition], *, lost: bool) -> None:
+        mine = sorted(tp.partition for tp in partitions if tp.partition in self.owned)
+        if not mine:
+            return
+        if self.owner.revoked(mine, lost=lost):
+            self.commit(self.offsets(set(mine)), wait=True)
+        for p in mine:
+            self.owned.discard(p)
+            self._catching_up.pop(p, None)
+            self._at_end.pop(p, None)
+            self.plan.drop_partition(p)
+        log.info(
+            "committer: in-flight partition(s) %s %s",
+            ",".join(map(str, mine)),
+            "lost (the group moved them on)" if lost else "released",
+        )
+
+    def _caught_up(self, partition: int) -> None:
+        del self._catching_up[partition]
+        log.debug("committer: in-flight partition %d read to its end", partition)
 
     def _eof(self, msg: Message) -> bool:
         """Whether ``msg`` is no record: the end of a partition (noted), or an error
@@ -169,8 +280,16 @@ class InflightReader:
         if error is None:
             return False
         if error.code() == KafkaError._PARTITION_EOF:
-            self._at_end[msg.partition() or 0] = msg.offset() or 0
-        elif error.fatal():
+            partition = msg.partition() or 0
+            self._at_end[partition] = msg.offset() or 0
+            if partition in self._catching_up:
+                self._caught_up(partition)
+        elif error.code() == KafkaError._FATAL or error.fatal():
+            if "group.instance.id" in error.str():
+                raise CommitterNameTakenError(
+                    f"another committer of the group joined under this one's name "
+                    f"({self.instance_id}); this one stops: give each committer its own --name"
+                )
             raise InflightRecordError(f"reading {self.topic}: {error}")
         else:
             log.warning("reading %s: %s", self.topic, error)
@@ -187,8 +306,3 @@ class InflightReader:
         if handed is not None:
             self.targets.add(handed.schedule.target_topic)
         return int(self.plan.read(record, handed, self.clock.now_ms()))
-
-
-def _start(committed: int) -> int:
-    """Where to start reading a partition: its committed offset, or the beginning."""
-    return committed if committed >= 0 else OFFSET_BEGINNING

@@ -231,7 +231,11 @@ def _hand_off(row: Any, config: RunSettings, batch_id: int, missed: bool) -> Out
     if config.lead_ms <= 0:
         return None
     record = render_inflight(
-        r.event_schedule(row), config.inflight_topic_name, batch_id, missed=missed
+        r.event_schedule(row),
+        config.inflight_topic_name,
+        batch_id,
+        missed=missed,
+        partitions=config.inflight_partitions,
     )
     return record if batch_size(record) <= INFLIGHT_MAX_BYTES else None
 

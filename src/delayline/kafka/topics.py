@@ -11,6 +11,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     ConfigResource,
+    NewPartitions,
     NewTopic,
 )
 
@@ -246,31 +247,62 @@ def ensure_oscillator_topic(bootstrap_servers: str, name: str, timeout_s: float 
     return _ensure_internal_topic(bootstrap_servers, name, "oscillator", config, timeout_s)
 
 
-def ensure_inflight_topic(bootstrap_servers: str, name: str, timeout_s: float = 30.0) -> str:
-    """Create the pipeline's in-flight topic unless it exists (:mod:`delayline.fire.inflight`).
+def ensure_inflight_topic(
+    bootstrap_servers: str, name: str, partitions: int = 1, timeout_s: float = 30.0
+) -> str:
+    """Create the pipeline's in-flight topic unless it exists (:mod:`delayline.fire.inflight`),
+    with at least ``partitions`` partitions (an existing one with fewer is grown: each
+    record names its partition and its tombstone goes to the same one, so nothing
+    handed over is lost or moved; one with more keeps them).
 
-    One partition, compacted (a delivered schedule's record is removed by its
-    tombstone; one not yet delivered stays, however long the pipeline is down), stamped
-    on append (the committer measures the broker's clock through it).
+    Compacted (a delivered schedule's record is removed by its tombstone; one not yet
+    delivered stays, however long the pipeline is down), stamped on append (the
+    committer measures the broker's clock through it).
 
-    Returns and raises as :func:`ensure_wake_topic`.
+    Returns ``created``, ``exists`` or ``grown``; raises as :func:`ensure_wake_topic`.
     """
     config = {
         "cleanup.policy": "compact",
         "message.timestamp.type": "LogAppendTime",
         "segment.ms": str(INFLIGHT_SEGMENT_MS),
     }
-    return _ensure_internal_topic(bootstrap_servers, name, "in-flight", config, timeout_s)
+    outcome = _ensure_internal_topic(
+        bootstrap_servers, name, "in-flight", config, timeout_s, partitions
+    )
+    if outcome == "created":
+        return outcome
+    admin = AdminClient(kafka_client_config(bootstrap_servers))
+    try:
+        found = admin.list_topics(name, timeout=timeout_s).topics[name]
+        if found.error is not None or len(found.partitions) >= partitions:
+            return outcome
+        had = len(found.partitions)
+        grow = NewPartitions(name, partitions)
+        admin.create_partitions([grow], operation_timeout=timeout_s)[name].result(timeout_s)
+        _wait_for_leaders(admin, [name], timeout_s)
+    except KafkaException as exc:
+        raise TopicConfigError(
+            f"could not grow in-flight topic {name} to {partitions} partitions: {exc.args[0]}"
+        ) from exc
+    log.info("grew in-flight topic %s from %d to %d partitions", name, had, partitions)
+    return "grown"
 
 
 def _ensure_internal_topic(
-    bootstrap_servers: str, name: str, what: str, config: dict[str, str], timeout_s: float
+    bootstrap_servers: str,
+    name: str,
+    what: str,
+    config: dict[str, str],
+    timeout_s: float,
+    partitions: int = 1,
 ) -> str:
     problem = topic_name_problem(name)
     if problem is not None:
         raise ConfigError(f"{what} topic name {name!r} is invalid: {problem}")
     try:
-        create_topic(bootstrap_servers, name, config=config, timeout_s=timeout_s)
+        create_topic(
+            bootstrap_servers, name, partitions=partitions, config=config, timeout_s=timeout_s
+        )
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise TopicConfigError(f"could not create topic {name}: {exc.args[0].str()}") from exc

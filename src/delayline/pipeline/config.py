@@ -18,6 +18,11 @@ schedule is handed over at most two batches after its raise time (the batch runn
 then, and its own), and batches took up to 2.6 s; with 3 s, 9 of 600 were handed over
 late; with 5 s, none."""
 MAX_LEAD_MS = 60_000
+DEFAULT_INFLIGHT_PARTITIONS = 4
+"""See :attr:`PipelineConfig.inflight_partitions`: room for four committers, a small
+cluster's worker hosts; one committer owning all four costs four pairs of transactional
+producers, idle most of the time."""
+MAX_INFLIGHT_PARTITIONS = 256
 BATCH_ALLOWANCE_MS = 2_000
 """What a batch at a trickle takes here (0.6-2.6 s measured): a raise waits for the next
 trigger and then for its batch, so a lead shorter than the trigger interval plus this
@@ -84,6 +89,9 @@ class PipelineConfig:
             time, then the one that raises it): a schedule handed over later than its due
             time is late by the difference. 0 fires when due,
             in the batch that finds it due. A cancel must arrive before the lead starts.
+        inflight_partitions: Partitions of the in-flight topic (created with them, grown
+            to them at the start, never shrunk): the committers of the pipeline's group
+            split them, so this is how many committers can share precise delivery.
         engine_nice: Added to the niceness of Spark's JVM and its Python workers: when
             the engine keeps the cores busy, the committer's deliveries (this process)
             and a broker on the same host still get the CPU on time (trickle p99 96 and
@@ -126,6 +134,7 @@ class PipelineConfig:
     java_options: str = DEFAULT_JAVA_OPTIONS
     spark_conf: tuple[tuple[str, str], ...] = ()
     lead_ms: int = DEFAULT_LEAD_MS
+    inflight_partitions: int = DEFAULT_INFLIGHT_PARTITIONS
     engine_nice: int = 10
     waker: str = OWN_WAKER
     hold_settings: Any = None
@@ -145,6 +154,11 @@ class PipelineConfig:
         if self.waker == OSCILLATOR_WAKER and not self.wake:
             raise ConfigError(
                 "--no-wake runs a batch every trigger interval: drop --waker oscillator"
+            )
+        if not 1 <= self.inflight_partitions <= MAX_INFLIGHT_PARTITIONS:
+            raise ConfigError(
+                f"in-flight partitions must be within 1..{MAX_INFLIGHT_PARTITIONS}, "
+                f"not {self.inflight_partitions}"
             )
         if self.trigger_interval_ms < 0 or self.shuffle_partitions < 1:
             raise ConfigError("trigger interval must be >= 0 and shuffle partitions >= 1")

@@ -16,7 +16,7 @@ from delayline.contract.arrow import with_contracts
 from delayline.core.identifiers import checkpoint_query_id
 from delayline.core.units import format_duration_ms
 from delayline.errors import DelaylineError
-from delayline.fire.committer import Committer, CommitterConfig
+from delayline.fire.committer import Committer
 from delayline.fire.report import BatchReport
 from delayline.fire.sink import FireSink
 from delayline.fire.tasks import deliver_as
@@ -25,10 +25,10 @@ from delayline.kafka.config import client_properties
 from delayline.kafka.properties import spark_options
 from delayline.kafka.topics import (
     cluster_brokers,
-    ensure_inflight_topic,
     ensure_oscillator_topic,
     ensure_wake_topic,
 )
+from delayline.pipeline.committers import RUN_COMMITTER_NAME, committer_config, start_committer
 from delayline.pipeline.config import OWN_WAKER, PipelineConfig, spark_progress_file
 from delayline.pipeline.interrupt import stoppable
 from delayline.pipeline.lease import QueryLease
@@ -372,26 +372,8 @@ class Pipeline:
 
     def _start_committer(self) -> Committer:
         """Started whatever the lead: an earlier run may have handed schedules over."""
-        config = self.config
-        topology = config.topology
-        ensure_inflight_topic(topology.bootstrap_servers, config.inflight_topic_name)
-        committer = Committer(
-            CommitterConfig(
-                bootstrap_servers=topology.bootstrap_servers,
-                inflight_topic=config.inflight_topic_name,
-                commits_topic=topology.commits_topic,
-                transactional_id=config.transactional_id,
-                dead_letter_topic=topology.dead_letter_topic,
-                history_topic=topology.history_topic,
-                max_lateness_ms=config.max_lateness_ms,
-                allowed_targets=topology.allowed_target_topics,
-                topology=topology,
-                checkpoint_dir=config.checkpoint_dir,
-            ),
-            on_delivered=self.metrics.observe_committed,
-        )
-        committer.start()
-        return committer
+        settings = committer_config(self.config, RUN_COMMITTER_NAME)
+        return start_committer(self.config, settings, self.metrics)
 
     def _start_waker(self) -> Waker:
         config = self.config

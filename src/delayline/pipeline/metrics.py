@@ -17,9 +17,10 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from delayline.contract import events as r
+from delayline.contract import kinds as r
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.units import format_duration_ms
+from delayline.fire.committer import CommitterStatus
 from delayline.fire.report import HANDED, REFUSED, WITHHELD, BatchReport, Delivered
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,33 @@ class PipelineMetrics:
             "When the last micro-batch finished.",
             registry=self.registry,
         )
+        self.committer_delivered = Counter(
+            "delayline_committer_delivered",
+            "Schedules a committer delivered (committed transactions only).",
+            ["committer"],
+            registry=self.registry,
+        )
+        self.committer_lateness = Histogram(
+            "delayline_committer_lateness_seconds",
+            "Commit time of a committer's delivery minus its due time.",
+            ["committer"],
+            buckets=LATENESS_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.committer_partitions = Gauge(
+            "delayline_committer_partitions",
+            "In-flight partitions a committer owns.",
+            ["committer"],
+            registry=self.registry,
+        )
+        self.committer_pending = Gauge(
+            "delayline_committer_pending",
+            "Schedules a committer read and has not delivered yet.",
+            ["committer"],
+            registry=self.registry,
+        )
         self._lock = threading.Lock()
+        self._committers: Callable[[], dict[str, Any]] | None = None
         self._last_report: dict[str, Any] | None = None
         self._last_progress: dict[str, Any] | None = None
         self._seen_batch = -1
@@ -160,15 +187,29 @@ class PipelineMetrics:
         for late_ms in report.missed_lateness_ms:
             self.missed_lateness.observe(max(0, late_ms) / 1000)
 
-    def observe_committed(self, delivered: Delivered) -> None:
-        """Count one group the committer delivered (it calls this)."""
+    def observe_committed(self, delivered: Delivered, committer: str) -> None:
+        """Count one group the committer called ``committer`` delivered (it calls this)."""
         self.fired.inc(delivered.delivered)
+        self.committer_delivered.labels(committer).inc(delivered.delivered)
         if delivered.refused:
             self.events["refused"].inc(delivered.refused)
         if delivered.withheld:
             self.events["withheld"].inc(delivered.withheld)
+        by_committer = self.committer_lateness.labels(committer)
         for late_ms in delivered.lateness_ms:
             self.lateness.observe(max(0, late_ms) / 1000)
+            by_committer.observe(max(0, late_ms) / 1000)
+
+    def watch_committer(
+        self, status: Callable[[], CommitterStatus], group: Callable[[], dict[str, Any]]
+    ) -> None:
+        """Show a committer's partitions and pending schedules (read at each scrape), and
+        ``group()`` (its group's members) under ``committers`` in ``/progress``."""
+        name = status().name
+        self.committer_partitions.labels(name).set_function(lambda: len(status().partitions))
+        self.committer_pending.labels(name).set_function(lambda: status().pending)
+        with self._lock:
+            self._committers = group
 
     def observe_progress(self, progresses: list[dict[str, Any]]) -> None:
         """Take Spark's progress reports not seen yet (oldest first)."""
@@ -190,7 +231,11 @@ class PipelineMetrics:
     def progress(self) -> dict[str, Any]:
         """What ``/progress`` answers."""
         with self._lock:
-            return {"last_batch": self._last_report, "spark": self._last_progress}
+            answer = {"last_batch": self._last_report, "spark": self._last_progress}
+            committers = self._committers
+        if committers is not None:
+            answer["committers"] = committers()
+        return answer
 
 
 def _summary(progress: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,140 @@
+"""``delayline committer``: one more committer of a pipeline, on any host."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import socket
+from pathlib import Path
+
+from delayline.cli._common import (
+    add_topology,
+    check_kafka,
+    duration_arg,
+    env_flag,
+    stop_on_signals,
+    topology_from,
+)
+from delayline.cli.extras import require_extras
+from delayline.cli.run import add_delivery_flags
+from delayline.core.units import parse_duration_ms
+from delayline.pipeline.config import PipelineConfig
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``committer``."""
+    p = sub.add_parser(
+        "committer",
+        help="run one more committer of a pipeline (precise delivery on this host)",
+        description="Join the committers' group of the pipeline --query-name names and "
+        "deliver, at their due times, the schedules handed over in the in-flight "
+        "partitions the group assigns here. `delayline run` keeps one committer in its "
+        "own process; each `delayline committer` (on any host, one per Spark worker host "
+        "is the natural size) takes a share of the partitions. Give each a name of its "
+        "own: restarted under it, a committer takes its partitions back at once. Takes "
+        "the same topic and Kafka flags as `delayline run`. Stops on SIGTERM/SIGINT "
+        "after delivering what falls due within --drain-timeout.",
+    )
+    add_topology(p, "schedules topic the pipeline reads; repeat for several")
+    add_delivery_flags(p)
+    env_flag(
+        p,
+        "--name",
+        env="DELAYLINE_COMMITTER_NAME",
+        default=socket.gethostname(),
+        help="this committer's name in the group, unique among the pipeline's committers "
+        "(default: the host name; the pipeline's own is 'pipeline')",
+    )
+    env_flag(
+        p,
+        "--session-timeout",
+        env="DELAYLINE_COMMITTER_SESSION_TIMEOUT",
+        default="10s",
+        type=duration_arg(parse_duration_ms),
+        dest="session_timeout_ms",
+        metavar="DURATION",
+        help="how long a committer that died keeps its partitions before the others take "
+        "them (Kafka allows 6s-30m by default)",
+    )
+    env_flag(
+        p,
+        "--checkpoint-dir",
+        env="DELAYLINE_COMMITTER_CHECKPOINT_DIR",
+        default=None,
+        type=Path,
+        help="the pipeline's checkpoint, when this host can read it: after a pipeline "
+        "restart the watch then reads the input from where the replayed batch did "
+        "(default: from 30 s before what is pending)",
+    )
+    env_flag(
+        p,
+        "--drain-timeout",
+        env="DELAYLINE_COMMITTER_DRAIN_TIMEOUT",
+        default="7s",
+        type=duration_arg(parse_duration_ms),
+        dest="drain_timeout_ms",
+        metavar="DURATION",
+        help="at a stop, keep delivering what falls due for this long (nobody else "
+        "delivers this committer's partitions until its session times out)",
+    )
+    env_flag(
+        p,
+        "--metrics-port",
+        env="DELAYLINE_COMMITTER_METRICS_PORT",
+        default=None,
+        type=int,
+        help="serve Prometheus /metrics and JSON /progress (the group's members) on this "
+        "port (default: off)",
+    )
+    env_flag(
+        p,
+        "--metrics-host",
+        env="DELAYLINE_COMMITTER_METRICS_HOST",
+        default="127.0.0.1",
+        help="address the metrics server listens on",
+    )
+    p.set_defaults(func=_committer)
+
+
+def _committer(args: argparse.Namespace) -> int:
+    require_extras("committer", "committer")
+    from delayline.pipeline.committers import (  # noqa: PLC0415 - needs the committer extra
+        committer_config,
+        start_committer,
+    )
+    from delayline.pipeline.metrics import MetricsServer, PipelineMetrics  # noqa: PLC0415 - same
+
+    check_kafka(args)
+    logging.getLogger("delayline").setLevel(logging.INFO)
+    checkpoint = args.checkpoint_dir
+    config = PipelineConfig(
+        topology=topology_from(args),
+        query_name=args.query_name,
+        max_lateness_ms=args.max_lateness_ms,
+        inflight_partitions=args.inflight_partitions,
+        checkpoint_dir=checkpoint or Path(".delayline/checkpoint"),
+    )
+    settings = committer_config(
+        config,
+        args.name,
+        session_timeout_ms=args.session_timeout_ms,
+        with_checkpoint=checkpoint is not None,
+    )
+    metrics = PipelineMetrics()
+    server = None
+    if args.metrics_port is not None:
+        server = MetricsServer(metrics, args.metrics_host, args.metrics_port)
+        server.start()
+    stop = stop_on_signals(log, "stopping the committer")
+    try:
+        committer = start_committer(config, settings, metrics)
+        while not stop.wait(1.0):
+            if committer.wait(0) and committer.failure is not None:
+                raise committer.failure
+        committer.stop(drain_timeout_s=args.drain_timeout_ms / 1000)
+    finally:
+        if server is not None:
+            server.stop()
+    return 0

@@ -1,0 +1,104 @@
+"""The committers of a pipeline: the one ``delayline run`` keeps, and those
+``delayline committer`` runs beside it (:mod:`delayline.fire.committer`).
+
+Every committer of a pipeline is made here from the pipeline's settings, so they agree
+on the group, the in-flight topic and what a delivery may do.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from typing import Any
+
+from delayline.core.identifiers import committer_group
+from delayline.errors import KafkaUnavailableError
+from delayline.fire.committer import Committer, CommitterConfig
+from delayline.kafka.groups import group_members
+from delayline.kafka.topics import ensure_inflight_topic
+from delayline.pipeline.config import PipelineConfig
+from delayline.pipeline.metrics import PipelineMetrics
+
+log = logging.getLogger(__name__)
+
+RUN_COMMITTER_NAME = "pipeline"
+"""The name of the committer ``delayline run`` keeps in its process."""
+DEFAULT_SESSION_TIMEOUT_MS = 10_000
+"""How long a committer that died keeps its partitions: Kafka's least by default is 6 s
+(``group.min.session.timeout.ms``); shorter would move partitions on a long pause."""
+GROUP_LOOKUP_S = 0.5
+"""How long ``/progress`` waits for the group's members (the API waits a second for it)."""
+
+
+def committer_config(
+    config: PipelineConfig,
+    name: str,
+    *,
+    session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+    with_checkpoint: bool = True,
+) -> CommitterConfig:
+    """The settings of the committer called ``name`` of the pipeline ``config`` describes.
+
+    ``with_checkpoint``: it may read the pipeline's checkpoint (it runs beside it), so
+    after a restart its watch reads the input from where the replayed batch did.
+    """
+    topology = config.topology
+    return CommitterConfig(
+        bootstrap_servers=topology.bootstrap_servers,
+        inflight_topic=config.inflight_topic_name,
+        commits_topic=topology.commits_topic,
+        transactional_id=config.transactional_id,
+        dead_letter_topic=topology.dead_letter_topic,
+        history_topic=topology.history_topic,
+        max_lateness_ms=config.max_lateness_ms,
+        allowed_targets=topology.allowed_target_topics,
+        topology=topology,
+        checkpoint_dir=config.checkpoint_dir if with_checkpoint else None,
+        name=name,
+        session_timeout_ms=session_timeout_ms,
+    )
+
+
+def start_committer(
+    config: PipelineConfig, committer_settings: CommitterConfig, metrics: PipelineMetrics
+) -> Committer:
+    """Make the in-flight topic (or grow it to ``config.inflight_partitions``), then
+    start a committer counted in ``metrics``.
+
+    Raises:
+        ClockSkewError: the host's and the broker's clocks disagree too much.
+        TopicConfigError: the in-flight topic cannot be made or grown.
+    """
+    ensure_inflight_topic(
+        config.topology.bootstrap_servers, config.inflight_topic_name, config.inflight_partitions
+    )
+    name = committer_settings.name
+    committer = Committer(
+        committer_settings, on_delivered=lambda d: metrics.observe_committed(d, name)
+    )
+    metrics.watch_committer(committer.status, lambda: group_view(committer))
+    committer.start()
+    return committer
+
+
+def group_view(committer: Committer) -> dict[str, Any]:
+    """This committer's status and its group's members (what ``/progress`` shows)."""
+    settings = committer.config
+    group = committer_group(settings.transactional_id)
+    view: dict[str, Any] = {"group": group, "this": asdict(committer.status())}
+    try:
+        members = group_members(settings.bootstrap_servers, group, GROUP_LOOKUP_S)
+    except KafkaUnavailableError as exc:
+        log.debug("committer group %s not described: %s", group, exc)
+        view["members"] = None
+        return view
+    prefix = f"{group}-"
+    view["members"] = [
+        {
+            "name": (m.instance_id or "").removeprefix(prefix) or None,
+            "host": m.host,
+            "partitions": [p for topic, p in m.partitions if topic == settings.inflight_topic],
+        }
+        for m in members
+    ]
+    return view

@@ -17,15 +17,19 @@ from delayline.bench.sampler import GroupSampler
 from delayline.client import ClientConfig, Scheduler
 from delayline.contract.topology import Topology
 from delayline.core.clock import ms_to_datetime
+from delayline.core.identifiers import committer_group, transactional_id
 from delayline.core.stats import summary
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.errors import BenchError, WaitTimeoutError
+from delayline.fire.inflight import inflight_partition
 from delayline.holds.kinds import BenchPlace, HoldBench
 from delayline.holds.registry import hold_kind
 from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
 from delayline.infra.spark_cluster import executors_here
+from delayline.kafka.groups import group_members
 from delayline.kafka.topics import TopicsConfig, create_topic, ensure_topics
-from delayline.pipeline.config import spark_progress_file
+from delayline.pipeline.committers import RUN_COMMITTER_NAME
+from delayline.pipeline.config import DEFAULT_INFLIGHT_PARTITIONS, spark_progress_file
 
 # Input events: schedules and cancels the pipeline accepted from the schedules topic.
 INPUT_KINDS = ("planned", "updated", "cancelled", "unknown_cancel", "missed", "short", "invalid",
@@ -50,6 +54,8 @@ class BenchEnv:
     """The hold's own side of the run (its server, its figures), if it has one."""
     master: str | None = None
     """A Spark cluster's master URL for the pipeline (``None``: local mode)."""
+    committers: list[tuple[PipelineProcess, GroupSampler]] = field(default_factory=list)
+    """Committers started beside the pipeline (:mod:`delayline.bench.committers`)."""
 
     @property
     def schedules_topic(self) -> str:
@@ -145,7 +151,13 @@ def start_pipeline(env: BenchEnv, *extra: str) -> float:
 
 
 def stop_pipeline(env: BenchEnv) -> None:
-    """Stop the pipeline and its sampler, leaving the broker (and the hold's server) up."""
+    """Stop the pipeline, the committers beside it and their samplers, leaving the broker
+    (and the hold's server) up."""
+    for committer, beside in env.committers:
+        beside.stop()
+        if committer.proc is not None:
+            committer.terminate()
+    env.committers.clear()
     if env.pipeline is not None and env.pipeline.proc is not None:
         env.pipeline.terminate()
     for sampler in (env.sampler, env.broker_sampler):
@@ -353,7 +365,41 @@ def scenario_figures(
         figures["broker_peak_rss_mb"] = round(env.broker_sampler.peak_rss_bytes() / 2**20)
     figures["_accepted"] = accepted_timeline(env)
     figures["executors"] = executor_work(env)
+    if env.committers:
+        figures["committers"] = committer_shares(env, deliveries, due, (load_from, load_to))
     return figures
+
+
+def committer_shares(
+    env: BenchEnv, deliveries: list[Delivery], due: dict[str, int], load: tuple[float, float]
+) -> dict[str, Any]:
+    """Each committer's partitions, deliveries, their lateness and (for those started
+    apart from the pipeline) its CPU over ``load``, by name."""
+    group = committer_group(transactional_id(f"bench-{env.run}"))
+    owner: dict[int, str] = {}
+    shares: dict[str, Any] = {}
+    for member in group_members(env.bootstrap, group, 10):
+        name = (member.instance_id or "").removeprefix(f"{group}-")
+        shares[name] = {"partitions": [p for _, p in member.partitions]}
+        owner.update((p, name) for _, p in member.partitions)
+    late: dict[str, list[int]] = {name: [] for name in shares}
+    for d in deliveries:
+        sid = d.schedule_id or ""
+        if sid in due:
+            name = owner.get(inflight_partition(sid, DEFAULT_INFLIGHT_PARTITIONS), "?")
+            late.setdefault(name, []).append(d.arrival_ms - due[sid])
+    for name, lateness in late.items():
+        share = shares.setdefault(name, {"partitions": []})
+        share["delivered"] = len(lateness)
+        share["lateness_ms"] = summary(lateness)
+    for process, sampler in env.committers:
+        name = process.args[process.args.index("--name") + 1]
+        if name in shares:
+            cpu = sampler.cpu_percent(*load)
+            shares[name]["cpu_load_pct"] = None if cpu is None else round(cpu, 1)
+    if RUN_COMMITTER_NAME in shares:
+        shares[RUN_COMMITTER_NAME]["cpu_load_pct"] = "in the pipeline's"
+    return shares
 
 
 def _round1(value: float | None) -> float | None:

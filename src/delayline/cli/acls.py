@@ -66,6 +66,7 @@ def needs_of(args: argparse.Namespace) -> AclNeeds:
         input_topics=topology.input_topics,
         own_topics=own,
         made_topics=made,
+        grown_topics=[config.inflight_topic_name],
         transactional_id=config.transactional_id,
         targets=topics_from(args, "--target-topic", TARGETS_ENV),
         target_prefixes=topics_from(args, "--target-prefix", PREFIXES_ENV),

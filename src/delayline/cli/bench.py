@@ -13,6 +13,7 @@ from typing import Any
 from delayline.bench import catalog, ladder, report
 from delayline.bench.baseline import measure_baseline
 from delayline.bench.cluster import on_cluster, side_by_side
+from delayline.bench.committers import ceiling, ceiling_table, start_committers
 from delayline.bench.run import (
     close_env,
     open_env,
@@ -57,7 +58,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--scenario",
         env="DELAYLINE_BENCH_SCENARIO",
         default="steady",
-        choices=[*sorted(SCENARIOS), "catalog", "ladder"],
+        choices=[*sorted(SCENARIOS), "catalog", "committer", "ladder"],
         help="what to measure",
     )
     p.add_argument(
@@ -94,6 +95,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=positive_int,
         help="schedules written per second, instead of the scenario's own "
         f"({', '.join(RATE_SCENARIOS)})",
+    )
+    env_flag(
+        p,
+        "--committers",
+        env="DELAYLINE_BENCH_COMMITTERS",
+        default=1,
+        type=positive_int,
+        help="committers delivering what the pipeline hands over: its own and this many "
+        "less one `delayline committer`s beside it (the figures show each one's share); "
+        "--scenario committer measures one committer's ceiling alone",
     )
     env_flag(
         p,
@@ -229,6 +240,8 @@ def _bench(args: argparse.Namespace) -> int:
         return _catalog(args)
     if args.scenario == "ladder":
         return _ladder(args)
+    if args.scenario == "committer":
+        return _committer_ceiling(args)
     if args.master is not None:
         check_master(args.master)
     started = time.time()
@@ -274,6 +287,9 @@ def _measure(args: argparse.Namespace, size: Size) -> dict[str, Any]:
         progress(f"starting the pipeline (log {env.work_dir / 'pipeline.log'})")
         ready_s = start_pipeline(env, *extra)
         measured["pipeline_ready_s"] = round(ready_s, 1)
+        if args.committers > 1:
+            progress(f"starting {args.committers - 1} more committer(s)")
+            start_committers(env, args.committers - 1)
         progress(f"pipeline ready in {ready_s:.1f} s; running {args.scenario}")
         figures = measured["figures"] = SCENARIOS[args.scenario](env, size)
         hold_figures = None if env.hold_bench is None else env.hold_bench.figures(size.pending)
@@ -299,7 +315,9 @@ def _size(args: argparse.Namespace) -> Size:
         raise ConfigError(f"--pending: the {args.scenario} scenario holds no backlog")
     if args.rate is not None and args.scenario not in RATE_SCENARIOS:
         raise ConfigError(f"--rate: the {args.scenario} scenario writes at no rate")
-    if args.scenario in ("catalog", "ladder"):
+    if args.scenario in ("catalog", "committer", "ladder"):
+        if args.committers > 1:
+            raise ConfigError(f"--committers: the {args.scenario} scenario runs no pipeline")
         return Size()
     size = SIZES[args.scenario][1 if args.quick else 0]
     if args.pending is not None:
@@ -309,6 +327,28 @@ def _size(args: argparse.Namespace) -> Size:
     if args.rate is not None:
         size = dataclasses.replace(size, rate_per_s=args.rate)
     return size
+
+
+def _committer_ceiling(args: argparse.Namespace) -> int:
+    started = time.time()
+    env = open_env(args.bootstrap_servers, args.work_dir)
+    try:
+        figures = ceiling(env, args.quick)
+    finally:
+        close_env(env)
+    result = {
+        "scenario": "committer",
+        "quick": args.quick,
+        "started_at": datetime.fromtimestamp(started, UTC).isoformat(),
+        "wall_s": round(time.time() - started, 1),
+        "machine": report.machine(),
+        "figures": figures,
+    }
+    say(ceiling_table(figures))
+    if args.json_path:
+        report.write_json(result, args.json_path)
+        say(f"wrote {args.json_path}")
+    return 0
 
 
 def _catalog(args: argparse.Namespace) -> int:

@@ -24,13 +24,17 @@ from delayline.kafka.reader import private_consumer, to_consumed_record
 
 
 class PipelineProcess:
-    """``delayline run`` as a child process in its own process group.
+    """``delayline run`` (or another ``command``, ``committer``) as a child process in
+    its own process group.
 
     SIGKILL of the group takes the Spark JVM and Python workers down with the
     driver, as a crash of the machine or container would.
     """
 
-    def __init__(self, bootstrap_servers: str, args: Sequence[str], log_path: Path) -> None:
+    def __init__(
+        self, bootstrap_servers: str, args: Sequence[str], log_path: Path, command: str = "run"
+    ) -> None:
+        self.command = command
         self.bootstrap_servers = bootstrap_servers
         self.args = list(args)
         self.log_path = log_path
@@ -53,7 +57,7 @@ class PipelineProcess:
                     sys.executable,
                     "-m",
                     "delayline",
-                    "run",
+                    self.command,
                     "-b",
                     self.bootstrap_servers,
                     *self.args,
@@ -66,11 +70,12 @@ class PipelineProcess:
                 env=None if env is None else {**os.environ, **env},
             )
 
-    def wait_ready(self, timeout_s: float = 180) -> float:
-        """Wait for the first completed micro-batch; return seconds waited."""
+    def wait_ready(self, timeout_s: float = 180, line: str = "ready: first batch done") -> float:
+        """Wait for the first completed micro-batch (or the log ``line`` given); return
+        seconds waited."""
         began = time.monotonic()
         while time.monotonic() - began < timeout_s:
-            if "ready: first batch done" in self.log_since_start():
+            if line in self.log_since_start():
                 return time.monotonic() - began
             if self.proc is not None and self.proc.poll() is not None:
                 raise InfraError(f"pipeline exited with {self.proc.returncode}:\n{self.tail()}")

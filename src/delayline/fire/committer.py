@@ -391,13 +391,12 @@ class Committer:
         committed). Called by the reader; the plan forgets their pending schedules."""
         complete = True
         for partition in partitions:
-            slot = self._slots.pop(partition, None)
-            self._owned = tuple(sorted(self._slots))
+            slot = self._slots.get(partition)
             if slot is None:
                 complete = False
                 continue
             try:
-                slot.lanes.close()
+                self._finish(slot)  # still a slot: a cancel read meanwhile withholds
                 self._report_slot(slot, commit=False)
             except Exception as exc:
                 if not lost:
@@ -409,15 +408,26 @@ class Committer:
                     partition,
                     exc,
                 )
+            finally:
+                self._slots.pop(partition, None)
+                self._owned = tuple(sorted(self._slots))
         return complete and not lost
 
     def _close_slots(self, *, report: bool) -> None:
         """Close every partition's lanes (waiting for their groups); with ``report``,
         report what they delivered and commit the offsets that went with it."""
-        slots, self._slots = list(self._slots.values()), {}
+        slots = list(self._slots.values())
+        failure: Exception | None = None
+        for slot in slots:  # still slots: a cancel read meanwhile withholds
+            try:
+                self._finish(slot)
+            except Exception as exc:  # the watch failed too: the groups still end, then close
+                slot.lanes.close()
+                failure = failure or exc
+        self._slots = {}
         self._owned = ()
-        for slot in slots:
-            slot.lanes.close()
+        if failure is not None and report:
+            raise failure
         if report:
             for slot in slots:
                 self._report_slot(slot)
@@ -527,6 +537,14 @@ class Committer:
             pending.schedule.require_source().describe(),
             kind,
         )
+
+    def _finish(self, slot: _Slot) -> None:
+        """Wait for ``slot``'s groups, then close its producers. The watch is read
+        meanwhile: a group waits for it to read the input to its end before it commits."""
+        while slot.lanes.busy():
+            self._watch_input()
+            slot.lanes.wait_idle(POLL_MS / 1000)
+        slot.lanes.close()
 
     def _warm(self, reader: InflightReader) -> None:
         """Look up new target topics beside the deliveries (facts expire; a lookup at

@@ -79,6 +79,10 @@ class Lanes:
             out.append(self._running.popleft().result())
         return out
 
+    def wait_idle(self, timeout_s: float) -> None:
+        """Block until no job runs, at most ``timeout_s``."""
+        wait(list(self._running), timeout=timeout_s)
+
     def busy(self) -> bool:
         """Whether any job is still running."""
         return any(not f.done() for f in self._running)

@@ -58,6 +58,8 @@ class AclNeeds:
         input_topics: The schedules, envelope and timer-request topics.
         own_topics: Dead letters, commits, history (topics made by an administrator).
         made_topics: The pipeline's in-flight and wake topics (it creates them).
+        grown_topics: Those of them it may grow (the in-flight topic, to
+            ``--inflight-partitions``).
         transactional_id: The prefix of every transactional id it uses.
         targets: Topics schedules are delivered to (literal names).
         target_prefixes: Prefixes of such topics.
@@ -68,6 +70,7 @@ class AclNeeds:
     own_topics: Sequence[str]
     made_topics: Sequence[str]
     transactional_id: str
+    grown_topics: Sequence[str] = ()
     targets: Sequence[str] = ()
     target_prefixes: Sequence[str] = ()
     hold: Sequence[Acl] = ()
@@ -88,10 +91,13 @@ def required_acls(needs: AclNeeds) -> list[Acl]:
         Acl(TOPIC, t, LITERAL, READ_WRITE, "written in each batch's transaction; read back")
         for t in needs.own_topics
     ]
-    acls += [
-        Acl(TOPIC, t, LITERAL, ("Create", *READ_WRITE), "created at start; hand-over, wake-up")
-        for t in needs.made_topics
-    ]
+    for t in needs.made_topics:
+        ops: tuple[str, ...]
+        if t in needs.grown_topics:
+            ops, why = ("Create", "Alter", *READ_WRITE), "created (grown) at start; hand-over"
+        else:
+            ops, why = ("Create", *READ_WRITE), "created at start; hand-over, wake-up"
+        acls.append(Acl(TOPIC, t, LITERAL, ops, why))
     delivery = ("Write", "Describe", "DescribeConfigs")
     why = "deliveries (its configuration decides how a refused one is dead-lettered)"
     acls += [Acl(TOPIC, t, LITERAL, delivery, why) for t in needs.targets]

@@ -1,0 +1,194 @@
+"""Committers in the benchmark: more of them beside the pipeline (``--committers``; each
+one's share is :func:`delayline.bench.run.committer_shares`), and one committer's own
+ceiling (``--scenario committer``): how many deliveries a second it commits on time, with
+the broker's limit for the same writes beside it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Producer
+
+from delayline.bench.run import BenchEnv, progress
+from delayline.bench.sampler import GroupSampler
+from delayline.contract import OutgoingRecord
+from delayline.core.identifiers import committer_group, inflight_topic, transactional_id
+from delayline.core.model import Schedule, SourceRef
+from delayline.core.stats import summary
+from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
+from delayline.fire.inflight import render_inflight
+from delayline.kafka.config import kafka_client_config
+from delayline.kafka.groups import group_members
+from delayline.kafka.produce import produce
+from delayline.kafka.topics import ensure_inflight_topic
+from delayline.pipeline.config import DEFAULT_INFLIGHT_PARTITIONS
+
+CEILING_RATES = (1_000, 2_000, 4_000, 8_000)
+"""Deliveries a second offered to one committer, a step each (``--quick``: the first two)."""
+STEP_S = 10
+"""How long each rate is offered."""
+DUE_AFTER_MS = 2_000
+"""Each in-flight record is due this long after it is written (a lead's worth)."""
+ON_TIME_MS = 50
+"""A rate is kept up with while the lateness p99 stays under this."""
+
+
+def committer_args(env: BenchEnv, name: str) -> list[str]:
+    """``delayline committer`` flags of the bench's pipeline, for the committer ``name``."""
+    return [
+        "--schedules-topic", env.schedules_topic,
+        "--dead-letter-topic", f"bench-{env.run}-dlq",
+        "--history-topic", "",
+        "--commits-topic", f"bench-{env.run}-commits",
+        "--query-name", f"bench-{env.run}",
+        "--name", name,
+    ]  # fmt: skip
+
+
+def start_committers(env: BenchEnv, count: int) -> None:
+    """Start ``count`` more committers beside the pipeline (``c1``, ``c2``...) and wait
+    until the group has given each its partitions."""
+    for n in range(1, count + 1):
+        name = f"c{n}"
+        process = PipelineProcess(
+            env.bootstrap,
+            committer_args(env, name),
+            env.work_dir / f"committer-{name}.log",
+            command="committer",
+        )
+        process.start()
+        process.wait_ready(60, f"committer {name} ready")
+        assert process.proc is not None
+        env.committers.append((process, GroupSampler(process.proc.pid).start()))
+    group = committer_group(transactional_id(f"bench-{env.run}"))
+    deadline = time.monotonic() + 60
+    while len([m for m in group_members(env.bootstrap, group, 10) if m.partitions]) <= count:
+        if time.monotonic() > deadline:
+            progress("committers: the group did not give every committer partitions in 60 s")
+            return
+        time.sleep(0.5)
+
+
+def ceiling(env: BenchEnv, quick: bool) -> dict[str, Any]:
+    """One committer (a ``delayline committer``, no pipeline) offered each of
+    :data:`CEILING_RATES` for :data:`STEP_S` s, in-flight records written
+    :data:`DUE_AFTER_MS` before due: its lateness and CPU at each rate; then the broker's
+    limit for the same writes (deliveries and tombstones in transactions of 2,000)."""
+    inflight = inflight_topic(f"bench-{env.run}")
+    ensure_inflight_topic(env.bootstrap, inflight, DEFAULT_INFLIGHT_PARTITIONS)
+    process = PipelineProcess(
+        env.bootstrap,
+        committer_args(env, "ceiling"),
+        env.work_dir / "committer-ceiling.log",
+        command="committer",
+    )
+    process.start()
+    steps = []
+    try:
+        process.wait_ready(60, "committer ceiling ready")
+        assert process.proc is not None
+        sampler = GroupSampler(process.proc.pid).start()
+        writer = _writer(env.bootstrap)
+        try:
+            for rate in CEILING_RATES[: 2 if quick else None]:
+                steps.append(_step(env, writer, inflight, rate, sampler))
+                progress(f"committer ceiling: {steps[-1]}")
+        finally:
+            sampler.stop()
+    finally:
+        process.terminate()
+    kept = [s["offered_per_s"] for s in steps if s["lateness_ms"]["p99"] <= ON_TIME_MS]
+    return {
+        "steps": steps,
+        "on_time_per_s": max(kept, default=0),
+        "on_time_ms": ON_TIME_MS,
+        "broker_transactional_per_s": _broker_limit(env, 20_000 if quick else 100_000),
+    }
+
+
+def _writer(bootstrap: str) -> Producer:
+    producer = Producer(
+        kafka_client_config(
+            bootstrap, **{"transactional.id": f"bench-handover-{time.time_ns()}", "linger.ms": 5}
+        )
+    )
+    producer.init_transactions(30)
+    return producer
+
+
+def _step(
+    env: BenchEnv, writer: Producer, inflight: str, rate: int, sampler: GroupSampler
+) -> dict[str, Any]:
+    """Hand over ``rate`` schedules a second for :data:`STEP_S` s, 100 a transaction, each
+    due :data:`DUE_AFTER_MS` after it is written; wait for every delivery."""
+    due: dict[str, int] = {}
+    total = rate * STEP_S
+    with DeliveryCollector(env.bootstrap, [env.target_topic]) as seen:
+        began = time.time()
+        for start in range(0, total, 100):
+            _pace(began, start, rate)
+            now_ms = time.time_ns() // 1_000_000
+            writer.begin_transaction()
+            for i in range(start, min(start + 100, total)):
+                sid = f"r{rate}-{i}"
+                due[sid] = now_ms + DUE_AFTER_MS
+                source = SourceRef(env.schedules_topic, 0, i, now_ms)
+                schedule = Schedule(sid, due[sid], env.target_topic, None, b"x" * 100, (), source)
+                record = render_inflight(schedule, inflight, partitions=DEFAULT_INFLIGHT_PARTITIONS)
+                produce(writer, record, None)
+            writer.commit_transaction(30)
+        ended = time.time()
+        deliveries = seen.wait_for(_all_of(due), timeout_s=120 + total / 500)
+        cpu = sampler.cpu_percent(began, ended)
+    lateness = [d.arrival_ms - due[d.schedule_id or ""] for d in deliveries if d.schedule_id in due]
+    return {
+        "offered_per_s": rate,
+        "written_per_s": round(total / (ended - began)),
+        "delivered": len({d.schedule_id for d in deliveries if d.schedule_id in due}),
+        "lateness_ms": summary(lateness),
+        "cpu_pct": None if cpu is None else round(cpu, 1),
+    }
+
+
+def _broker_limit(env: BenchEnv, count: int) -> int:
+    """Deliveries a second the broker takes as the committer writes them (a delivery and
+    an in-flight tombstone each, transactions of 2,000), one producer, no waiting."""
+    producer = _writer(env.bootstrap)
+    inflight = inflight_topic(f"bench-{env.run}")
+    began = time.perf_counter()
+    for start in range(0, count, 2_000):
+        producer.begin_transaction()
+        for i in range(start, min(start + 2_000, count)):
+            key = f"limit-{i}".encode()
+            produce(producer, OutgoingRecord(env.target_topic, key, b"x" * 100), None)
+            produce(producer, OutgoingRecord(inflight, key, None, (), i % 4), None)
+        producer.commit_transaction(60)
+    return round(count / (time.perf_counter() - began))
+
+
+def _pace(began: float, sent: int, rate: int) -> None:
+    ahead = began + sent / rate - time.time()
+    if ahead > 0:
+        time.sleep(ahead)
+
+
+def _all_of(due: dict[str, int]) -> Callable[[list[Delivery]], bool]:
+    return lambda seen: len({d.schedule_id for d in seen if d.schedule_id in due}) >= len(due)
+
+
+def ceiling_table(figures: dict[str, Any]) -> str:
+    """The ceiling's steps as a text table."""
+    lines = ["offered/s  written/s  delivered  p50 ms  p99 ms  max ms  committer CPU %"]
+    for step in figures["steps"]:
+        late = step["lateness_ms"]
+        lines.append(
+            f"{step['offered_per_s']:>9,}  {step['written_per_s']:>9,}  {step['delivered']:>9,}"
+            f"  {late['p50']:>6}  {late['p99']:>6}  {late['max']:>6}  {step['cpu_pct']}"
+        )
+    lines.append(
+        f"on time (p99 <= {figures['on_time_ms']} ms) up to {figures['on_time_per_s']:,}/s; "
+        f"the broker took the same writes at {figures['broker_transactional_per_s']:,}/s"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,124 @@
+"""Precise delivery in two committers: the pipeline's own and a `delayline committer`
+beside it; SIGKILL the second mid-run and count."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from delayline.client import ClientConfig, Scheduler
+from delayline.core.clock import ms_to_datetime
+from delayline.core.identifiers import committer_group, transactional_id
+from delayline.dev.harness import DeliveryCollector, PipelineProcess
+from delayline.dev.testing import create_topic, unique_topic
+from delayline.fire.inflight import inflight_partition
+from delayline.kafka.groups import group_members
+from tests.support import ARTIFACTS, make_topics, pipeline_args
+
+TOTAL = 5_000
+PARTITIONS = 4
+SESSION_TIMEOUT_MS = 6_000
+"""Kafka's least: the killed committer's partitions move this long after its death."""
+SPREAD_MS = 40_000
+TAKE_OVER_MS = SESSION_TIMEOUT_MS + 5_000
+"""The session timeout, then a rebalance, a fencing and a catch-up (1-2 s here)."""
+ON_TIME_P50_MS = 50
+"""Lateness p50 of what the survivor delivers of the dead committer's partitions once it
+owns them (measured here with Spark busy on the same two cores: see the printed line)."""
+ON_TIME_MAX_MS = 1_000
+
+
+@pytest.mark.long  # a minute and a half: `make test-long` (docs/testing.md)
+def test_a_committer_killed_mid_run_leaves_its_partitions_to_the_other(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topics = make_topics(kafka_bootstrap)
+    target = create_topic(kafka_bootstrap, unique_topic("target"), partitions=3)
+    query = f"grp{int(time.time() * 1000)}"
+    args = pipeline_args(topics, tmp_path / "checkpoint", "--query-name", query)
+    pipeline = PipelineProcess(
+        kafka_bootstrap,
+        [*args, "--inflight-partitions", str(PARTITIONS)],
+        ARTIFACTS / f"committers-{query}.log",
+    )
+    flags = dict(zip(args[::2], args[1::2], strict=False))
+    second = PipelineProcess(
+        kafka_bootstrap,
+        [
+            "--schedules-topic", topics.schedules,
+            "--schedules-topic", topics.schedules_b,
+            "--dead-letter-topic", flags["--dead-letter-topic"],
+            "--history-topic", flags["--history-topic"],
+            "--commits-topic", flags["--commits-topic"],
+            "--query-name", query,
+            "--inflight-partitions", str(PARTITIONS),
+            "--name", "worker-1",
+            "--session-timeout", f"{SESSION_TIMEOUT_MS}ms",
+        ],
+        ARTIFACTS / f"committers-{query}-worker-1.log",
+        command="committer",
+    )  # fmt: skip
+    group = committer_group(transactional_id(query))
+
+    def owned() -> dict[str, list[int]]:
+        return {
+            (m.instance_id or "").removeprefix(f"{group}-"): [p for _, p in m.partitions]
+            for m in group_members(kafka_bootstrap, group, 10)
+        }
+
+    with pipeline, second, DeliveryCollector(kafka_bootstrap, [target]) as seen:
+        pipeline.start()
+        pipeline.wait_ready()
+        second.start()
+        second.wait_ready(60, "committer worker-1 ready")
+        deadline = time.monotonic() + 30
+        while len(owned().get("worker-1", [])) != PARTITIONS // 2:
+            assert time.monotonic() < deadline, f"not split: {owned()}"
+            time.sleep(0.5)
+        split = owned()
+        first_due_ms = time.time_ns() // 1_000_000 + 10_000
+        due: dict[str, int] = {}
+        with Scheduler(
+            ClientConfig(bootstrap_servers=kafka_bootstrap, schedules_topic=topics.schedules)
+        ) as client:
+            for i in range(TOTAL):
+                at = ms_to_datetime(first_due_ms + i * SPREAD_MS // TOTAL)
+                due[client.schedule(f"c-{i}", b"x", target, at=at).id] = int(at.timestamp() * 1000)
+        seen.wait_for(lambda d: len(d) >= TOTAL // 4, timeout_s=120)
+        second.kill()
+        killed_ms = time.time_ns() // 1_000_000
+        seen.wait_for(lambda d: len({x.schedule_id for x in d}) >= TOTAL, timeout_s=180)
+        time.sleep(3)  # a duplicate would show up by now
+        deliveries = seen.snapshot()
+        after = owned()
+        assert pipeline.terminate() == 0
+    counts = Counter(d.schedule_id for d in deliveries)
+    assert set(counts) == set(due), "lost"
+    assert [sid for sid, n in counts.items() if n > 1] == [], "duplicated"
+    assert not [d for d in deliveries if d.timestamp_ms < due[d.schedule_id or ""]], "early"
+    assert not [d for d in deliveries if d.arrival_ms < due[d.schedule_id or ""]], "seen early"
+    assert sorted(after.get("pipeline", [])) == list(range(PARTITIONS)), after
+
+    def late(partitions: list[int], since_ms: int) -> list[int]:
+        return sorted(
+            d.arrival_ms - due[d.schedule_id or ""]
+            for d in deliveries
+            if inflight_partition(d.schedule_id or "", PARTITIONS) in partitions
+            and due[d.schedule_id or ""] >= since_ms
+        )
+
+    own = late(split["pipeline"], 0)
+    taken = late(split["worker-1"], killed_ms + TAKE_OVER_MS)
+    print(
+        f"\nkilled worker-1 {killed_ms - first_due_ms} ms into the deliveries; the pipeline's "
+        f"own partitions: lateness p50 {own[len(own) // 2]} ms, p99 {own[len(own) * 99 // 100]} "
+        f"ms, max {own[-1]} ms; worker-1's partitions from {TAKE_OVER_MS} ms after the kill: "
+        f"{len(taken)} delivered, p50 {taken[len(taken) // 2]} ms, "
+        f"p99 {taken[len(taken) * 99 // 100]} ms, max {taken[-1]} ms"
+    )
+    assert taken, "nothing of worker-1's partitions fell due after the take-over"
+    assert taken[len(taken) // 2] <= ON_TIME_P50_MS
+    assert taken[-1] < ON_TIME_MAX_MS

@@ -173,14 +173,7 @@ def table(result: dict[str, Any]) -> str:
     for key, label in (("accept_lag_ms", "write to accepted"), ("small_batch_ms", "batch of 100")):
         if key in f:
             rows.append((f"{label} p50/p99/max (ms)", _p50_p99_max(f[key]), None, ""))
-    for name, share in sorted((f.get("committers") or {}).items()):
-        parts = ",".join(map(str, share.get("partitions", []))) or "none"
-        rows.append((f"committer {name} (partitions {parts})", share.get("delivered"), None, ""))
-        late = share.get("lateness_ms")
-        if late:
-            rows.append(("  lateness p50/p99/max (ms)", _p50_p99_max(late), None, ""))
-        if isinstance(share.get("cpu_load_pct"), int | float):
-            rows.append(("  CPU load (% core)", share["cpu_load_pct"], None, ""))
+    rows += _committer_rows(f.get("committers") or {})
     lines.append(f"{'figure':<36} {'measured':>14} {'limit':>10}  {'ratio':>7}  limit is")
     for name, value, limit, what in rows:
         ratio = (
@@ -283,3 +276,17 @@ def _pair(f: dict[str, Any], a: str, b: str) -> str:
 
 def _zeros(f: dict[str, Any]) -> str:
     return " / ".join(str(f.get(k, "-")) for k in ("early", "duplicates", "lost"))
+
+
+def _committer_rows(shares: dict[str, Any]) -> list[tuple[str, Any, Any, str]]:
+    """Each committer's share (``bench --committers``): deliveries, lateness, CPU."""
+    rows: list[tuple[str, Any, Any, str]] = []
+    for name, share in sorted(shares.items()):
+        parts = ",".join(map(str, share.get("partitions", []))) or "none"
+        rows.append((f"committer {name} (partitions {parts})", share.get("delivered"), None, ""))
+        late = share.get("lateness_ms")
+        if late:
+            rows.append(("  lateness p50/p99/max (ms)", _p50_p99_max(late), None, ""))
+        if isinstance(share.get("cpu_load_pct"), int | float):
+            rows.append(("  CPU load (% core)", share["cpu_load_pct"], None, ""))
+    return rows

@@ -21,6 +21,7 @@ from delayline.core.identifiers import committer_group, transactional_id
 from delayline.core.stats import summary
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.errors import BenchError, WaitTimeoutError
+from delayline.fire.committer import RUN_COMMITTER_NAME
 from delayline.fire.inflight import inflight_partition
 from delayline.holds.kinds import BenchPlace, HoldBench
 from delayline.holds.registry import hold_kind
@@ -28,7 +29,6 @@ from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
 from delayline.infra.spark_cluster import executors_here
 from delayline.kafka.groups import group_members
 from delayline.kafka.topics import TopicsConfig, create_topic, ensure_topics
-from delayline.pipeline.committers import RUN_COMMITTER_NAME
 from delayline.pipeline.config import DEFAULT_INFLIGHT_PARTITIONS, spark_progress_file
 
 # Input events: schedules and cancels the pipeline accepted from the schedules topic.

@@ -98,6 +98,8 @@ RESTART_MEMORY_MS = 90_000
 """After a restart, what the watch read of the input since the checkpoint is kept this
 long at most, until the replayed batch hands over again (a Spark start and a batch:
 12-25 s measured here)."""
+RUN_COMMITTER_NAME = "pipeline"
+"""The name of the committer ``delayline run`` keeps in its process."""
 WRITE_SAMPLES = 50
 """How many recent groups' write times decide how far ahead the next one is written."""
 
@@ -166,7 +168,7 @@ class CommitterConfig:
     allowed_targets: str | None = None
     topology: Topology | None = None
     checkpoint_dir: Path | None = None
-    name: str = "pipeline"
+    name: str = RUN_COMMITTER_NAME
     session_timeout_ms: int = 10_000
     first_assignment_timeout_s: float = 15.0
 
@@ -235,6 +237,9 @@ class Committer:
         self._warming: Future[None] | None = None
         self._slots: dict[int, _Slot] = {}
         """The partitions owned, by number (touched on the committer's thread only)."""
+        self._fencing: dict[int, Future[_Slot]] = {}
+        """Partitions assigned whose producers are being opened (:meth:`assigned`)."""
+        self._fences = ThreadPoolExecutor(4, thread_name_prefix="delayline-fence")
         self._owned: tuple[int, ...] = ()
         """The keys of :attr:`_slots`, published for :meth:`status`."""
         self._topics: TopicCatalog | None = None
@@ -285,6 +290,7 @@ class Committer:
         if self._thread.is_alive():
             self._thread.join(drain_timeout_s + 30)
         self._lookups.shutdown(wait=False)
+        self._fences.shutdown(wait=False)
 
     def _run(self) -> None:
         while True:
@@ -327,7 +333,9 @@ class Committer:
             self,
         )
         try:
-            if not reader.wait_for_partitions(self._drained_out, config.first_assignment_timeout_s):
+            if not reader.wait_for_partitions(
+                self._drained_out, config.first_assignment_timeout_s, self._take_fenced
+            ):
                 return  # stopped before it knew what was delivered: the next start will
             if not self._start_watch():
                 return
@@ -342,6 +350,9 @@ class Committer:
             self._close_slots(report=True)  # the last groups, done while closing
         finally:
             self._close_slots(report=False)
+            for fencing in self._fencing.values():
+                fencing.add_done_callback(_close_opened)
+            self._fencing.clear()
             reader.close()
             self._reader = None
             if self._watch is not None:
@@ -349,41 +360,45 @@ class Committer:
                 self._watch = None
 
     def assigned(self, partitions: list[int]) -> None:
-        """Open the producers of ``partitions`` (fencing those of their earlier owner,
-        whose open transactions are aborted); called by the reader before they are read."""
+        """Start opening the producers of ``partitions`` in the background (which fences
+        those of their earlier owner, aborting its open transactions); the partitions
+        already owned keep being delivered meanwhile (:meth:`_take_fenced`)."""
+        for partition in partitions:
+            if partition not in self._slots and partition not in self._fencing:
+                self._fencing[partition] = self._fences.submit(self._open_slot, partition)
+
+    def _open_slot(self, partition: int) -> _Slot:
+        """The lanes of ``partition``, their producers' transactions initialised."""
         config = self.config
         topics = self._topics
-        assert topics is not None  # set before the reader that calls this is made
+        assert topics is not None  # set before the reader that assigns partitions is made
+        firers: list[TransactionalFirer] = []
+        try:
+            for lane in range(config.lanes):
+                txn = committer_transactional_id(config.transactional_id, partition, lane)
+                fire = FireConfig(config.bootstrap_servers, config.commits_topic, txn, linger_ms=0)
+                firers.append(TransactionalFirer(fire, topics=topics))
+        except Exception:
+            for firer in firers:
+                firer.close()
+            raise
+        return _Slot(partition, Lanes(firers, topics))
 
-        def open_slot(partition: int) -> _Slot:
-            firers: list[TransactionalFirer] = []
-            try:
-                for lane in range(config.lanes):
-                    txn = committer_transactional_id(config.transactional_id, partition, lane)
-                    fire = FireConfig(
-                        config.bootstrap_servers, config.commits_topic, txn, linger_ms=0
-                    )
-                    firers.append(TransactionalFirer(fire, topics=topics))
-            except Exception:
-                for firer in firers:
-                    firer.close()
-                raise
-            return _Slot(partition, Lanes(firers, topics))
-
-        # In parallel: each producer's first transaction setup takes a round trip or more.
-        with ThreadPoolExecutor(len(partitions), thread_name_prefix="delayline-fence") as pool:
-            futures = [pool.submit(open_slot, p) for p in partitions if p not in self._slots]
-        failure: BaseException | None = None
-        for future in futures:
-            try:
-                slot = future.result()
-            except Exception as exc:
-                failure = exc
-            else:
-                self._slots[slot.partition] = slot
-        self._owned = tuple(sorted(self._slots))
-        if failure is not None:
-            raise failure
+    def _take_fenced(self) -> None:
+        """Make a slot of each partition whose fence is done, and have the reader read it
+        to its end from here (raises what failed a fence: the session starts afresh)."""
+        for partition, future in list(self._fencing.items()):
+            if not future.done():
+                continue
+            del self._fencing[partition]
+            slot = future.result()
+            reader = self._reader
+            if reader is None or partition not in reader.owned:  # revoked meanwhile
+                slot.lanes.close()
+                continue
+            self._slots[partition] = slot
+            self._owned = tuple(sorted(self._slots))
+            reader.fenced(partition)
 
     def revoked(self, partitions: list[int], *, lost: bool) -> bool:
         """Finish what is being delivered of ``partitions`` and close their producers;
@@ -391,6 +406,10 @@ class Committer:
         committed). Called by the reader; the plan forgets their pending schedules."""
         complete = True
         for partition in partitions:
+            fencing = self._fencing.pop(partition, None)
+            if fencing is not None:  # not delivered from yet: close it once opened
+                fencing.add_done_callback(_close_opened)
+                continue
             slot = self._slots.get(partition)
             if slot is None:
                 complete = False
@@ -581,7 +600,10 @@ class Committer:
         writing = any(slot.in_lanes for slot in self._slots.values())
         if self._watch is not None and (due is not None or writing):
             wait_ms = min(wait_ms, POLL_MS)  # a cancel must be read before the commit
+        if self._fencing:
+            wait_ms = min(wait_ms, POLL_MS)  # a fence done makes a partition deliverable
         reader.poll(min(max(wait_ms, 0), self.config.poll_ms) / 1000)
+        self._take_fenced()
         self._check_new()
         self._watch_input()
         self._warm(reader)
@@ -818,3 +840,9 @@ def _warm_all(lanes: list[Lanes], targets: set[str]) -> None:
     closed meanwhile, its partition revoked, fails only this lookup)."""
     for lane in lanes:
         lane.warm(targets, WARM_AHEAD_MS)
+
+
+def _close_opened(future: Future[_Slot]) -> None:
+    """Close the lanes of a slot opened for a partition no longer owned."""
+    if future.exception() is None:
+        future.result().lanes.close()

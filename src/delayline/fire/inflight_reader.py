@@ -10,8 +10,10 @@ the group's committed offset (committed after the delivery transactions). Everyt
 reads goes into a :class:`DuePlan`.
 
 A partition assigned is first *caught up*: its owner fences the producers of the one
-before (:meth:`Ownership.assigned`), then the partition is read to its end as of then,
-tombstones included, before anything of it is delivered.
+before (:meth:`Ownership.assigned`, in the background: the partitions already owned keep
+being delivered), then the partition is read to its end as of the fence
+(:meth:`InflightReader.fenced`), tombstones included, before anything of it is
+delivered.
 """
 
 from __future__ import annotations
@@ -56,8 +58,9 @@ class Ownership(Protocol):
     thread, inside :meth:`InflightReader.poll`)."""
 
     def assigned(self, partitions: list[int]) -> None:
-        """``partitions`` are ours now: fence their earlier owners' producers (so every
-        transaction of theirs is committed or aborted) before they are read."""
+        """``partitions`` are ours now: start fencing their earlier owners' producers (so
+        every transaction of theirs is committed or aborted), then call
+        :meth:`InflightReader.fenced` for each. Must not block."""
 
     def revoked(self, partitions: list[int], *, lost: bool) -> bool:
         """``partitions`` are no longer ours: finish (or, ``lost``, give up) what is
@@ -104,7 +107,9 @@ class InflightReader:
         """The partitions assigned to this committer."""
         self.rebalanced = False
         """Whether the group has assigned this committer its partitions (none, maybe)."""
-        self._catching_up: dict[int, int] = {}  # partition: the end offset to read to
+        self._catching_up: dict[int, int | None] = {}
+        """Partition: the end offset to read to (``None`` until it is fenced)."""
+        self._position: dict[int, int] = {}  # partition: the next offset to read
         self._at_end: dict[int, int] = {}  # partition: the end offset it was read to
         self._stop_ends: dict[int, int] | None = None
         self._dropped = 0
@@ -147,17 +152,21 @@ class InflightReader:
         """Whether an assigned partition is still being read to its end."""
         return bool(self._catching_up)
 
-    def wait_for_partitions(self, give_up: Callable[[], bool], timeout_s: float) -> bool:
-        """Poll until the group has assigned this committer its partitions and each is
-        caught up, at most ``timeout_s`` (a committer that gets none waits that long);
-        False when ``give_up()`` cut it short (then nothing may be delivered)."""
+    def wait_for_partitions(
+        self, give_up: Callable[[], bool], timeout_s: float, step: Callable[[], None]
+    ) -> bool:
+        """Poll (and call ``step``, which takes the fences done) until the group has
+        assigned this committer its partitions and each is caught up, at most
+        ``timeout_s`` (a committer that gets none waits that long); False when
+        ``give_up()`` cut it short (then nothing may be delivered)."""
         deadline = time.monotonic() + timeout_s
         while not give_up():
             if self.rebalanced and not self._catching_up:
                 break
             if time.monotonic() >= deadline and not self._catching_up:
                 break
-            self.poll(0.2)
+            self.poll(0.05)
+            step()
         if self._dropped:
             log.info("committer: %d schedule(s) were delivered before the restart", self._dropped)
             self._dropped = 0
@@ -173,6 +182,7 @@ class InflightReader:
             if not self._eof(msg) and partition in self.owned:
                 self._dropped += self._read(msg)
                 self._at_end.pop(partition, None)
+                self._position[partition] = (msg.offset() or 0) + 1
                 end = self._catching_up.get(partition)
                 if end is not None and (msg.offset() or 0) + 1 >= end:
                     self._caught_up(partition)
@@ -225,26 +235,33 @@ class InflightReader:
         self._consumer.close()
 
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        """Fence the earlier owners, then note each partition's end to catch up to (the
-        client assigns them after this returns, from the committed offsets)."""
+        """Note the partitions (not deliverable until fenced and caught up) and have the
+        owner fence their earlier owners; the client assigns them after this returns,
+        from the committed offsets."""
         self.rebalanced = True
         mine = sorted(tp.partition for tp in partitions if tp.topic == self.topic)
         if not mine:
             return
-        self.owner.assigned(mine)
         self.owned.update(mine)
         self._stop_ends = None
-        deadline = time.monotonic() + 30
         for p in mine:
-            # Retried while a just-created partition has no leader yet.
-            low, high = watermarks(self._consumer, TopicPartition(self.topic, p), deadline)
-            if high > low:
-                self._catching_up[p] = high
-        log.info(
-            "committer: assigned in-flight partition(s) %s (%d to read to their end)",
-            ",".join(map(str, mine)),
-            len(self._catching_up),
-        )
+            self._catching_up[p] = None
+        log.info("committer: assigned in-flight partition(s) %s", ",".join(map(str, mine)))
+        self.owner.assigned(mine)
+
+    def fenced(self, partition: int) -> None:
+        """``partition``'s earlier owners are fenced: read it to its end as of now (what
+        they committed before the fence is all there is) before delivering from it."""
+        if self._catching_up.get(partition, 0) is not None:
+            return  # not ours any more, or fenced already
+        # Retried while a just-created partition has no leader yet.
+        deadline = time.monotonic() + 30
+        low, high = watermarks(self._consumer, TopicPartition(self.topic, partition), deadline)
+        read_to = max(self._position.get(partition, 0), self._at_end.get(partition, -1))
+        if high <= low or read_to >= high:
+            self._caught_up(partition)
+        else:
+            self._catching_up[partition] = high
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._give_up(partitions, lost=False)
@@ -262,6 +279,7 @@ class InflightReader:
             self.owned.discard(p)
             self._catching_up.pop(p, None)
             self._at_end.pop(p, None)
+            self._position.pop(p, None)
             self.plan.drop_partition(p)
         log.info(
             "committer: in-flight partition(s) %s %s",
@@ -282,7 +300,7 @@ class InflightReader:
         if error.code() == KafkaError._PARTITION_EOF:
             partition = msg.partition() or 0
             self._at_end[partition] = msg.offset() or 0
-            if partition in self._catching_up:
+            if self._catching_up.get(partition) is not None:  # an end after the fence
                 self._caught_up(partition)
         elif error.code() == KafkaError._FATAL or error.fatal():
             if "group.instance.id" in error.str():

@@ -21,8 +21,6 @@ from delayline.pipeline.metrics import PipelineMetrics
 
 log = logging.getLogger(__name__)
 
-RUN_COMMITTER_NAME = "pipeline"
-"""The name of the committer ``delayline run`` keeps in its process."""
 DEFAULT_SESSION_TIMEOUT_MS = 10_000
 """How long a committer that died keeps its partitions: Kafka's least by default is 6 s
 (``group.min.session.timeout.ms``); shorter would move partitions on a long pause."""

@@ -16,7 +16,7 @@ from delayline.contract.arrow import with_contracts
 from delayline.core.identifiers import checkpoint_query_id
 from delayline.core.units import format_duration_ms
 from delayline.errors import DelaylineError
-from delayline.fire.committer import Committer
+from delayline.fire.committer import RUN_COMMITTER_NAME, Committer
 from delayline.fire.report import BatchReport
 from delayline.fire.sink import FireSink
 from delayline.fire.tasks import deliver_as
@@ -28,7 +28,7 @@ from delayline.kafka.topics import (
     ensure_oscillator_topic,
     ensure_wake_topic,
 )
-from delayline.pipeline.committers import RUN_COMMITTER_NAME, committer_config, start_committer
+from delayline.pipeline.committers import committer_config, start_committer
 from delayline.pipeline.config import OWN_WAKER, PipelineConfig, spark_progress_file
 from delayline.pipeline.interrupt import stoppable
 from delayline.pipeline.lease import QueryLease

@@ -23,7 +23,6 @@ from delayline.kafka.config import kafka_client_config
 from delayline.kafka.groups import group_members
 from delayline.kafka.produce import produce
 from delayline.kafka.topics import ensure_inflight_topic
-from delayline.pipeline.config import DEFAULT_INFLIGHT_PARTITIONS
 
 CEILING_RATES = (1_000, 2_000, 4_000, 8_000)
 """Deliveries a second offered to one committer, a step each (``--quick``: the first two)."""
@@ -44,6 +43,7 @@ def committer_args(env: BenchEnv, name: str) -> list[str]:
         "--commits-topic", f"bench-{env.run}-commits",
         "--query-name", f"bench-{env.run}",
         "--name", name,
+        "--inflight-partitions", str(env.inflight_partitions),
     ]  # fmt: skip
 
 
@@ -77,7 +77,7 @@ def ceiling(env: BenchEnv, quick: bool) -> dict[str, Any]:
     :data:`DUE_AFTER_MS` before due: its lateness and CPU at each rate; then the broker's
     limit for the same writes (deliveries and tombstones in transactions of 2,000)."""
     inflight = inflight_topic(f"bench-{env.run}")
-    ensure_inflight_topic(env.bootstrap, inflight, DEFAULT_INFLIGHT_PARTITIONS)
+    ensure_inflight_topic(env.bootstrap, inflight, env.inflight_partitions)
     process = PipelineProcess(
         env.bootstrap,
         committer_args(env, "ceiling"),
@@ -121,22 +121,24 @@ def _writer(bootstrap: str) -> Producer:
 def _step(
     env: BenchEnv, writer: Producer, inflight: str, rate: int, sampler: GroupSampler
 ) -> dict[str, Any]:
-    """Hand over ``rate`` schedules a second for :data:`STEP_S` s, 100 a transaction, each
-    due :data:`DUE_AFTER_MS` after it is written; wait for every delivery."""
+    """Hand over ``rate`` schedules a second for :data:`STEP_S` s, 50 ms of them a
+    transaction, each due :data:`DUE_AFTER_MS` after it is written; wait for every
+    delivery."""
     due: dict[str, int] = {}
     total = rate * STEP_S
+    chunk = max(rate // 20, 10)
     with DeliveryCollector(env.bootstrap, [env.target_topic]) as seen:
         began = time.time()
-        for start in range(0, total, 100):
+        for start in range(0, total, chunk):
             _pace(began, start, rate)
             now_ms = time.time_ns() // 1_000_000
             writer.begin_transaction()
-            for i in range(start, min(start + 100, total)):
+            for i in range(start, min(start + chunk, total)):
                 sid = f"r{rate}-{i}"
                 due[sid] = now_ms + DUE_AFTER_MS
                 source = SourceRef(env.schedules_topic, 0, i, now_ms)
                 schedule = Schedule(sid, due[sid], env.target_topic, None, b"x" * 100, (), source)
-                record = render_inflight(schedule, inflight, partitions=DEFAULT_INFLIGHT_PARTITIONS)
+                record = render_inflight(schedule, inflight, partitions=env.inflight_partitions)
                 produce(writer, record, None)
             writer.commit_transaction(30)
         ended = time.time()

@@ -54,6 +54,8 @@ class BenchEnv:
     """The hold's own side of the run (its server, its figures), if it has one."""
     master: str | None = None
     """A Spark cluster's master URL for the pipeline (``None``: local mode)."""
+    inflight_partitions: int = DEFAULT_INFLIGHT_PARTITIONS
+    """The pipeline's ``--inflight-partitions`` (what the committers split)."""
     committers: list[tuple[PipelineProcess, GroupSampler]] = field(default_factory=list)
     """Committers started beside the pipeline (:mod:`delayline.bench.committers`)."""
 
@@ -386,7 +388,7 @@ def committer_shares(
     for d in deliveries:
         sid = d.schedule_id or ""
         if sid in due:
-            name = owner.get(inflight_partition(sid, DEFAULT_INFLIGHT_PARTITIONS), "?")
+            name = owner.get(inflight_partition(sid, env.inflight_partitions), "?")
             late.setdefault(name, []).append(d.arrival_ms - due[sid])
     for name, lateness in late.items():
         share = shares.setdefault(name, {"partitions": []})

@@ -36,6 +36,7 @@ from delayline.cli.extras import require_extras
 from delayline.core.units import parse_duration_ms
 from delayline.errors import ConfigError
 from delayline.kafka.properties import KAFKA_CONFIG_ENV
+from delayline.pipeline.config import DEFAULT_INFLIGHT_PARTITIONS
 from delayline.pipeline.placement import check_master
 
 PENDING_SCENARIOS = ("backlog", "restart", "idle")
@@ -105,6 +106,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="committers delivering what the pipeline hands over: its own and this many "
         "less one `delayline committer`s beside it (the figures show each one's share); "
         "--scenario committer measures one committer's ceiling alone",
+    )
+    env_flag(
+        p,
+        "--inflight-partitions",
+        env="DELAYLINE_BENCH_INFLIGHT_PARTITIONS",
+        default=DEFAULT_INFLIGHT_PARTITIONS,
+        type=positive_int,
+        help="the pipeline's --inflight-partitions: each committer delivers a partition "
+        "with producers of its own, one transaction per group",
     )
     env_flag(
         p,
@@ -256,6 +266,8 @@ def _bench(args: argparse.Namespace) -> int:
         "machine": report.machine(),
         "trigger_interval": args.trigger_interval,
         "lead": args.lead,
+        "inflight_partitions": args.inflight_partitions,
+        "committers": args.committers,
     }
     say(report.table(result))
     if args.master is not None:
@@ -274,6 +286,7 @@ def _measure(args: argparse.Namespace, size: Size) -> dict[str, Any]:
     """The raw broker's figures, then the scenario's (and on ``--master`` too): the
     ``baseline``, ``pipeline_ready_s``, ``figures`` (and ``cluster``) of the result."""
     env = open_env(args.bootstrap_servers, args.work_dir, args.hold, hold_bench_options(args))
+    env.inflight_partitions = args.inflight_partitions
     try:
         progress("measuring the raw broker (produce, consume, latency)")
         writes = 20_000 if args.quick else 200_000
@@ -332,6 +345,7 @@ def _size(args: argparse.Namespace) -> Size:
 def _committer_ceiling(args: argparse.Namespace) -> int:
     started = time.time()
     env = open_env(args.bootstrap_servers, args.work_dir)
+    env.inflight_partitions = args.inflight_partitions
     try:
         figures = ceiling(env, args.quick)
     finally:
@@ -339,6 +353,7 @@ def _committer_ceiling(args: argparse.Namespace) -> int:
     result = {
         "scenario": "committer",
         "quick": args.quick,
+        "inflight_partitions": args.inflight_partitions,
         "started_at": datetime.fromtimestamp(started, UTC).isoformat(),
         "wall_s": round(time.time() - started, 1),
         "machine": report.machine(),

@@ -148,10 +148,6 @@ class InflightReader:
         schedules may be delivered)."""
         return partition in self.owned and partition not in self._catching_up
 
-    def catching_up(self) -> bool:
-        """Whether an assigned partition is still being read to its end."""
-        return bool(self._catching_up)
-
     def wait_for_partitions(
         self, give_up: Callable[[], bool], timeout_s: float, step: Callable[[], None]
     ) -> bool:
@@ -169,7 +165,6 @@ class InflightReader:
             step()
         if self._dropped:
             log.info("committer: %d schedule(s) were delivered before the restart", self._dropped)
-            self._dropped = 0
         return not give_up()
 
     def poll(self, timeout_s: float) -> None:
@@ -289,7 +284,11 @@ class InflightReader:
 
     def _caught_up(self, partition: int) -> None:
         del self._catching_up[partition]
-        log.debug("committer: in-flight partition %d read to its end", partition)
+        log.info(
+            "committer: in-flight partition %d read to its end: %d pending there",
+            partition,
+            self.plan.pending_in(partition),
+        )
 
     def _eof(self, msg: Message) -> bool:
         """Whether ``msg`` is no record: the end of a partition (noted), or an error

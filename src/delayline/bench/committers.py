@@ -165,7 +165,8 @@ def _broker_limit(env: BenchEnv, count: int) -> int:
         for i in range(start, min(start + 2_000, count)):
             key = f"limit-{i}".encode()
             produce(producer, OutgoingRecord(env.target_topic, key, b"x" * 100), None)
-            produce(producer, OutgoingRecord(inflight, key, None, (), i % 4), None)
+            tombstone = OutgoingRecord(inflight, key, None, (), i % env.inflight_partitions)
+            produce(producer, tombstone, None)
         producer.commit_transaction(60)
     return round(count / (time.perf_counter() - began))
 

@@ -328,6 +328,11 @@ def _size(args: argparse.Namespace) -> Size:
         raise ConfigError(f"--pending: the {args.scenario} scenario holds no backlog")
     if args.rate is not None and args.scenario not in RATE_SCENARIOS:
         raise ConfigError(f"--rate: the {args.scenario} scenario writes at no rate")
+    if args.committers > args.inflight_partitions:
+        raise ConfigError(
+            f"--committers {args.committers}: set --inflight-partitions to at least that "
+            "(each committer delivers whole partitions)"
+        )
     if args.scenario in ("catalog", "committer", "ladder"):
         if args.committers > 1:
             raise ConfigError(f"--committers: the {args.scenario} scenario runs no pipeline")

@@ -339,6 +339,15 @@ class Committer:
                 return  # stopped before it knew what was delivered: the next start will
             if not self._start_watch():
                 return
+            if not self._slots and not self._fencing:
+                log.warning(
+                    "committer %s: the group gave it no in-flight partition (%s has %d; "
+                    "start the pipeline and its committers with --inflight-partitions set "
+                    "to their number): it waits as a standby",
+                    config.name,
+                    config.inflight_topic,
+                    reader.partitions,
+                )
             log.info(
                 "committer %s ready: partition(s) %s, %d schedule(s) pending",
                 config.name,

@@ -136,6 +136,8 @@ class InflightReader:
             found = metadata.topics.get(topic)
             if found is None or found.error is not None:
                 raise InflightRecordError(f"in-flight topic {topic!r} is missing")
+            self.partitions = len(found.partitions)
+            """How many partitions the topic had at the start."""
             self._consumer.subscribe(
                 [topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
             )

@@ -18,10 +18,13 @@ schedule is handed over at most two batches after its raise time (the batch runn
 then, and its own), and batches took up to 2.6 s; with 3 s, 9 of 600 were handed over
 late; with 5 s, none."""
 MAX_LEAD_MS = 60_000
-DEFAULT_INFLIGHT_PARTITIONS = 4
-"""See :attr:`PipelineConfig.inflight_partitions`: room for four committers, a small
-cluster's worker hosts; one committer owning all four costs four pairs of transactional
-producers, idle most of the time."""
+DEFAULT_INFLIGHT_PARTITIONS = 1
+"""See :attr:`PipelineConfig.inflight_partitions`: one, so a single machine delivers as
+before; a cluster sets it to its number of committers. Each partition is delivered with
+its own producers and transactions, and on this machine one committer owning more
+partitions was less precise (``bench --scenario committer``, 1,000 and 2,000/s: p99
+176-196 and 117-182 ms with one partition, 250 and 250 ms with two, 350 and 433 ms with
+four) and cost more idle CPU (4.2% of a core with one, 8.4% with four)."""
 MAX_INFLIGHT_PARTITIONS = 256
 BATCH_ALLOWANCE_MS = 2_000
 """What a batch at a trickle takes here (0.6-2.6 s measured): a raise waits for the next

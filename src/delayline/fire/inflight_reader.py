@@ -278,7 +278,9 @@ class InflightReader:
             self._at_end.pop(p, None)
             self._position.pop(p, None)
             self.plan.drop_partition(p)
-        log.info(
+        # Released at every stop too: worth a line only when the group took them away.
+        log.log(
+            logging.WARNING if lost else logging.DEBUG,
             "committer: in-flight partition(s) %s %s",
             ",".join(map(str, mine)),
             "lost (the group moved them on)" if lost else "released",

@@ -11,7 +11,7 @@ import pytest
 
 from delayline.client import ClientConfig, Scheduler
 from delayline.core.clock import ms_to_datetime
-from delayline.core.identifiers import committer_group, transactional_id
+from delayline.core.identifiers import committer_group, committer_name, transactional_id
 from delayline.dev.harness import DeliveryCollector, PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.fire.inflight import inflight_partition
@@ -67,12 +67,12 @@ def test_a_committer_killed_mid_run_leaves_its_partitions_to_the_other(
         ARTIFACTS / f"committers-{query}-worker-1.log",
         command="committer",
     )  # fmt: skip
-    group = committer_group(transactional_id(query))
+    txn = transactional_id(query)
 
     def owned() -> dict[str, list[int]]:
         return {
-            (m.instance_id or "").removeprefix(f"{group}-"): [p for _, p in m.partitions]
-            for m in group_members(kafka_bootstrap, group, 10)
+            committer_name(txn, m.instance_id): [p for _, p in m.partitions]
+            for m in group_members(kafka_bootstrap, committer_group(txn), 10)
         }
 
     with pipeline, second, DeliveryCollector(kafka_bootstrap, [target]) as seen:

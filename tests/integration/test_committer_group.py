@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Producer
 
 from delayline.core.clock import SystemClock
-from delayline.core.identifiers import committer_group
+from delayline.core.identifiers import committer_group, committer_name
 from delayline.core.model import Schedule, SourceRef
 from delayline.dev.harness import Delivery, DeliveryCollector
 from delayline.dev.testing import unique_topic
@@ -72,10 +72,9 @@ def hand_over(bootstrap: str, inflight: str, dues: dict[str, int], target: str) 
 
 def owners(bootstrap: str, tx_id: str) -> dict[str, list[int]]:
     """Each committer's name (the end of its static member id) to its partitions."""
-    group = committer_group(tx_id)
     return {
-        (m.instance_id or "").removeprefix(f"{group}-"): [p for _, p in m.partitions]
-        for m in group_members(bootstrap, group, 10)
+        committer_name(tx_id, m.instance_id): [p for _, p in m.partitions]
+        for m in group_members(bootstrap, committer_group(tx_id), 10)
     }
 
 

@@ -18,6 +18,7 @@ def test_the_formats_are_pinned() -> None:
     assert ids.committer_group(txn) == "delayline-orders-committer"
     assert ids.committer_transactional_id(txn, 3, 1) == "delayline-orders-committer-p3-1"
     assert ids.committer_instance_id(txn, "host-a") == "delayline-orders-committer-host-a"
+    assert ids.committer_name(txn, ids.committer_instance_id(txn, "host-a")) == "host-a"
     run = ids.run_id("orders", "5f0c")
     assert run == "orders@5f0c"
     assert ids.partition_marker_key(run, 1) == "orders@5f0c/p1"

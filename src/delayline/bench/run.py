@@ -17,7 +17,7 @@ from delayline.bench.sampler import GroupSampler
 from delayline.client import ClientConfig, Scheduler
 from delayline.contract.topology import Topology
 from delayline.core.clock import ms_to_datetime
-from delayline.core.identifiers import committer_group, transactional_id
+from delayline.core.identifiers import committer_group, committer_name, transactional_id
 from delayline.core.stats import summary
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.errors import BenchError, WaitTimeoutError
@@ -377,11 +377,11 @@ def committer_shares(
 ) -> dict[str, Any]:
     """Each committer's partitions, deliveries, their lateness and (for those started
     apart from the pipeline) its CPU over ``load``, by name."""
-    group = committer_group(transactional_id(f"bench-{env.run}"))
+    txn = transactional_id(f"bench-{env.run}")
     owner: dict[int, str] = {}
     shares: dict[str, Any] = {}
-    for member in group_members(env.bootstrap, group, 10):
-        name = (member.instance_id or "").removeprefix(f"{group}-")
+    for member in group_members(env.bootstrap, committer_group(txn), 10):
+        name = committer_name(txn, member.instance_id)
         shares[name] = {"partitions": [p for _, p in member.partitions]}
         owner.update((p, name) for _, p in member.partitions)
     late: dict[str, list[int]] = {name: [] for name in shares}

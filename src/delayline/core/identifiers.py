@@ -48,6 +48,11 @@ def committer_instance_id(pipeline_txn: str, name: str) -> str:
     return f"{committer_group(pipeline_txn)}-{name}"
 
 
+def committer_name(pipeline_txn: str, instance_id: str | None) -> str:
+    """The name in :func:`committer_instance_id` (``""`` for a member without one)."""
+    return (instance_id or "").removeprefix(f"{committer_group(pipeline_txn)}-")
+
+
 def run_id(query_name: str, query_id: str) -> str:
     """One run of the pipeline: a checkpoint's streaming query (a ``--rebuild`` starts a
     new one); the key of its commit markers."""

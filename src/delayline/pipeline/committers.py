@@ -11,7 +11,7 @@ import logging
 from dataclasses import asdict
 from typing import Any
 
-from delayline.core.identifiers import committer_group
+from delayline.core.identifiers import committer_group, committer_name
 from delayline.errors import KafkaUnavailableError
 from delayline.fire.committer import Committer, CommitterConfig
 from delayline.kafka.groups import group_members
@@ -90,10 +90,9 @@ def group_view(committer: Committer) -> dict[str, Any]:
         log.debug("committer group %s not described: %s", group, exc)
         view["members"] = None
         return view
-    prefix = f"{group}-"
     view["members"] = [
         {
-            "name": (m.instance_id or "").removeprefix(prefix) or None,
+            "name": committer_name(settings.transactional_id, m.instance_id) or None,
             "host": m.host,
             "partitions": [p for topic, p in m.partitions if topic == settings.inflight_topic],
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
@@ -29,21 +30,39 @@ class GroupMember:
     partitions: tuple[tuple[str, int], ...]
 
 
+COORDINATOR_MOVING = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+"""Answers of a group coordinator that moves or loads (a broker just started): retried."""
+
+
 def group_members(bootstrap_servers: str, group: str, timeout_s: float) -> list[GroupMember]:
-    """The members of ``group`` (none when the group does not exist).
+    """The members of ``group`` (none when the group does not exist); retried while its
+    coordinator moves or loads, up to ``timeout_s``.
 
     Raises:
         KafkaUnavailableError: no answer within ``timeout_s``.
     """
     admin = AdminClient(kafka_client_config(bootstrap_servers))
-    future = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group]
-    try:
-        description = future.result(timeout=timeout_s)
-    except KafkaException as exc:
-        error = kafka_error(exc)
-        if error is not None and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
-            return []
-        raise KafkaUnavailableError(f"consumer group {group}: {exc}") from exc
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = max(deadline - time.monotonic(), 0.1)
+        future = admin.describe_consumer_groups([group], request_timeout=left)[group]
+        try:
+            description = future.result(timeout=left)
+            break
+        except KafkaException as exc:
+            error = kafka_error(exc)
+            if error is not None and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
+                return []
+            moving = error is not None and error.code() in COORDINATOR_MOVING
+            if not moving or time.monotonic() + 0.2 >= deadline:
+                raise KafkaUnavailableError(f"consumer group {group}: {exc}") from exc
+            time.sleep(0.2)
     members = []
     for m in description.members:
         owned = () if m.assignment is None else m.assignment.topic_partitions

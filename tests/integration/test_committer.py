@@ -94,6 +94,33 @@ def test_delivers_each_at_its_due_time_never_early(
         assert d.arrival_ms - due_ms < ON_TIME_MS, f"{d.schedule_id} late"
 
 
+def test_a_burst_is_written_ahead_and_committed_at_its_due_time(
+    kafka_bootstrap: str, topics: dict[str, str]
+) -> None:
+    """6,000 due within 300 ms, handed over 6 s ahead: written before they are due in
+    groups larger than ``max_group_size`` (a burst), each visible once, none early."""
+    now = SystemClock().now_ms()
+    dues = {f"b{i:04d}": (now + 6_000 + i // 20, topics["target"]) for i in range(6_000)}
+    sizes: list[int] = []
+    committer = Committer(
+        config(kafka_bootstrap, topics, unique_topic("tx")),
+        on_delivered=lambda d: sizes.append(d.delivered),
+    )
+    with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:
+        committer.start()
+        try:
+            hand_over(kafka_bootstrap, topics, dues)
+            seen = collector.wait_for(lambda s: len(s) >= len(dues), timeout_s=60)
+        finally:
+            committer.stop()
+    assert by_id(seen) == Counter(dict.fromkeys(dues, 1))
+    assert max(sizes) > committer.config.max_group_size, f"not written as a burst: {sizes}"
+    late = sorted(d.arrival_ms - dues[d.schedule_id or ""][0] for d in seen)
+    assert late[0] >= 0, "visible before its due time"
+    assert min(d.timestamp_ms - dues[d.schedule_id or ""][0] for d in seen) >= 0, "stamped early"
+    assert late[-1] < ON_TIME_MS + committer.config.burst_width_ms, f"late: {late[-1]} ms"
+
+
 def test_a_committer_killed_mid_run_is_resumed_exactly_once(
     kafka_bootstrap: str, topics: dict[str, str]
 ) -> None:

@@ -17,7 +17,7 @@ from delayline.core.clock import ManualClock
 from delayline.core.model import Schedule, SourceRef
 from delayline.errors import ConfigError
 from delayline.fire import broker_clock as clock
-from delayline.fire.due_plan import DuePlan
+from delayline.fire.due_plan import BUCKET_MS, DuePlan
 from delayline.fire.inflight import (
     HEADER,
     InflightRecordError,
@@ -185,6 +185,58 @@ def test_a_partition_given_up_is_forgotten_whole() -> None:
     assert plan.pending_of("schedules", "b") == []
     assert plan.offsets() == {0: 0}
     assert [p.schedule.id for p in plan.take_new()] == ["a"]
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3_000)), max_size=60),
+    st.integers(0, 2),
+    st.integers(0, 3_000),
+    st.integers(1, 2_000),
+    st.integers(0, 30),
+)
+def test_due_within_counts_what_is_pending_to_a_bucket_either_side(
+    dues: list[tuple[int, int]], partition: int, start: int, width: int, taken: int
+) -> None:
+    """Against a scan of what is pending, after reads, takes and a tombstone."""
+    plan = DuePlan()
+    for offset, (p, due) in enumerate(dues):
+        read_at(plan, p, offset, f"s{offset}", due)
+    for _ in range(taken % 4):
+        plan.take(now_ms=0, width_ms=taken, partition=partition)
+    if dues:
+        first = render_inflight(schedule("s0", dues[0][1], 0), INFLIGHT)
+        plan.read(ConsumedRecord(INFLIGHT, dues[0][0], 999, 0, first.key, None, ()), None)
+    pending = [
+        d
+        for offset, (p, d) in enumerate(dues)
+        if p == partition and plan.pending_of("schedules", f"s{offset}")
+    ]
+    counted = plan.due_within(partition, start, start + width)
+    exact = sum(1 for d in pending if start <= d < start + width)
+    loose = sum(1 for d in pending if start - BUCKET_MS < d < start + width + BUCKET_MS)
+    assert exact <= counted <= loose
+
+
+def test_a_partition_given_up_counts_nothing_due() -> None:
+    plan = DuePlan()
+    read_at(plan, 1, 0, "a", 1_000)
+    plan.drop_partition(1)
+    assert plan.due_within(1, 0, 10_000) == 0
+
+
+def test_a_burst_starts_as_long_before_its_first_due_time_as_writing_it_takes() -> None:
+    plan = DuePlan()
+    for i in range(3_000):  # 3,000 due over 300 ms, then 1,000 more a second later
+        read_at(plan, 0, i, f"b{i}", 10_000 + i // 10)
+    for i in range(1_000):
+        read_at(plan, 0, 3_000 + i, f"c{i}", 11_000)
+    # More than 2,000 within 500 ms: a burst; two groups of 500 ms hold all 3,000.
+    assert plan.burst_start_ms(0, 0.5, 500, 2, 2_000) == 10_000 - 1_500
+    # Four groups reach the 1,000 due a second later.
+    assert plan.burst_start_ms(0, 0.5, 500, 4, 2_000) == 10_000 - 2_000
+    assert plan.burst_start_ms(0, 0.5, 500, 2, 3_000) is None, "not more than 3,000"
+    assert plan.burst_start_ms(0, 0.5, 100, 2, 2_000) is None, "1,000 within 100 ms"
+    assert plan.burst_start_ms(1, 0.5, 500, 2, 2_000) is None, "nothing pending there"
 
 
 @given(st.text(min_size=1, max_size=30), st.integers(1, 64))

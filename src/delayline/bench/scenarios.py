@@ -44,6 +44,7 @@ SIZES: dict[str, tuple[Size, Size]] = {  # (full, quick)
     "steady": (Size(rate_per_s=5000, duration_s=60), Size(rate_per_s=300, duration_s=15)),
     "trickle": (Size(rate_per_s=10, duration_s=60), Size(rate_per_s=10, duration_s=20)),
     "burst": (Size(count=100_000), Size(count=5_000)),
+    "burst-ahead": (Size(count=50_000), Size(count=5_000)),
     "backlog": (
         Size(pending=1_000_000, rate_per_s=200, duration_s=30),
         Size(pending=20_000, rate_per_s=100, duration_s=10),
@@ -104,6 +105,31 @@ def burst(env: BenchEnv, size: Size) -> dict[str, Any]:
         deliveries = wait_delivered(seen, set(due), lead_ms / 1000 + 600, "burst")
         load_to = time.time()
     figures = scenario_figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
+    figures["ingest_finished_before_due_ms"] = base - accepted_ms
+    return figures
+
+
+BURST_AHEAD_MS = 60_000
+"""``burst-ahead``: the first schedule is due this long after the writing starts."""
+BURST_SPREAD_MS = 1_000
+"""``burst-ahead``: the schedules are due evenly over this long."""
+
+
+def burst_ahead(env: BenchEnv, size: Size) -> dict[str, Any]:
+    """``count`` schedules due evenly over one second, written a minute ahead: whether a
+    burst raised and handed over ahead reaches a ``read_committed`` reader on time."""
+    with DeliveryCollector(env.bootstrap, [env.target_topic]) as seen:
+        load_from = time.time()
+        base = time.time_ns() // 1_000_000 + BURST_AHEAD_MS
+        step = BURST_SPREAD_MS / size.count
+        due = write_schedules(env, size.count, lambda i, now: base + int(i * step),
+                              on_progress=_sent(size.count))  # fmt: skip
+        accepted_ms = wait_accepted(env, size.count, BURST_AHEAD_MS / 1000 + 600, "burst-ahead")
+        if accepted_ms > base:
+            progress(f"burst-ahead: ingest finished {accepted_ms - base} ms after the first due")
+        deliveries = wait_delivered(seen, set(due), BURST_AHEAD_MS / 1000 + 600, "burst-ahead")
+        load_to = time.time()
+    figures = scenario_figures(env, deliveries, due, load_from, load_to, accepted_ms, None)
     figures["ingest_finished_before_due_ms"] = base - accepted_ms
     return figures
 
@@ -240,7 +266,8 @@ def soak(env: BenchEnv, size: Size) -> dict[str, Any]:
 
 
 SCENARIOS: dict[str, Callable[[BenchEnv, Size], dict[str, Any]]] = {
-    "steady": steady, "trickle": trickle, "burst": burst, "backlog": backlog,
+    "steady": steady, "trickle": trickle, "burst": burst, "burst-ahead": burst_ahead,
+    "backlog": backlog,
     "restart": restart, "idle": idle, "soak": soak, "cancels": cancels,
 }  # fmt: skip
 

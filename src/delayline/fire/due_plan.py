@@ -6,13 +6,18 @@ Times are integer epoch milliseconds; the caller passes ``now_ms``.
 from __future__ import annotations
 
 import heapq
-from collections import deque
+import math
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from delayline.contract import ConsumedRecord
 from delayline.core.model import Schedule
 from delayline.fire.inflight import Handed
+
+BUCKET_MS = 10
+"""The plan counts its schedules by due time in buckets this wide
+(:meth:`DuePlan.due_within`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +74,7 @@ class DuePlan:
         self._by_id: dict[tuple[str, str], set[tuple[int, int]]] = {}
         self._read_to: dict[int, int] = {}
         self._new: list[Pending] = []
+        self._counts: dict[int, Counter[int]] = {}  # partition: {due bucket: pending}
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -85,6 +91,9 @@ class DuePlan:
         if handed is not None:
             schedule = handed.schedule
             at = (record.partition, record.offset)
+            if at not in self._pending:
+                counts = self._counts.setdefault(record.partition, Counter())
+                counts[schedule.due_ms // BUCKET_MS] += 1
             pending = self._pending[at] = Pending(
                 record, schedule, now_ms, handed.batch, handed.missed
             )
@@ -164,6 +173,34 @@ class DuePlan:
             return None
         return Group(tuple(items), max(i.due_ms for i in items))
 
+    def due_within(self, partition: int, from_ms: int, until_ms: int) -> int:
+        """How many schedules of ``partition`` are pending due in [``from_ms``,
+        ``until_ms``), counted in whole :data:`BUCKET_MS` buckets: those due up to a bucket
+        either side may count too."""
+        counts = self._counts.get(partition)
+        if not counts:
+            return 0
+        first, last = from_ms // BUCKET_MS, -(-until_ms // BUCKET_MS)
+        if last - first > len(counts):
+            return sum(n for b, n in counts.items() if first <= b < last)
+        return sum(counts.get(b, 0) for b in range(first, last))
+
+    def burst_start_ms(
+        self, partition: int, per_item_ms: float, width_ms: int, groups: int, least: int
+    ) -> int | None:
+        """When writing must start for ``partition``'s next schedules to be written by
+        their due time, if they are a burst; ``None`` if they are not.
+
+        A burst: more than ``least`` schedules due within ``width_ms`` of the earliest
+        pending one. The schedules of the next ``groups`` such widths take
+        ``per_item_ms`` each to write, one after another, before the earliest is due.
+        """
+        due = self.next_due_ms((partition,))
+        if due is None or self.due_within(partition, due, due + width_ms) <= least:
+            return None
+        ahead = self.due_within(partition, due, due + width_ms * max(groups, 1))
+        return due - math.ceil(per_item_ms * ahead)
+
     def pending_in(self, partition: int) -> int:
         """How many schedules of ``partition`` are pending."""
         return sum(1 for p, _ in self._pending if p == partition)
@@ -177,6 +214,7 @@ class DuePlan:
             self._by_key.pop(item.record.key or b"", None)
             self._forget(item)
         self._heaps.pop(partition, None)
+        self._counts.pop(partition, None)
         self._read_to.pop(partition, None)
         self._new = [p for p in self._new if p.record.partition != partition]
         return len(gone)
@@ -195,6 +233,12 @@ class DuePlan:
     def _forget(self, item: Pending | None) -> None:
         if item is None:
             return
+        counts = self._counts.get(item.record.partition)
+        if counts is not None:
+            bucket = item.due_ms // BUCKET_MS
+            counts[bucket] -= 1
+            if counts[bucket] <= 0:
+                del counts[bucket]
         places = self._by_id.get(_id_of(item.schedule))
         if places is not None:
             places.discard((item.record.partition, item.record.offset))

@@ -129,7 +129,7 @@ def _committer(args: argparse.Namespace) -> int:
         server.start()
     stop = stop_on_signals(log, "stopping the committer")
     try:
-        committer = start_committer(config, settings, metrics)
+        committer, _ = start_committer(config, settings, metrics)
         while not stop.wait(1.0):
             if committer.wait(0) and committer.failure is not None:
                 raise committer.failure

@@ -109,6 +109,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="added to the niceness of Spark's JVM and Python workers, so the committer's "
         "deliveries get the CPU first (0: as this process)",
     )
+    p.add_argument(
+        "--no-deliver-first",
+        action="store_false",
+        dest="deliver_first",
+        default=not env_bool("DELAYLINE_NO_DELIVER_FIRST"),
+        help="start Spark at once instead of after the committer has delivered what was "
+        "handed over before the start (at most the lead; Spark's start on the same cores "
+        "made those deliveries up to 360 ms late here) [env DELAYLINE_NO_DELIVER_FIRST=1]",
+    )
     add_delivery_flags(p)
     env_flag(
         p,
@@ -313,6 +322,7 @@ def _run(args: argparse.Namespace) -> int:
         lead_ms=args.lead_ms,
         inflight_partitions=args.inflight_partitions,
         engine_nice=args.engine_nice,
+        deliver_first=args.deliver_first,
         hold_settings=hold_settings_from(args),
     )
     level = LOG_LEVELS[args.log_level]

@@ -98,6 +98,8 @@ RESTART_MEMORY_MS = 90_000
 """After a restart, what the watch read of the input since the checkpoint is kept this
 long at most, until the replayed batch hands over again (a Spark start and a batch:
 12-25 s measured here)."""
+CAUGHT_UP_POLL_S = 0.02
+"""How often :meth:`Committer.wait_caught_up` looks."""
 RUN_COMMITTER_NAME = "pipeline"
 """The name of the committer ``delayline run`` keeps in its process."""
 WRITE_SAMPLES = 50
@@ -283,6 +285,10 @@ class Committer:
         """The watch's positions, published (under :attr:`_watched`) once what they read
         is noted and has withheld what it ends."""
         self._summary_withheld = 0
+        self._ready = threading.Event()
+        """Set once it has read its partitions to their ends (and again each session)."""
+        self._in_lanes = 0
+        """Schedules taken into groups and not yet reported (written on its thread)."""
 
     def start(self) -> None:
         """Measure the broker's clock, then start delivering.
@@ -298,6 +304,21 @@ class Committer:
     def status(self) -> CommitterStatus:
         """How it is doing (safe from any thread)."""
         return CommitterStatus(self.config.name, self._owned, len(self._plan), self._delivered)
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Wait, at most ``timeout_s``, until the committer has read its partitions to
+        their ends; whether it has (safe from any thread)."""
+        return self._ready.wait(timeout_s)
+
+    def wait_caught_up(self, timeout_s: float) -> int:
+        """Wait, at most ``timeout_s``, until the committer is ready and has delivered
+        everything it read (what was handed over before it started is due within the
+        lead); returns how many schedules remain (safe from any thread)."""
+        deadline = time.monotonic() + timeout_s
+        self._ready.wait(timeout_s)
+        while (left := len(self._plan) + self._in_lanes) and time.monotonic() < deadline:
+            time.sleep(CAUGHT_UP_POLL_S)
+        return left
 
     def wait(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for the committer to stop by itself (see
@@ -344,6 +365,8 @@ class Committer:
             AdminDescriber(config.bootstrap_servers, 30_000), allowed=config.allowed_targets
         )
         self._plan = DuePlan()
+        self._ready.clear()
+        self._in_lanes = 0
         self._withheld.clear()
         reader = self._reader = InflightReader(
             config.bootstrap_servers,
@@ -377,6 +400,7 @@ class Committer:
                 ",".join(map(str, sorted(self._slots))) or "none yet",
                 len(self._plan),
             )
+            self._ready.set()
             while not self._finished(reader):
                 self._step(reader)
             self._close_slots(report=True)  # the last groups, done while closing
@@ -664,6 +688,7 @@ class Committer:
             if group is not None:
                 offsets = self._offsets(slot, reader)
                 slot.writing.add(id(group))
+                self._in_lanes += len(group.items)
                 slot.lanes.submit(self._job(group, slot))
                 slot.in_lanes.append(group)
                 slot.offsets_after.append(offsets)
@@ -717,6 +742,7 @@ class Committer:
         for delivered in slot.lanes.finished():
             offsets = slot.offsets_after.popleft() or offsets
             group = slot.in_lanes.popleft()
+            self._in_lanes -= len(group.items)
             for p in group.items:
                 self._withheld.pop(p.record.key or b"", None)
             if delivered.write_ms:

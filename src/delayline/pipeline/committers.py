@@ -59,15 +59,16 @@ def committer_config(
 
 def start_committer(
     config: PipelineConfig, committer_settings: CommitterConfig, metrics: PipelineMetrics
-) -> Committer:
+) -> tuple[Committer, bool]:
     """Make the in-flight topic (or grow it to ``config.inflight_partitions``), then
-    start a committer counted in ``metrics``.
+    start a committer counted in ``metrics``. Returns it, and whether the topic was
+    just made (so nothing was handed over before).
 
     Raises:
         ClockSkewError: the host's and the broker's clocks disagree too much.
         TopicConfigError: the in-flight topic cannot be made or grown.
     """
-    ensure_inflight_topic(
+    made = ensure_inflight_topic(
         config.topology.bootstrap_servers, config.inflight_topic_name, config.inflight_partitions
     )
     name = committer_settings.name
@@ -76,7 +77,7 @@ def start_committer(
     )
     metrics.watch_committer(committer.status, lambda: group_view(committer))
     committer.start()
-    return committer
+    return committer, made == "created"
 
 
 def group_view(committer: Committer) -> dict[str, Any]:

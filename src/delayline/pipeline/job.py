@@ -29,7 +29,12 @@ from delayline.kafka.topics import (
     ensure_wake_topic,
 )
 from delayline.pipeline.committers import committer_config, start_committer
-from delayline.pipeline.config import OWN_WAKER, PipelineConfig, spark_progress_file
+from delayline.pipeline.config import (
+    DELIVER_FIRST_READY_MS,
+    OWN_WAKER,
+    PipelineConfig,
+    spark_progress_file,
+)
 from delayline.pipeline.interrupt import stoppable
 from delayline.pipeline.lease import QueryLease
 from delayline.pipeline.lock import CheckpointLock, clear_checkpoint
@@ -186,7 +191,9 @@ class Pipeline:
         try:
             # Before Spark (4-5 s here): what an earlier run handed over goes out at its
             # due time while the session starts; the committer needs no Spark.
-            self._committer = self._start_committer()
+            self._committer, fresh = self._start_committer()
+            if config.deliver_first and not fresh:
+                self._deliver_first(self._committer)
             self._start_spark()
         except BaseException:
             self.stop()
@@ -370,10 +377,34 @@ class Pipeline:
         self._lease.release()
         self._lock.release()
 
-    def _start_committer(self) -> Committer:
-        """Started whatever the lead: an earlier run may have handed schedules over."""
+    def _start_committer(self) -> tuple[Committer, bool]:
+        """Started whatever the lead: an earlier run may have handed schedules over.
+        Returns it, and whether its in-flight topic was just made."""
         settings = committer_config(self.config, RUN_COMMITTER_NAME)
         return start_committer(self.config, settings, self.metrics)
+
+    def _deliver_first(self, committer: Committer) -> None:
+        """Wait until ``committer`` has delivered what was handed over before this start
+        (see :attr:`PipelineConfig.deliver_first`)."""
+        started = time.monotonic()
+        if not committer.wait_ready(DELIVER_FIRST_READY_MS / 1000):
+            log.info("committer not ready in %d ms: starting Spark", DELIVER_FIRST_READY_MS)
+            return
+        left = committer.wait_caught_up(0)
+        if not left:
+            return
+        log.info(
+            "committer: delivering %d schedule(s) handed over before this start before Spark "
+            "starts (at most the lead, %d ms)",
+            left,
+            self.config.lead_ms,
+        )
+        left = committer.wait_caught_up(self.config.lead_ms / 1000 + 1)
+        log.info(
+            "starting Spark %.1f s after the committer%s",
+            time.monotonic() - started,
+            f" ({left} schedule(s) still pending)" if left else "",
+        )
 
     def _start_waker(self) -> Waker:
         config = self.config

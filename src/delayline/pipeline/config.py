@@ -29,6 +29,9 @@ MAX_INFLIGHT_PARTITIONS = 256
 DELIVER_FIRST_READY_MS = 5_000
 """See :attr:`PipelineConfig.deliver_first`: how long Spark's start waits for the committer
 to read its partitions (1.1-1.5 s here) before it starts anyway."""
+DELIVER_FIRST_MAX_MS = 10_000
+"""See :attr:`PipelineConfig.deliver_first`: the longest Spark's start waits for the
+committer's deliveries (a longer lead leaves the rest to be delivered beside Spark)."""
 BATCH_ALLOWANCE_MS = 2_000
 """What a batch at a trickle takes here (0.6-2.6 s measured): a raise waits for the next
 trigger and then for its batch, so a lead shorter than the trigger interval plus this
@@ -104,10 +107,11 @@ class PipelineConfig:
             122 ms without, 68 ms with, measured here). 0 leaves it as this process's.
         deliver_first: Start Spark only once the committer of this process has delivered
             what was handed over before the start (everything it holds is due within the
-            lead, so this waits the lead at most, plus :data:`DELIVER_FIRST_READY_MS` for
-            the committer to read it): Spark's start on the same cores made those
-            deliveries 100-360 ms late here, against 27 ms at most with it after them.
-            New schedules wait as long for the pipeline to read them.
+            lead, so this waits the lead at most, and :data:`DELIVER_FIRST_MAX_MS`, after
+            up to :data:`DELIVER_FIRST_READY_MS` for the committer to read it): Spark's
+            start on the same cores made those deliveries 173-364 ms late here, against
+            27 ms at most with it after them. New schedules wait as long for the
+            pipeline to read them.
         spark_conf: Further Spark settings of the session, as (key, value) pairs,
             applied over delayline's own (:data:`OWN_SPARK_SETTINGS` excepted).
         java_options: Extra options of Spark's JVM. The default stops the JIT at its

@@ -30,6 +30,7 @@ from delayline.kafka.topics import (
 )
 from delayline.pipeline.committers import committer_config, start_committer
 from delayline.pipeline.config import (
+    DELIVER_FIRST_MAX_MS,
     DELIVER_FIRST_READY_MS,
     OWN_WAKER,
     PipelineConfig,
@@ -393,13 +394,14 @@ class Pipeline:
         left = committer.wait_caught_up(0)
         if not left:
             return
+        wait_ms = min(self.config.lead_ms + 1_000, DELIVER_FIRST_MAX_MS)
         log.info(
             "committer: delivering %d schedule(s) handed over before this start before Spark "
-            "starts (at most the lead, %d ms)",
+            "starts (waiting %d ms at most)",
             left,
-            self.config.lead_ms,
+            wait_ms,
         )
-        left = committer.wait_caught_up(self.config.lead_ms / 1000 + 1)
+        left = committer.wait_caught_up(wait_ms / 1000)
         log.info(
             "starting Spark %.1f s after the committer%s",
             time.monotonic() - started,

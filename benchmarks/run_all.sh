@@ -20,6 +20,12 @@ echo "== steady-1000" >&2
 .venv/bin/delayline bench --scenario steady --rate 1000 \
   --json benchmarks/results/steady-1000.json --plot benchmarks/results/steady-1000.png \
   | tee benchmarks/results/steady-1000.txt
+# A burst raised and written ahead (50,000 due in one second, written a minute ahead),
+# with a lead that covers the batch that raises it (docs/pipeline.md).
+echo "== burst-ahead" >&2
+.venv/bin/delayline bench --scenario burst-ahead --lead 30s \
+  --json benchmarks/results/burst-ahead.json \
+  | tee benchmarks/results/burst-ahead.txt
 # The restart target with 1,000 pending (the scenario's own size holds 1M).
 echo "== restart-1k" >&2
 .venv/bin/delayline bench --scenario restart --pending 1000 \

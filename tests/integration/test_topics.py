@@ -8,7 +8,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[at
 from delayline.contract.topology import Topology
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.errors import ConfigError, TopicConfigError
-from delayline.kafka.topics import TopicsConfig, ensure_topics
+from delayline.kafka.topics import TopicsConfig, ensure_inflight_topic, ensure_topics
 
 
 def cleanup_policy(bootstrap: str, topic: str) -> str:
@@ -92,3 +92,40 @@ def test_target_topics_are_created_and_any_existing_policy_is_accepted(
 def test_a_bad_target_topic_is_a_config_error(bad: str) -> None:
     with pytest.raises(ConfigError, match="target topic"):
         replace(names(), target_topics=(bad,)).wanted()
+
+
+def replicas(bootstrap: str, topic: str) -> set[int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    found = admin.list_topics(topic, timeout=10).topics[topic].partitions.values()
+    return {len(p.replicas) for p in found}
+
+
+def cluster_replication_factor(bootstrap: str) -> int:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    broker = next(iter(admin.list_topics(timeout=10).brokers))
+    resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
+    return int(
+        admin.describe_configs([resource])[resource].result(10)["default.replication.factor"].value
+    )
+
+
+def test_topics_get_the_clusters_replication_factor_unless_one_is_given(
+    kafka_bootstrap: str,
+) -> None:
+    config = names(kafka_bootstrap, history=False)
+    ensure_topics(config)
+    inflight = unique_topic("inflight")
+    ensure_inflight_topic(kafka_bootstrap, inflight)
+    wanted = {cluster_replication_factor(kafka_bootstrap)}
+    for topic in (config.topology.schedules_topic, config.topology.commits_topic, inflight):
+        assert replicas(kafka_bootstrap, topic) == wanted
+    # A factor given explicitly reaches Kafka: more than its one broker is refused clearly.
+    more = replace(names(kafka_bootstrap, history=False), replication_factor=2)
+    with pytest.raises(TopicConfigError, match="replication factor"):
+        ensure_topics(more)
+
+
+@pytest.mark.parametrize("factor", [0, -2])
+def test_a_replication_factor_below_one_is_refused(factor: int) -> None:
+    with pytest.raises(ConfigError, match=r"default\.replication\.factor"):
+        ensure_topics(replace(names(), replication_factor=factor))

@@ -14,7 +14,7 @@ from delayline.cli._common import (
 )
 from delayline.cli._holds import add_hold_flags, hold_settings_from
 from delayline.holds.registry import hold_kind
-from delayline.kafka.topics import TopicsConfig, ensure_topics
+from delayline.kafka.topics import CLUSTER_DEFAULT, TopicsConfig, ensure_topics
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,9 +40,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         create,
         "--replication-factor",
         env="DELAYLINE_REPLICATION_FACTOR",
-        default=1,
+        default=CLUSTER_DEFAULT,
         type=int,
-        help="replicas of each topic created",
+        help="replicas of each topic created (default: the cluster's default.replication.factor)",
     )
     create.add_argument(
         "--target-topic",

@@ -23,6 +23,9 @@ from delayline.kafka.config import kafka_client_config
 log = logging.getLogger(__name__)
 
 
+CLUSTER_DEFAULT = -1
+"""A replication factor that asks for the cluster's ``default.replication.factor`` (Kafka
+2.4 and later): 1 on a single broker, what the operators chose on a real cluster."""
 ANY_POLICY = "any"
 """A target topic may have any ``cleanup.policy``; one created here is not compacted."""
 
@@ -36,13 +39,14 @@ class TopicsConfig:
         target_topics: Topics delayline delivers to, created when missing (delayline
             itself never creates a target: a delivery to a missing one is refused).
         partitions: Partitions of each topic created.
-        replication_factor: Replicas of each topic created.
+        replication_factor: Replicas of each topic created (:data:`CLUSTER_DEFAULT`: the
+            cluster's ``default.replication.factor``).
         timeout_ms: Per admin request.
     """
 
     topology: Topology = field(default_factory=Topology)
     partitions: int = 4
-    replication_factor: int = 1
+    replication_factor: int = CLUSTER_DEFAULT
     timeout_ms: int = 15_000
     target_topics: tuple[str, ...] = ()
 
@@ -84,8 +88,13 @@ def ensure_topics(config: TopicsConfig) -> dict[str, str]:
             (the schedules topic must be compacted; the others must not be).
         KafkaUnavailableError: the cluster did not answer in time.
     """
-    if config.partitions < 1 or config.replication_factor < 1:
-        raise ConfigError("partitions and replication factor must be at least 1")
+    if config.partitions < 1:
+        raise ConfigError("partitions must be at least 1")
+    if config.replication_factor < 1 and config.replication_factor != CLUSTER_DEFAULT:
+        raise ConfigError(
+            f"replication factor {config.replication_factor} must be at least 1, or "
+            f"{CLUSTER_DEFAULT} for the cluster's default.replication.factor"
+        )
     wanted = config.wanted()
     admin = AdminClient(kafka_client_config(config.topology.bootstrap_servers))
     timeout_s = config.timeout_ms / 1000
@@ -160,15 +169,22 @@ def create_topic(
     partitions: int = 1,
     config: Mapping[str, str] | None = None,
     timeout_s: float = 30.0,
+    replication_factor: int = CLUSTER_DEFAULT,
 ) -> str:
-    """Create one topic (replication factor 1) and wait until it exists; return its name.
+    """Create one topic and wait until it exists; return its name. Its replication factor
+    is the cluster's ``default.replication.factor`` unless ``replication_factor`` is
+    given: delayline's own topics (in-flight, wake) hold what is not yet delivered, so
+    they get the replicas the cluster gives every topic.
 
     Raises:
         KafkaException: Kafka refused, for example because the topic exists.
     """
     admin = AdminClient(kafka_client_config(bootstrap_servers))
     topic = NewTopic(
-        name, num_partitions=partitions, replication_factor=1, config=dict(config or {})
+        name,
+        num_partitions=partitions,
+        replication_factor=replication_factor,
+        config=dict(config or {}),
     )
     admin.create_topics([topic], operation_timeout=timeout_s)[name].result(timeout=timeout_s)
     _wait_for_leaders(admin, [name], timeout_s)

@@ -22,6 +22,7 @@ from delayline.core.units import format_duration_ms
 from delayline.errors import KafkaUnavailableError, TopicConfigError
 from delayline.holds.buckets.config import BucketsConfig
 from delayline.kafka.config import kafka_client_config
+from delayline.kafka.topics import CLUSTER_DEFAULT
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def ensure_bucket_topics(
     bootstrap_servers: str,
     layout: BucketsConfig,
     *,
-    replication_factor: int = 1,
+    replication_factor: int = CLUSTER_DEFAULT,
     timeout_s: float = 30.0,
 ) -> dict[str, str]:
     """Create the missing bucket topics; check the existing ones.

@@ -68,6 +68,23 @@ def hand_over(bootstrap: str, topics: dict[str, str], dues: dict[str, tuple[int,
     producer.commit_transaction(30)
 
 
+def deliver(
+    bootstrap: str,
+    topics: dict[str, str],
+    committer: Committer,
+    dues: dict[str, tuple[int, str]],
+    read: list[str],
+) -> list[Delivery]:
+    """Start ``committer``, hand ``dues`` over and read ``read`` until each is delivered."""
+    with DeliveryCollector(bootstrap, read) as collector:
+        committer.start()
+        try:
+            hand_over(bootstrap, topics, dues)
+            return collector.wait_for(lambda s: len(s) >= len(dues), timeout_s=60)
+        finally:
+            committer.stop()
+
+
 def by_id(seen: list[Delivery]) -> Counter[str]:
     return Counter(d.schedule_id or "" for d in seen)
 
@@ -79,13 +96,7 @@ def test_delivers_each_at_its_due_time_never_early(
     dues = {f"s{i}": (now + 2_000 + 37 * i, topics["target"]) for i in range(20)}
     dues |= {f"lat{i}": (now + 2_100 + 53 * i, topics["stamped"]) for i in range(5)}
     committer = Committer(config(kafka_bootstrap, topics, unique_topic("tx")))
-    with DeliveryCollector(kafka_bootstrap, [topics["target"], topics["stamped"]]) as collector:
-        committer.start()
-        try:
-            hand_over(kafka_bootstrap, topics, dues)
-            seen = collector.wait_for(lambda s: len(s) >= len(dues), timeout_s=30)
-        finally:
-            committer.stop()
+    seen = deliver(kafka_bootstrap, topics, committer, dues, [topics["target"], topics["stamped"]])
     assert by_id(seen) == Counter(dict.fromkeys(dues, 1))
     for d in seen:
         due_ms = dues[d.schedule_id or ""][0]
@@ -106,13 +117,7 @@ def test_a_burst_is_written_ahead_and_committed_at_its_due_time(
         config(kafka_bootstrap, topics, unique_topic("tx")),
         on_delivered=lambda d: sizes.append(d.delivered),
     )
-    with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:
-        committer.start()
-        try:
-            hand_over(kafka_bootstrap, topics, dues)
-            seen = collector.wait_for(lambda s: len(s) >= len(dues), timeout_s=60)
-        finally:
-            committer.stop()
+    seen = deliver(kafka_bootstrap, topics, committer, dues, [topics["target"]])
     assert by_id(seen) == Counter(dict.fromkeys(dues, 1))
     assert max(sizes) > committer.config.max_group_size, f"not written as a burst: {sizes}"
     late = sorted(d.arrival_ms - dues[d.schedule_id or ""][0] for d in seen)

@@ -237,6 +237,10 @@ def test_a_burst_starts_as_long_before_its_first_due_time_as_writing_it_takes() 
     assert plan.burst_start_ms(0, 0.5, 500, 2, 3_000) is None, "not more than 3,000"
     assert plan.burst_start_ms(0, 0.5, 100, 2, 2_000) is None, "1,000 within 100 ms"
     assert plan.burst_start_ms(1, 0.5, 500, 2, 2_000) is None, "nothing pending there"
+    first = plan.next_pending(0)
+    assert first is not None
+    assert first.schedule.id == "b0"
+    assert plan.next_pending(1) is None
 
 
 @given(st.text(min_size=1, max_size=30), st.integers(1, 64))

@@ -93,20 +93,8 @@ def trickle(env: BenchEnv, size: Size) -> dict[str, Any]:
 def burst(env: BenchEnv, size: Size) -> dict[str, Any]:
     """``count`` schedules all due in the same second, once all are accepted."""
     idle = _idle_window(env, 10)
-    with DeliveryCollector(env.bootstrap, [env.target_topic]) as seen:
-        load_from = time.time()
-        # Far enough ahead that ingest finishes first; then the whole burst falls due.
-        lead_ms = 30_000 + size.count * 2
-        base = time.time_ns() // 1_000_000 + lead_ms
-        due = write_schedules(env, size.count, lambda i, now: base, on_progress=_sent(size.count))
-        accepted_ms = wait_accepted(env, size.count, lead_ms / 1000 + 600, "burst")
-        if accepted_ms > base:
-            progress(f"burst: ingest finished {accepted_ms - base} ms after the due time")
-        deliveries = wait_delivered(seen, set(due), lead_ms / 1000 + 600, "burst")
-        load_to = time.time()
-    figures = scenario_figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
-    figures["ingest_finished_before_due_ms"] = base - accepted_ms
-    return figures
+    # Far enough ahead that ingest finishes first; then the whole burst falls due.
+    return _burst(env, size.count, 30_000 + size.count * 2, 0, idle, "burst")
 
 
 BURST_AHEAD_MS = 60_000
@@ -118,18 +106,26 @@ BURST_SPREAD_MS = 1_000
 def burst_ahead(env: BenchEnv, size: Size) -> dict[str, Any]:
     """``count`` schedules due evenly over one second, written a minute ahead: whether a
     burst raised and handed over ahead reaches a ``read_committed`` reader on time."""
+    return _burst(env, size.count, BURST_AHEAD_MS, BURST_SPREAD_MS, None, "burst-ahead")
+
+
+def _burst(
+    env: BenchEnv, count: int, ahead_ms: int, spread_ms: int, idle: float | None, name: str
+) -> dict[str, Any]:
+    """Write ``count`` schedules due from ``ahead_ms`` after the writing starts, evenly
+    over ``spread_ms``; wait for every delivery."""
     with DeliveryCollector(env.bootstrap, [env.target_topic]) as seen:
         load_from = time.time()
-        base = time.time_ns() // 1_000_000 + BURST_AHEAD_MS
-        step = BURST_SPREAD_MS / size.count
-        due = write_schedules(env, size.count, lambda i, now: base + int(i * step),
-                              on_progress=_sent(size.count))  # fmt: skip
-        accepted_ms = wait_accepted(env, size.count, BURST_AHEAD_MS / 1000 + 600, "burst-ahead")
+        base = time.time_ns() // 1_000_000 + ahead_ms
+        step = spread_ms / count
+        due = write_schedules(env, count, lambda i, now: base + int(i * step),
+                              on_progress=_sent(count))  # fmt: skip
+        accepted_ms = wait_accepted(env, count, ahead_ms / 1000 + 600, name)
         if accepted_ms > base:
-            progress(f"burst-ahead: ingest finished {accepted_ms - base} ms after the first due")
-        deliveries = wait_delivered(seen, set(due), BURST_AHEAD_MS / 1000 + 600, "burst-ahead")
+            progress(f"{name}: ingest finished {accepted_ms - base} ms after the first due time")
+        deliveries = wait_delivered(seen, set(due), ahead_ms / 1000 + 600, name)
         load_to = time.time()
-    figures = scenario_figures(env, deliveries, due, load_from, load_to, accepted_ms, None)
+    figures = scenario_figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
     figures["ingest_finished_before_due_ms"] = base - accepted_ms
     return figures
 

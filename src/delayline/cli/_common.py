@@ -56,6 +56,20 @@ def env_flag(
     )
 
 
+def env_switch_off(
+    parser: argparse.ArgumentParser | Any, name: str, *, dest: str, env: str, help: str
+) -> None:
+    """Add ``--no-...`` flag ``name`` that turns ``dest`` (on by default) off, as does
+    environment variable ``env`` set true (named in ``--help``)."""
+    parser.add_argument(
+        name,
+        action="store_false",
+        dest=dest,
+        default=not env_bool(env),
+        help=f"{help} [env {env}=1]",
+    )
+
+
 def one_of(values: Iterable[str]) -> Callable[[str], str]:
     """An argparse ``type`` accepting one of ``values`` (argparse checks ``choices`` only
     on the command line; a ``type`` also checks a default from the environment)."""

@@ -12,6 +12,7 @@ from delayline.cli._common import (
     duration_arg,
     env_bool,
     env_flag,
+    env_switch_off,
     one_of,
     stop_on_signals,
     topology_from,
@@ -109,14 +110,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="added to the niceness of Spark's JVM and Python workers, so the committer's "
         "deliveries get the CPU first (0: as this process)",
     )
-    p.add_argument(
+    env_switch_off(
+        p,
         "--no-deliver-first",
-        action="store_false",
         dest="deliver_first",
-        default=not env_bool("DELAYLINE_NO_DELIVER_FIRST"),
+        env="DELAYLINE_NO_DELIVER_FIRST",
         help="start Spark at once instead of after the committer has delivered what was "
-        "handed over before the start (at most the lead; Spark's start on the same cores "
-        "made those deliveries up to 360 ms late here) [env DELAYLINE_NO_DELIVER_FIRST=1]",
+        "handed over before the start (10 s at most; Spark's start on the same cores made "
+        "those deliveries up to 364 ms late here)",
     )
     add_delivery_flags(p)
     env_flag(
@@ -166,14 +167,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="127.0.0.1",
         help="address the metrics server listens on",
     )
-    p.add_argument(
+    env_switch_off(
+        p,
         "--no-wake",
-        action="store_false",
         dest="wake",
-        default=not env_bool("DELAYLINE_NO_WAKE"),
+        env="DELAYLINE_NO_WAKE",
         help="run a micro-batch every trigger interval even when nothing is due (Spark's "
         "default; measured here: 55-119%% of a core while idle) instead of only when a "
-        "timer is due, a record arrives or a heartbeat passes [env DELAYLINE_NO_WAKE=1]",
+        "timer is due, a record arrives or a heartbeat passes",
     )
     env_flag(
         p,

@@ -713,6 +713,10 @@ class Committer:
         ahead_ms = self._host_time(due) - now
         if ahead_ms <= self._write_ahead_ms():
             return None  # due: small groups go out sooner
+        first = self._plan.next_pending(slot.partition)
+        facts = None if first is None else slot.lanes.topics.cached(first.schedule.target_topic)
+        if facts is None or facts.log_append_time:
+            return None  # its group would be written only once due (the broker stamps it)
         item_ms = self._item_ms()
         start = self._plan.burst_start_ms(
             slot.partition, item_ms, config.burst_width_ms, config.lanes, config.max_group_size

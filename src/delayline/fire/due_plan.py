@@ -136,6 +136,11 @@ class DuePlan:
         dues = [heap[0][0] for p in chosen if (heap := self._live_heap(p))]
         return min(dues, default=None)
 
+    def next_pending(self, partition: int) -> Pending | None:
+        """The schedule of ``partition`` due first, if any."""
+        heap = self._live_heap(partition)
+        return self._pending[(partition, heap[0][1])] if heap else None
+
     def take(
         self,
         now_ms: int,

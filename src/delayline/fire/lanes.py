@@ -87,6 +87,11 @@ class Lanes:
         """Whether any job is still running."""
         return any(not f.done() for f in self._running)
 
+    @property
+    def topics(self) -> TopicCatalog:
+        """What the lanes' writers know about target topics."""
+        return self._topics
+
     def warm(self, topics: Collection[str], within_ms: int) -> None:
         """Read the facts of ``topics`` expiring within ``within_ms``, and have every
         lane's producer look them up. Safe beside running jobs."""

@@ -74,6 +74,29 @@ def test_environment_supplies_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize(
+    ("argv", "env", "wake", "deliver_first"),
+    [
+        ([], None, True, True),
+        (["--no-deliver-first"], None, True, False),
+        (["--no-wake"], None, False, True),
+        ([], "DELAYLINE_NO_DELIVER_FIRST", True, False),
+        ([], "DELAYLINE_NO_WAKE", False, True),
+    ],
+)
+def test_switches_are_on_until_a_flag_or_their_environment_variable_turns_them_off(
+    argv: list[str],
+    env: str | None,
+    wake: bool,
+    deliver_first: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if env is not None:
+        monkeypatch.setenv(env, "1")
+    args = build_parser().parse_args(["run", *argv])
+    assert (args.wake, args.deliver_first) == (wake, deliver_first)
+
+
+@pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["schedule", "--id", "a", "--topic", "t", "--in", "soon", "p"], "bad duration 'soon'"),

@@ -231,12 +231,12 @@ def test_a_burst_starts_as_long_before_its_first_due_time_as_writing_it_takes() 
     for i in range(1_000):
         read_at(plan, 0, 3_000 + i, f"c{i}", 11_000)
     # More than 2,000 within 500 ms: a burst; two groups of 500 ms hold all 3,000.
-    assert plan.burst_start_ms(0, 0.5, 500, 2, 2_000) == 10_000 - 1_500
+    assert plan.burst_start_ms(0, 10_000, 0.5, 500, 2, 2_000) == 10_000 - 1_500
     # Four groups reach the 1,000 due a second later.
-    assert plan.burst_start_ms(0, 0.5, 500, 4, 2_000) == 10_000 - 2_000
-    assert plan.burst_start_ms(0, 0.5, 500, 2, 3_000) is None, "not more than 3,000"
-    assert plan.burst_start_ms(0, 0.5, 100, 2, 2_000) is None, "1,000 within 100 ms"
-    assert plan.burst_start_ms(1, 0.5, 500, 2, 2_000) is None, "nothing pending there"
+    assert plan.burst_start_ms(0, 10_000, 0.5, 500, 4, 2_000) == 10_000 - 2_000
+    assert plan.burst_start_ms(0, 10_000, 0.5, 500, 2, 3_000) is None, "not more than 3,000"
+    assert plan.burst_start_ms(0, 10_000, 0.5, 100, 2, 2_000) is None, "1,000 within 100 ms"
+    assert plan.due_within(1, 0, 100_000) == 0, "nothing pending there"
     first = plan.next_pending(0)
     assert first is not None
     assert first.schedule.id == "b0"

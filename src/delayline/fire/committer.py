@@ -205,7 +205,8 @@ class CommitterStatus:
     Attributes:
         name: Its name in the group (:attr:`CommitterConfig.name`).
         partitions: The in-flight partitions it owns.
-        pending: Schedules read and not yet delivered.
+        pending: Schedules read and not yet delivered (waiting, or in a group being
+            written).
         delivered: Schedules it delivered since it started.
     """
 
@@ -309,7 +310,8 @@ class Committer:
 
     def status(self) -> CommitterStatus:
         """How it is doing (safe from any thread)."""
-        return CommitterStatus(self.config.name, self._owned, len(self._plan), self._delivered)
+        pending = len(self._plan) + self._in_lanes
+        return CommitterStatus(self.config.name, self._owned, pending, self._delivered)
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Wait, at most ``timeout_s``, until the committer has read its partitions to
@@ -322,7 +324,7 @@ class Committer:
         lead); returns how many schedules remain (safe from any thread)."""
         deadline = time.monotonic() + timeout_s
         self._ready.wait(timeout_s)
-        while (left := len(self._plan) + self._in_lanes) and time.monotonic() < deadline:
+        while (left := self.status().pending) and time.monotonic() < deadline:
             time.sleep(CAUGHT_UP_POLL_S)
         return left
 
@@ -713,16 +715,16 @@ class Committer:
         ahead_ms = self._host_time(due) - now
         if ahead_ms <= self._write_ahead_ms():
             return None  # due: small groups go out sooner
+        item_ms = self._item_ms()
+        start = self._plan.burst_start_ms(
+            slot.partition, due, item_ms, config.burst_width_ms, config.lanes, config.max_group_size
+        )
+        if start is None or self._host_time(max(start, due - config.max_burst_ahead_ms)) > now:
+            return None
         first = self._plan.next_pending(slot.partition)
         facts = None if first is None else slot.lanes.topics.cached(first.schedule.target_topic)
         if facts is None or facts.log_append_time:
             return None  # its group would be written only once due (the broker stamps it)
-        item_ms = self._item_ms()
-        start = self._plan.burst_start_ms(
-            slot.partition, item_ms, config.burst_width_ms, config.lanes, config.max_group_size
-        )
-        if start is None or self._host_time(max(start, due - config.max_burst_ahead_ms)) > now:
-            return None
         most = int(ahead_ms / item_ms)  # what is written before the first is due
         return min(most, config.max_burst_group) if most > config.max_group_size else None
 

@@ -191,17 +191,23 @@ class DuePlan:
         return sum(counts.get(b, 0) for b in range(first, last))
 
     def burst_start_ms(
-        self, partition: int, per_item_ms: float, width_ms: int, groups: int, least: int
+        self,
+        partition: int,
+        due: int,
+        per_item_ms: float,
+        width_ms: int,
+        groups: int,
+        least: int,
     ) -> int | None:
-        """When writing must start for ``partition``'s next schedules to be written by
-        their due time, if they are a burst; ``None`` if they are not.
+        """When writing must start for ``partition``'s next schedules, the earliest due
+        at ``due`` (:meth:`next_due_ms`), to be written by their due time, if they are a
+        burst; ``None`` if they are not.
 
         A burst: more than ``least`` schedules due within ``width_ms`` of the earliest
         pending one. The schedules of the next ``groups`` such widths take
         ``per_item_ms`` each to write, one after another, before the earliest is due.
         """
-        due = self.next_due_ms((partition,))
-        if due is None or self.due_within(partition, due, due + width_ms) <= least:
+        if self.due_within(partition, due, due + width_ms) <= least:
             return None
         ahead = self.due_within(partition, due, due + width_ms * max(groups, 1))
         return due - math.ceil(per_item_ms * ahead)

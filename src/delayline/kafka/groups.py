@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
-from delayline.kafka.errors import kafka_error
+from delayline.kafka.errors import COORDINATOR_MOVING, kafka_error
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,16 +28,6 @@ class GroupMember:
     client_id: str
     host: str
     partitions: tuple[tuple[str, int], ...]
-
-
-COORDINATOR_MOVING = frozenset(
-    {
-        KafkaError.NOT_COORDINATOR,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    }
-)
-"""Answers of a group coordinator that moves or loads (a broker just started): retried."""
 
 
 def group_members(bootstrap_servers: str, group: str, timeout_s: float) -> list[GroupMember]:

@@ -391,7 +391,7 @@ class Pipeline:
         if not committer.wait_ready(DELIVER_FIRST_READY_MS / 1000):
             log.info("committer not ready in %d ms: starting Spark", DELIVER_FIRST_READY_MS)
             return
-        left = committer.wait_caught_up(0)
+        left = committer.status().pending
         if not left:
             return
         wait_ms = min(self.config.lead_ms + 1_000, DELIVER_FIRST_MAX_MS)

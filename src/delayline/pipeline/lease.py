@@ -35,18 +35,11 @@ from delayline.core.identifiers import lease_group
 from delayline.errors import DelaylineError, KafkaUnavailableError
 from delayline.infra.procs import pid_alive
 from delayline.kafka.config import kafka_client_config
-from delayline.kafka.errors import kafka_error
+from delayline.kafka.errors import COORDINATOR_MOVING, kafka_error
 
 log = logging.getLogger(__name__)
 
 CLIENT_PREFIX = "delayline-lease"
-_COORDINATOR_MOVING = frozenset(
-    {
-        KafkaError.NOT_COORDINATOR,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    }
-)
 
 
 class QueryNameInUseError(DelaylineError):
@@ -202,7 +195,7 @@ class QueryLease:
                 if error is not None and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
                     return []
                 retriable = error is not None and (
-                    error.retriable() or error.code() in _COORDINATOR_MOVING
+                    error.retriable() or error.code() in COORDINATOR_MOVING
                 )
                 if not retriable or time.monotonic() >= deadline:
                     raise KafkaUnavailableError(f"lease group {self.group}: {exc}") from exc

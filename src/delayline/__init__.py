@@ -6,7 +6,15 @@ to the target topic at the due time, exactly once.
 
 import logging
 
-from delayline.client import AsyncScheduler, ClientConfig, RetryPolicy, Scheduler
+from delayline.client import (
+    ApiClient,
+    AsyncScheduler,
+    CatchUp,
+    ClientConfig,
+    Recurrence,
+    RetryPolicy,
+    Scheduler,
+)
 from delayline.core.model import Cancel, Invalid, Schedule
 from delayline.errors import DelaylineError
 
@@ -16,11 +24,14 @@ __version__ = "0.1.0"
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
+    "ApiClient",
     "AsyncScheduler",
     "Cancel",
+    "CatchUp",
     "ClientConfig",
     "DelaylineError",
     "Invalid",
+    "Recurrence",
     "RetryPolicy",
     "Schedule",
     "Scheduler",

@@ -210,3 +210,90 @@ def test_envelopes_and_timer_requests_are_listed_with_their_contract(
     page.get_by_role("button", name="Cancel schedule").click()
     expect(page.get_by_test_id("flash")).to_contain_text(f"Cancel of {schedule_id} written")
     row_in_list(page, schedule_id, present=False)
+
+
+def test_recurring_schedule_in_a_group_is_paused_resumed_and_cancelled_with_its_group(
+    page: Page, stack: Stack
+) -> None:
+    """A cron schedule read in Europe/Berlin, made through the form with a group: listed
+    as recurring in its group, its next occurrences at 09:00 Berlin, paused and resumed
+    from its detail, then cancelled with its group from the list."""
+    schedule_id = f"ui-cron-{uuid.uuid4().hex[:8]}"
+    group = "reports"
+    sign_in(page)
+    page.get_by_role("link", name="New schedule").click()
+    page.get_by_label("Id").fill(schedule_id)
+    page.get_by_label("Target topic").fill(stack.pipeline.target())
+    page.get_by_label("Cron expression").fill("0 9 * * 1-5")
+    page.get_by_label("Time zone").fill("Europe/Berlin")
+    page.get_by_label("Group").fill(group)
+    page.get_by_role("button", name="Create").click()  # no due time: it starts now
+    expect(page.get_by_test_id("flash")).to_contain_text("Written to")
+    expect(page.get_by_test_id("state")).to_have_text("pending", timeout=CATALOG_WAIT_MS)
+
+    page.goto("/ui/#/schedules")
+    page.get_by_label("Group").fill(group)
+    page.get_by_role("button", name="Apply").click()
+    row = page.locator(f'[data-testid=schedule-row][data-id="{schedule_id}"]')
+    deadline = time.monotonic() + CATALOG_WAIT_MS / 1000
+    while row.count() == 0:
+        assert time.monotonic() < deadline, f"{schedule_id} not listed in group {group}"
+        page.get_by_role("button", name="Apply").click()
+        page.wait_for_timeout(300)
+    marker = row.get_by_test_id("marker-recurring")
+    expect(marker).to_be_visible()
+    expect(marker).to_have_attribute("title", "cron 0 9 * * 1-5 in Europe/Berlin")
+    expect(row.get_by_test_id("group")).to_have_text(group)
+    expect(page.get_by_test_id("group-actions")).to_be_visible()
+
+    row.get_by_role("link", name=schedule_id).click()
+    expect(page.get_by_test_id("rule")).to_have_text("cron 0 9 * * 1-5 in Europe/Berlin")
+    expect(page.get_by_test_id("occurrence")).to_have_text("due for occurrence 1")
+    expect(page.get_by_test_id("catch-up")).to_contain_text("latest")
+    occurrences = page.get_by_test_id("next-occurrences").locator("li")
+    expect(occurrences).to_have_count(5)
+    nine_in_berlin = re.compile(
+        r"^(Mon|Tue|Wed|Thu|Fri) \d{4}-\d\d-\d\d 09:00:00 Europe/Berlin"
+        r" · \d{4}-\d\d-\d\d 0[78]:00:00 UTC$"
+    )
+    for text in occurrences.all_inner_texts():
+        assert nine_in_berlin.match(text), text
+    page.screenshot(path=str(SHOTS / "recurring-detail.png"), full_page=True)
+
+    page.get_by_role("button", name="Pause", exact=True).click()
+    expect(page.get_by_test_id("flash")).to_contain_text(f"Pause of {schedule_id} written")
+    shown_after_reload(page, "due", "paused (was due")
+    expect(page.get_by_test_id("marker-paused")).to_be_visible()
+    expect(page.get_by_test_id("next-occurrences").locator("li")).to_have_count(5)
+
+    page.get_by_role("button", name="Resume", exact=True).click()
+    expect(page.get_by_test_id("flash")).to_contain_text(f"Resume of {schedule_id} written")
+    shown_after_reload(page, "due", re.compile(r"^\d{4}-\d\d-\d\d 0[78]:00:00 UTC"))  # due again
+    expect(page.get_by_role("button", name="Pause", exact=True)).to_be_visible()
+    expect(page.get_by_test_id("marker-paused")).to_have_count(0)
+
+    page.get_by_test_id("group").click()  # the group's link: the list, filtered by it
+    expect(page.get_by_label("Group")).to_have_value(group)
+    expect(row).to_be_visible()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Cancel group").click()
+    expect(page.get_by_test_id("flash")).to_have_text(f"cancelled 1 schedule(s) of group {group}")
+    deadline = time.monotonic() + CATALOG_WAIT_MS / 1000
+    while row.count() > 0:
+        assert time.monotonic() < deadline, f"{schedule_id} still listed in group {group}"
+        page.get_by_role("button", name="Apply").click()
+        page.wait_for_timeout(300)
+    expect(page.get_by_test_id("no-schedules")).to_be_visible()
+
+
+def shown_after_reload(page: Page, test_id: str, text: str | re.Pattern[str]) -> None:
+    """Reload the page until the element shows ``text`` (the catalog follows Kafka)."""
+    deadline = time.monotonic() + CATALOG_WAIT_MS / 1000
+    element = page.get_by_test_id(test_id)
+    while True:
+        shown = element.inner_text() if element.count() else ""
+        if text.search(shown) if isinstance(text, re.Pattern) else text in shown:
+            return
+        assert time.monotonic() < deadline, f"{test_id} shows {shown!r}, not {text!r}"
+        page.wait_for_timeout(300)
+        page.reload()

@@ -22,7 +22,9 @@ from confluent_kafka import Producer
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
+from delayline.client import ApiClient, ApiError
 from delayline.client.partitioner import partition_for
+from delayline.contract.headers import parse_epoch_ms
 from delayline.contract.topology import Topology
 from delayline.dev.harness import DeliveryCollector
 from delayline.kafka.config import kafka_client_config
@@ -488,3 +490,68 @@ def test_the_token_never_reaches_the_log(api: Api, caplog: pytest.LogCaptureFixt
     api.http.post("/schedules", json={"target_topic": ""})  # a 422 is logged too
     assert caplog.records, "nothing was logged: the check would prove nothing"
     assert TOKEN not in caplog.text
+
+
+def test_recurring_schedules_paused_resumed_and_cancelled_by_group(api: Api) -> None:
+    """Two schedules of one group, every second, and a third outside it, all through the
+    client of the API (:class:`delayline.client.ApiClient` for the catalog's part):
+    each occurrence delivered once and numbered in order; a paused one stops and starts
+    again on resume; cancelling the group stops both, the third goes on."""
+    target = api.pipeline.target()
+    group = f"g-{target}"
+    ids = [f"rec-a-{target}", f"rec-b-{target}", f"rec-c-{target}"]
+    client = ApiClient(api.url, TOKEN)
+    with DeliveryCollector(api.pipeline.bootstrap, [target]) as seen:
+        for sid in ids:
+            extra = {"group": group} if sid != ids[2] else {}
+            created = api.http.post(
+                "/schedules", json=body(target, id=sid, recurrence={"every": "1s"}, **extra)
+            )
+            assert created.status_code == 202, created.text
+
+        def count(sid: str) -> int:
+            return sum(1 for d in seen.snapshot() if d.schedule_id == sid)
+
+        seen.wait_for(lambda d: all(count(s) >= 3 for s in ids), timeout_s=60)
+        listed = eventually(
+            lambda: [i for i in client.list(group=group) if i["recurrence"] == "every 1s"],
+            10,
+            "the group listed",
+        )
+        assert sorted(i["id"] for i in listed) == sorted(ids[:2])
+        detail = client.get(ids[0])["current"]["recurring"]
+        assert detail["rule"] == "every 1s"
+        assert len(detail["next"]) == 5
+
+        client.pause(ids[0])
+        eventually(lambda: client.get(ids[0])["current"]["paused"], 10, "shown paused")
+        time.sleep(1.5)  # an occurrence committed before the pause landed may still show
+        paused_at = count(ids[0])
+        time.sleep(3)
+        assert count(ids[0]) == paused_at, "delivered while paused"
+        with pytest.raises(ApiError) as again:
+            client.pause(ids[0])
+        assert again.value.status == 409
+
+        client.resume(ids[0])
+        seen.wait_for(lambda d: count(ids[0]) >= paused_at + 3, timeout_s=30)
+
+        cancelled = client.cancel_group(group)
+        assert cancelled["schedules"] == 2
+        time.sleep(1.5)
+        stopped = {sid: count(sid) for sid in ids}
+        time.sleep(3)
+        assert {sid: count(sid) for sid in ids[:2]} == {s: stopped[s] for s in ids[:2]}
+        assert count(ids[2]) >= stopped[ids[2]] + 2, "the schedule outside the group stopped"
+        client.cancel(ids[2])
+        deliveries = seen.snapshot()
+    numbers: dict[str, list[int]] = {}
+    for d in deliveries:
+        headers = dict(d.headers)
+        numbers.setdefault(d.schedule_id or "", []).append(
+            int(headers["delayline-occurrence"] or 0)
+        )
+        assert d.arrival_ms >= parse_epoch_ms((headers["scheduler-epoch"] or b"").decode())
+    for sid, seq in numbers.items():
+        assert sorted(seq) == list(range(1, len(seq) + 1)), f"{sid}: {sorted(seq)}"
+    eventually(lambda: not client.list(group=group), 10, "the group empty in the catalog")

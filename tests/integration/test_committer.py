@@ -14,7 +14,12 @@ from dataclasses import replace
 
 import pytest
 from confluent_kafka import Producer
+from delayline.core.recurrence import Recurrence
 
+from delayline.contract import ConsumedRecord
+from delayline.contract.headers import format_epoch
+from delayline.contract.records import build_schedule
+from delayline.contract.recurring import own_headers
 from delayline.contract.topology import Topology
 from delayline.core.clock import SystemClock
 from delayline.core.model import Schedule, SourceRef
@@ -24,6 +29,7 @@ from delayline.fire.committer import Committer, CommitterConfig
 from delayline.fire.inflight import render_inflight
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.produce import produce
+from delayline.kafka.reader import read_topic
 from delayline.kafka.topics import create_topic, ensure_inflight_topic
 
 # Measured here (trickle bench, Spark busy on both cores): commit lateness p99 40-70 ms.
@@ -311,3 +317,93 @@ def test_a_cancel_or_update_read_before_the_commit_withholds_the_delivery(
         finally:
             again.stop()
     assert by_id(seen) == Counter({"keep": 1, "own": 1, "bad": 1}), "a restart undid a withhold"
+
+
+def read_all(bootstrap: str, topic: str) -> list[ConsumedRecord]:
+    """Every committed record of ``topic`` (partition 0), in order."""
+    return read_topic(bootstrap, topic)
+
+
+def recurring_version(
+    schedules: str, target: str, sid: str, due_ms: int, at: SourceRef, number: int
+) -> Schedule:
+    built = build_schedule(sid, b"tick", target, due_ms,
+                           own_headers=own_headers(Recurrence(every_ms=1_000), "g"))  # fmt: skip
+    return Schedule(
+        sid, due_ms, target, None, b"tick",
+        (*built.headers, ("delayline-occurrence", str(number).encode())), at,
+    )  # fmt: skip
+
+
+def test_a_recurring_schedule_is_delivered_and_rearmed_in_one_transaction(
+    kafka_bootstrap: str, topics: dict[str, str]
+) -> None:
+    """Occurrence 4 of a schedule every second: delivered at its due time with its
+    number and nominal time, and the schedule written again in its own partition, due
+    a second later as occurrence 5."""
+    schedules = unique_topic("schedules")
+    create_topic(kafka_bootstrap, schedules)
+    topology = Topology(bootstrap_servers=kafka_bootstrap, schedules_topics=(schedules,))
+    due = SystemClock().now_ms() + 3_000
+    (at,) = write_schedules(kafka_bootstrap, schedules, [("tick", b"tick", due)])
+    version = recurring_version(schedules, topics["target"], "tick", due, at, 4)
+    settings = replace(config(kafka_bootstrap, topics, unique_topic("tx")), topology=topology)
+    committer = Committer(settings)
+    with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:
+        committer.start()
+        try:
+            hand_over_versions(kafka_bootstrap, topics["inflight"], [version])
+            (delivered,) = collector.wait_for(lambda s: len(s) >= 1, timeout_s=30)
+            time.sleep(1)  # a second delivery would show now
+            assert len(collector.snapshot()) == 1
+        finally:
+            committer.stop()
+    assert delivered.arrival_ms >= due
+    assert delivered.timestamp_ms >= due
+    headers = dict(delivered.headers)
+    assert headers["delayline-occurrence"] == b"4"
+    assert headers["scheduler-epoch"] == format_epoch(due).encode()
+    rearm = read_all(kafka_bootstrap, schedules)[-1]
+    assert (rearm.key, rearm.value, rearm.partition) == (b"tick", b"tick", at.partition)
+    rearmed = dict(rearm.headers)
+    assert rearmed["delayline-occurrence"] == b"5"
+    assert rearmed["scheduler-epoch"] == format_epoch(due + 1_000).encode()
+    assert rearmed["delayline-group"] == b"g"
+
+
+def test_a_cancel_in_a_transaction_still_open_at_the_due_time_ends_the_series(
+    kafka_bootstrap: str, topics: dict[str, str]
+) -> None:
+    """A producer's transaction holds a cancel of a recurring schedule open across its
+    due time. The committer reads the schedules topic up to the re-arm it wrote before
+    it commits, so it waits for that transaction; once it commits, the cancel withholds
+    the occurrence and the re-arm alike: the series ends, nothing is delivered, and
+    nothing follows the cancel on the topic."""
+    schedules = unique_topic("schedules")
+    create_topic(kafka_bootstrap, schedules)
+    topology = Topology(bootstrap_servers=kafka_bootstrap, schedules_topics=(schedules,))
+    due = SystemClock().now_ms() + 3_000
+    (at,) = write_schedules(kafka_bootstrap, schedules, [("tock", b"tick", due)])
+    version = recurring_version(schedules, topics["target"], "tock", due, at, 1)
+    settings = replace(config(kafka_bootstrap, topics, unique_topic("tx")), topology=topology)
+    producer = Producer(
+        kafka_client_config(kafka_bootstrap, **{"transactional.id": unique_topic("c")})
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(schedules, None, b"tock", partition=at.partition)
+    producer.flush(30)  # in the log, not committed: the topic's stable end stops before it
+    committer = Committer(settings)
+    with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:
+        committer.start()
+        try:
+            hand_over_versions(kafka_bootstrap, topics["inflight"], [version])
+            time.sleep(max(0, due + 1_500 - SystemClock().now_ms()) / 1000)
+            producer.commit_transaction(30)
+            time.sleep(3)  # the committer writes its group again without it
+            seen = collector.snapshot()
+        finally:
+            committer.stop()
+    assert seen == [], "delivered although cancelled before the re-arm"
+    records = read_all(kafka_bootstrap, schedules)
+    assert [r.value for r in records] == [b"tick", None], "re-armed after the cancel"

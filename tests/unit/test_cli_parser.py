@@ -31,6 +31,15 @@ NO_ENV = {
     "--in",
     "--header",
     "--json-message",
+    # a recurring schedule, a group: the schedule itself
+    "--cron",
+    "--every",
+    "--time-zone",
+    "--until",
+    "--max-occurrences",
+    "--catch-up",
+    "--catch-up-window",
+    "--group",
     # delayline list: the query itself (schedule's --contract has DELAYLINE_CONTRACT)
     "--contract",
     "--contains",
@@ -101,10 +110,7 @@ def test_switches_are_on_until_a_flag_or_their_environment_variable_turns_them_o
     [
         (["schedule", "--id", "a", "--topic", "t", "--in", "soon", "p"], "bad duration 'soon'"),
         (["schedule", "--id", "a", "--topic", "t", "--at", "2030-01-01T00:00", "p"], "no timezone"),
-        (
-            ["schedule", "--id", "a", "--topic", "t", "p"],
-            "one of the arguments --at --in is required",
-        ),
+
         (["broker", "start", "--port", "x"], "invalid int value"),
     ],
 )
@@ -115,6 +121,32 @@ def test_bad_flags_exit_2_with_one_clear_line(
         main(argv)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["schedule", "--id", "a", "--topic", "t", "p"],
+            "give the due time with --at or --in (or a --cron or --every)",
+        ),
+        (
+            ["schedule", "--id", "a", "--topic", "t", "--cron", "61 * * * *", "p"],
+            "cron expression '61 * * * *'",
+        ),
+        (
+            ["schedule", "--id", "a", "--topic", "t", "--every", "5m", "--time-zone", "Mars", "p"],
+            "unknown time zone 'Mars'",
+        ),
+        (["pause"], "give a schedule ID or --group, not both"),
+        (["cancel", "x", "--group", "g"], "give a schedule ID or --group, not both"),
+    ],
+)
+def test_bad_combinations_fail_before_anything_is_asked(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 1
+    assert f"delayline: error: {message}" in capsys.readouterr().err
 
 
 def test_bad_environment_value_is_reported_like_a_bad_flag(

@@ -17,7 +17,7 @@ from delayline.api.auth import WritesDisabledError
 from delayline.api.config import ApiConfig
 from delayline.api.limits import BodyLimit, SecurityHeaders
 from delayline.api.metrics import ApiMetrics
-from delayline.api.routes import ops, schedules
+from delayline.api.routes import groups, ops, schedules
 from delayline.api.state import ApiState
 from delayline.api.writes import Writers
 from delayline.catalog import CatalogFollower, FollowConfig, SqliteCatalog
@@ -72,6 +72,7 @@ def create_app(config: ApiConfig, clock: Clock | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.config = config
+    app.include_router(groups.router)
     app.include_router(schedules.router)
     app.include_router(ops.router)
     app.mount("/ui", StaticFiles(directory=_ui_dir(), html=True), name="ui")

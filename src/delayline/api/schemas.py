@@ -11,8 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from delayline.catalog import DeadLetter, Pending, Stats, Version
 from delayline.contract.contracts import Contract
+from delayline.contract.recurring import occurrence_number, recurrence_of
 from delayline.core.clock import ms_to_datetime
 from delayline.core.model import MAX_EPOCH_MS, Headers
+from delayline.core.recurrence import Occurrence, RecurrenceError
 
 MAX_ID_LENGTH = 1024
 
@@ -28,9 +30,50 @@ class HeaderIn(BaseModel):
     )
 
 
+class RecurrenceIn(BaseModel):
+    """How a schedule recurs: a cron expression or a fixed rate (one of the two), read
+    in ``time_zone``. The rules (daylight saving, catch-up) are in docs/contracts.md."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cron: str | None = Field(
+        default=None,
+        max_length=200,
+        description="5 fields (minute hour day month weekday), or 6 with the second "
+        "first, e.g. '0 9 * * 1-5'.",
+    )
+    every: str | None = Field(
+        default=None, max_length=40, description="A fixed rate instead: '90s', '15m', '1h'."
+    )
+    time_zone: str = Field(default="UTC", max_length=64, description="IANA zone name.")
+    until: datetime | None = Field(default=None, description="No occurrence after this.")
+    max_occurrences: int | None = Field(default=None, ge=1, le=10**15)
+    catch_up: Literal["all", "latest", "none"] = Field(
+        default="latest", description="What becomes of occurrences missed during an outage."
+    )
+    catch_up_window: str = Field(
+        default="1m", max_length=40, description="Later than this an occurrence is missed."
+    )
+
+
+class RecurrenceOut(BaseModel):
+    """How a pending schedule recurs, and its next occurrences."""
+
+    rule: str = Field(description="In words: 'cron 0 9 * * 1-5 in Europe/Berlin'.")
+    cron: str | None
+    every_ms: int | None
+    time_zone: str
+    until: datetime | None
+    max_occurrences: int | None
+    catch_up: str
+    catch_up_window_ms: int
+    occurrence: int = Field(description="The number of the occurrence it is due for.")
+    next: list[datetime] = Field(description="Its next occurrences (up to five).")
+
+
 class ScheduleIn(BaseModel):
     """A schedule to create or replace. Give exactly one of ``due_at``, ``due_ms`` and
-    ``delay_ms``."""
+    ``delay_ms``; with a ``recurrence`` they are its start, and optional (now)."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -60,6 +103,15 @@ class ScheduleIn(BaseModel):
         default=None, ge=0, le=10**13, description="Due this many milliseconds from now."
     )
     headers: list[HeaderIn] = Field(default_factory=list, max_length=100)
+    recurrence: RecurrenceIn | None = Field(
+        default=None, description="Deliver it again and again (header contract only)."
+    )
+    group: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="A group: listed, cancelled, paused and resumed together.",
+    )
 
 
 class ScheduleCreate(ScheduleIn):
@@ -115,16 +167,32 @@ class ScheduleSummary(BaseModel):
     target_key_base64: str | None = Field(description="The delivered key, base64.")
     created_at: datetime
     updated_at: datetime
+    group: str | None = None
+    recurrence: str | None = Field(default=None, description="How it recurs, in words.")
+    paused: bool = False
+    paused_due_at: datetime | None = Field(
+        default=None, description="When paused: the due time it had."
+    )
 
 
 class ScheduleFull(ScheduleSummary):
-    """A pending schedule with its payload and headers."""
+    """A pending schedule with its payload and headers (and, recurring, its next
+    occurrences)."""
 
     payload_base64: str
     payload_text: str | None = Field(description="The payload as text, when it is UTF-8.")
     payload_json: bool = Field(description="Whether the payload text is valid JSON.")
     payload_size: int
     headers: list[HeaderOut]
+    recurring: RecurrenceOut | None = None
+
+
+class GroupWritten(BaseModel):
+    """What a request on a group wrote: one record per schedule acted on."""
+
+    group: str
+    schedules: int = Field(description="How many schedules of the group it acted on.")
+    records: list[Written]
 
 
 class VersionOut(BaseModel):
@@ -260,6 +328,10 @@ def summary(p: Pending, contract: Contract) -> ScheduleSummary:
         target_key_base64=b64(p.target_key),
         created_at=utc(p.created_ms),
         updated_at=utc(p.updated_ms),
+        group=p.group,
+        recurrence=p.recurrence,
+        paused=p.paused_due_ms is not None,
+        paused_due_at=None if p.paused_due_ms is None else utc(p.paused_due_ms),
     )
 
 
@@ -273,6 +345,37 @@ def full(p: Pending, contract: Contract) -> ScheduleFull:
         payload_json=_is_json(text),
         payload_size=len(p.payload),
         headers=headers_out(p.headers),
+        recurring=recurrence_out(p),
+    )
+
+
+NEXT_OCCURRENCES = 5
+"""How many of its next occurrences a recurring schedule's detail shows."""
+
+
+def recurrence_out(p: Pending) -> RecurrenceOut | None:
+    """How ``p`` recurs and its next occurrences; ``None`` for a one-off or a refused
+    recurrence (the list's ``recurrence`` says why)."""
+    try:
+        recurrence = recurrence_of(p.headers)
+        number = occurrence_number(p.headers)
+    except RecurrenceError:
+        return None
+    if recurrence is None:
+        return None
+    due_ms = p.due_ms if p.paused_due_ms is None else p.paused_due_ms
+    upcoming = recurrence.upcoming(Occurrence(due_ms, number), NEXT_OCCURRENCES)
+    return RecurrenceOut(
+        rule=p.recurrence or "",
+        cron=recurrence.cron,
+        every_ms=recurrence.every_ms,
+        time_zone=recurrence.time_zone,
+        until=None if recurrence.until_ms is None else utc(recurrence.until_ms),
+        max_occurrences=recurrence.max_occurrences,
+        catch_up=str(recurrence.catch_up),
+        catch_up_window_ms=recurrence.catch_up_window_ms,
+        occurrence=number,
+        next=[utc(o.nominal_ms) for o in upcoming],
     )
 
 

@@ -8,7 +8,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from delayline.client import ClientConfig, Scheduler
 from delayline.contract.topology import Topology
 from delayline.core.clock import ms_to_datetime
 from delayline.core.identifiers import committer_group, committer_name, transactional_id
+from delayline.core.recurrence import Recurrence
 from delayline.core.stats import summary
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.errors import BenchError, WaitTimeoutError
@@ -185,10 +186,11 @@ def write_schedules(
     prefix: str = "s",
     on_progress: Any = None,
     sent_ms: list[int] | None = None,
+    recurrence: Recurrence | None = None,
 ) -> dict[str, int]:
-    """Write ``count`` schedules; ``due_ms(i, now_ms)`` gives each due time. Paced when
-    ``rate_per_s`` is set. Returns id -> due ms; each write's time (ms) is appended to
-    ``sent_ms`` when given."""
+    """Write ``count`` schedules; ``due_ms(i, now_ms)`` gives each due time (with a
+    ``recurrence``, each one's start). Paced when ``rate_per_s`` is set. Returns id ->
+    due ms; each write's time (ms) is appended to ``sent_ms`` when given."""
     written: dict[str, int] = {}
     began = time.monotonic()
     with env.client() as client:
@@ -202,7 +204,8 @@ def write_schedules(
             due = due_ms(i, now_ms)  # once: it may be random
             if sent_ms is not None:
                 sent_ms.append(now_ms)
-            client.schedule(sid, b"x" * 100, env.target_topic, at=ms_to_datetime(due))
+            client.schedule(sid, b"x" * 100, env.target_topic, at=ms_to_datetime(due),
+                            recurrence=recurrence)  # fmt: skip
             written[sid] = due
             if on_progress is not None and i % 1000 == 0:
                 on_progress(i)
@@ -291,12 +294,17 @@ def _require_pipeline(env: BenchEnv) -> None:
 
 
 def wait_delivered(
-    seen: DeliveryCollector, expected: set[str], timeout_s: float, label: str
+    seen: DeliveryCollector,
+    expected: set[str],
+    timeout_s: float,
+    label: str,
+    name: Callable[[Delivery], str | None] = lambda d: d.schedule_id,
 ) -> list[Delivery]:
-    """Wait for every expected id (or the timeout), with a progress line."""
+    """Wait for every expected id (``name`` of a delivery: its schedule id) or the
+    timeout, with a progress line."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        got = {d.schedule_id for d in seen.snapshot()} & expected
+        got = {name(d) for d in seen.snapshot()} & expected
         progress(f"{label}: delivered {len(got):,}/{len(expected):,}", end="\r")
         if len(got) >= len(expected):
             break

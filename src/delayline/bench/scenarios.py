@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from delayline.bench.cancels import cancels
+from delayline.bench.recurring import recurring
 from delayline.bench.run import (
     BenchEnv,
     accept_lags_ms,
@@ -53,6 +54,7 @@ SIZES: dict[str, tuple[Size, Size]] = {  # (full, quick)
     "idle": (Size(pending=1_000, duration_s=60), Size(pending=100, duration_s=20)),
     "soak": (Size(rate_per_s=1000, duration_s=1200), Size(rate_per_s=100, duration_s=90)),
     "cancels": (Size(count=20), Size(count=5)),
+    "recurring": (Size(count=100_000), Size(count=2_000)),
 }  # fmt: skip
 
 
@@ -265,6 +267,7 @@ SCENARIOS: dict[str, Callable[[BenchEnv, Size], dict[str, Any]]] = {
     "steady": steady, "trickle": trickle, "burst": burst, "burst-ahead": burst_ahead,
     "backlog": backlog,
     "restart": restart, "idle": idle, "soak": soak, "cancels": cancels,
+    "recurring": recurring,
 }  # fmt: skip
 
 

@@ -34,6 +34,10 @@ class Pending:
         target_key: Key of the delivered record.
         created_ms: Record timestamp of the first version of this lifecycle.
         updated_ms: Record timestamp of the current version.
+        group: The group it names (header ``delayline-group``), if any.
+        recurrence: How it recurs, in words (``cron 0 9 * * 1-5 in Europe/Berlin``),
+            ``None`` for a one-off.
+        paused_due_ms: The due time it had when paused; ``None``: not paused.
         payload: The current version's value.
         headers: The current version's headers.
     """
@@ -47,6 +51,9 @@ class Pending:
     target_key: bytes | None
     created_ms: int
     updated_ms: int
+    group: str | None = None
+    recurrence: str | None = None
+    paused_due_ms: int | None = None
     payload: bytes = b""
     headers: Headers = ()
 
@@ -121,6 +128,7 @@ class PendingQuery:
         target_topic: Only with this target topic.
         topics: Only read from one of these input topics (``None``: any); how the API
             filters by contract.
+        group: Only those of this group.
         sort: Order by due time, id or creation time (ties broken by id, then topic).
         descending: Reverse the order.
         limit: Page size, 1 to :data:`MAX_PAGE`.
@@ -133,6 +141,7 @@ class PendingQuery:
     due_to_ms: int | None = None
     target_topic: str | None = None
     topics: tuple[str, ...] | None = None
+    group: str | None = None
     sort: SortKey = "due"
     descending: bool = False
     limit: int = 100

@@ -33,15 +33,16 @@ def filters(query: PendingQuery) -> tuple[list[str], list[Any]]:
     if query.id_contains:
         where.append("instr(id, ?) > 0")
         args.append(query.id_contains)
-    if query.due_from_ms is not None:
-        where.append("due_ms >= ?")
-        args.append(query.due_from_ms)
-    if query.due_to_ms is not None:
-        where.append("due_ms < ?")
-        args.append(query.due_to_ms)
-    if query.target_topic:
-        where.append("target_topic = ?")
-        args.append(query.target_topic)
+    compared = (
+        ("due_ms >= ?", query.due_from_ms),
+        ("due_ms < ?", query.due_to_ms),
+        ("target_topic = ?", query.target_topic or None),
+        ("grp = ?", query.group or None),
+    )
+    for condition, value in compared:
+        if value is not None:
+            where.append(condition)
+            args.append(value)
     if query.topics is not None:
         where.append(f"topic IN ({', '.join('?' * len(query.topics))})" if query.topics else "0")
         args.extend(query.topics)

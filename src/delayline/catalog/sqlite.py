@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,11 +24,16 @@ from delayline.catalog.model import (
 from delayline.catalog.sql import decode_cursor, encode_cursor, filters, select
 from delayline.catalog.store import CatalogStore, Position
 from delayline.contract.codec import decode_headers, encode_headers
+from delayline.contract.recurring import describe_recurrence, group_of, paused_due_ms
 from delayline.core.model import SourceRef
 from delayline.core.versions import supersedes
 from delayline.errors import CatalogError, ConfigError
 
-SCHEMA_VERSION = 1
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 2
+"""2: groups, recurrences and pauses of pending schedules. A catalog of an older version
+is dropped and rebuilt from the topics (it holds nothing else)."""
 POOL_SIZE = 8
 """Idle connections kept; more are opened under load and closed afterwards."""
 MAX_VERSIONS = 1000
@@ -39,8 +45,10 @@ CREATE TABLE IF NOT EXISTS pending (
     id TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
     offset INTEGER NOT NULL, due_ms INTEGER NOT NULL, target_topic TEXT NOT NULL,
     target_key BLOB, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,
+    grp TEXT, recurrence TEXT, paused_due_ms INTEGER,
     PRIMARY KEY (id, topic)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS pending_group ON pending (grp, due_ms, id, topic);
 CREATE INDEX IF NOT EXISTS pending_due ON pending (due_ms, id, topic);
 CREATE INDEX IF NOT EXISTS pending_created ON pending (created_ms, id, topic);
 CREATE INDEX IF NOT EXISTS pending_target ON pending (target_topic, due_ms, id, topic);
@@ -66,7 +74,8 @@ CREATE TABLE IF NOT EXISTS positions (
 """
 
 _PENDING_COLUMNS = (
-    "id, topic, partition, offset, due_ms, target_topic, target_key, created_ms, updated_ms"
+    "id, topic, partition, offset, due_ms, target_topic, target_key, created_ms, updated_ms, "
+    "grp, recurrence, paused_due_ms"
 )
 _DEAD_LETTER_COLUMNS = (
     "topic, partition, offset, at_ms, reason, source, schedule_id, key, value, headers"
@@ -95,7 +104,17 @@ class SqliteCatalog(CatalogStore):
         self._closed = False
         with self._connection() as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
+            if 0 < version < SCHEMA_VERSION:
+                log.warning(
+                    "catalog %s has schema version %d, this delayline uses %d: rebuilding it "
+                    "from the topics",
+                    path,
+                    version,
+                    SCHEMA_VERSION,
+                )
+                for table in ("pending", "versions", "dead_letters", "positions"):
+                    conn.execute(f"DROP TABLE IF EXISTS {table}")
+            elif version not in (0, SCHEMA_VERSION):
                 raise CatalogError(
                     f"catalog {path} has schema version {version}, this delayline uses "
                     f"{SCHEMA_VERSION}: delete the file and it is rebuilt from the topics"
@@ -299,7 +318,7 @@ def _upsert(conn: sqlite3.Connection, change: Upsert) -> None:
     created_ms = change.at_ms if existing is None else existing[0]
     conn.execute(
         f"INSERT OR REPLACE INTO pending ({_PENDING_COLUMNS}) "  # noqa: S608 - fixed names
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             s.id,
             s.source.topic,
@@ -310,6 +329,9 @@ def _upsert(conn: sqlite3.Connection, change: Upsert) -> None:
             s.target_key,
             created_ms,
             s.source.timestamp_ms,
+            group_of(s.headers),
+            describe_recurrence(s.headers),
+            paused_due_ms(s.headers),
         ),
     )
     kind = "created" if existing is None else "updated"

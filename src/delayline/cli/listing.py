@@ -31,6 +31,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--id", help="only ids starting with this")
     p.add_argument("--contains", help="only ids containing this")
     p.add_argument("--target-topic", help="only schedules for this target topic")
+    p.add_argument("--group", help="only schedules of this group")
     p.add_argument(
         "--contract",
         choices=CONTRACTS,
@@ -81,6 +82,8 @@ def _list(args: argparse.Namespace) -> int:
         params["target_topic"] = args.target_topic
     if args.contract:
         params["contract"] = args.contract
+    if args.group:
+        params["group"] = args.group
     status, body = api_get(args, "/schedules", params)
     if status != 200 or not isinstance(body, dict):
         raise api_refused(status, body)
@@ -94,9 +97,17 @@ def _list(args: argparse.Namespace) -> int:
         due = item["due_at"][:19].replace("T", " ")
         contract = item.get("contract", "header")  # an API older than the contracts
         say(f"{item['id']:<36} {due:<20} {contract:<14} {item['target_topic']:<24} "
-            f"{item['target_key'] or ''}")  # fmt: skip
+            f"{item['target_key'] or ''}{_notes(item)}")  # fmt: skip
     say(f"{len(items)} pending" + (" (more: raise --limit)" if len(items) == args.limit else ""))
     return 0
+
+
+def _notes(item: dict[str, object]) -> str:
+    """A list line's tail: paused, how it recurs, its group."""
+    notes = ["PAUSED"] if item.get("paused") else []
+    notes += [str(item[k]) for k in ("recurrence",) if item.get(k)]
+    notes += [f"group {item['group']}"] if item.get("group") else []
+    return ("  [" + "; ".join(notes) + "]") if notes else ""
 
 
 def _show(args: argparse.Namespace) -> int:

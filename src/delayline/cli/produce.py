@@ -25,6 +25,7 @@ from delayline.cli._common import (
     say,
     warn,
 )
+from delayline.cli.pause import act_on_group
 from delayline.cli.produce_contracts import (
     add_contract_topics,
     contract_writer,
@@ -36,8 +37,9 @@ from delayline.client._core import log as client_log
 from delayline.contract.contracts import CONTRACTS, HEADER
 from delayline.contract.ids import parse_derived_id
 from delayline.core.clock import SystemClock, ms_to_datetime
+from delayline.core.recurrence import DEFAULT_CATCH_UP, CatchUp, Recurrence
 from delayline.core.units import format_duration_ms, parse_duration_ms, parse_instant_ms
-from delayline.errors import ApiUnavailableError, ConfigError
+from delayline.errors import ApiUnavailableError, ConfigError, InvalidScheduleError
 
 # "--in -5m": argparse takes a value starting with "-" for an option unless it looks
 # like a negative number; durations such as -5m or -1h30m count as one here.
@@ -78,13 +80,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     schedule.add_argument("--topic", required=True, help="target topic of the delivery")
     schedule.add_argument("--key", help="key of the delivered record (default: null key)")
-    when = schedule.add_mutually_exclusive_group(required=True)
+    when = schedule.add_mutually_exclusive_group()
     when.add_argument(
         "--at",
         type=duration_arg(parse_instant_ms),
         dest="at_ms",
         metavar="TIME",
-        help="due time, ISO 8601 with timezone, e.g. 2026-11-22T17:00:00Z",
+        help="due time, ISO 8601 with timezone, e.g. 2026-11-22T17:00:00Z (with --cron or "
+        "--every: the start; now when neither --at nor --in is given)",
     )
     when.add_argument(
         "--in",
@@ -101,6 +104,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="NAME=VALUE",
         help="extra header carried onto the delivery (repeatable)",
     )
+    _add_recurrence(schedule)
     schedule.add_argument("payload", metavar="PAYLOAD|-", help="the payload, or - to read stdin")
     cancel = sub.add_parser(
         "cancel",
@@ -110,7 +114,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "tombstone goes to the partition holding the pending version. When the API does "
         "not answer, the cancel is written to the id's own partition with a warning.",
     )
-    cancel.add_argument("id", metavar="ID", help="schedule id to cancel")
+    cancel.add_argument("id", metavar="ID", nargs="?", help="schedule id to cancel")
+    cancel.add_argument(
+        "--group", help="cancel every pending schedule of this group instead (through the API)"
+    )
     cancel.add_argument(
         "--force",
         action="store_true",
@@ -125,6 +132,48 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_contract_topics(schedule)
     schedule.set_defaults(func=_schedule)
     cancel.set_defaults(func=_cancel)
+
+
+def _add_recurrence(p: argparse.ArgumentParser) -> None:
+    """The flags of a recurring schedule, and --group."""
+    p.add_argument("--cron", metavar="EXPR", help="recur by a cron expression: 5 fields "
+                   "(minute hour day month weekday) or 6 with the second first, e.g. "
+                   "'0 9 * * 1-5'")  # fmt: skip
+    p.add_argument("--every", metavar="DURATION", help="recur at a fixed rate, e.g. 15m")
+    p.add_argument("--time-zone", metavar="ZONE", default="UTC",
+                   help="IANA zone the cron expression is read in (default UTC)")  # fmt: skip
+    p.add_argument("--until", metavar="TIME", type=duration_arg(parse_instant_ms),
+                   help="no occurrence after this (ISO 8601 with timezone)")  # fmt: skip
+    p.add_argument("--max-occurrences", metavar="N", type=int,
+                   help="no occurrence numbered above N")  # fmt: skip
+    p.add_argument("--catch-up", choices=[str(c) for c in CatchUp], default=str(DEFAULT_CATCH_UP),
+                   help="what becomes of occurrences missed during an outage: all delivered, "
+                   "only the latest, or none (default latest)")  # fmt: skip
+    p.add_argument("--catch-up-window", metavar="DURATION", default="1m",
+                   help="later than this an occurrence is missed (default 1m)")  # fmt: skip
+    p.add_argument("--group", help="a group: listed, cancelled, paused and resumed together")
+
+
+def recurrence_from_args(args: argparse.Namespace) -> Recurrence | None:
+    """The recurrence the flags state, ``None`` without --cron and --every.
+
+    Raises:
+        ConfigError: it is refused, with the reason.
+    """
+    if args.cron is None and args.every is None:
+        return None
+    try:
+        return Recurrence(
+            cron=args.cron,
+            every_ms=None if args.every is None else parse_duration_ms(args.every),
+            time_zone=args.time_zone,
+            until_ms=args.until,
+            max_occurrences=args.max_occurrences,
+            catch_up=CatchUp(args.catch_up),
+            catch_up_window_ms=parse_duration_ms(args.catch_up_window),
+        )
+    except InvalidScheduleError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def _client_config(args: argparse.Namespace) -> ClientConfig:
@@ -162,10 +211,15 @@ def _schedule(args: argparse.Namespace) -> int:
     if args.contract == HEADER and args.json_message:
         raise ConfigError("--json-message is for envelopes (--contract envelope)")
     contract_record = None if args.contract == HEADER else contract_writer(args, payload, headers)
+    recurrence = recurrence_from_args(args)
+    if args.contract != HEADER and (recurrence is not None or args.group is not None):
+        raise ConfigError("--cron, --every and --group are for the header contract")
+    if recurrence is None and args.at_ms is None and args.in_ms is None:
+        raise ConfigError("give the due time with --at or --in (or a --cron or --every)")
     check_kafka(args)
     now_ms = SystemClock().now_ms()
-    due_ms = args.at_ms if args.at_ms is not None else now_ms + args.in_ms
-    if due_ms < now_ms:
+    due_ms = args.at_ms if args.at_ms is not None else now_ms + (args.in_ms or 0)
+    if due_ms < now_ms and recurrence is None:
         warn(f"due time is {format_duration_ms(now_ms - due_ms)} in the past; it fires at once")
     if contract_record is not None:
         return write_contract_record(args, contract_record(now_ms), due_ms)
@@ -180,9 +234,13 @@ def _schedule(args: argparse.Namespace) -> int:
                 at=ms_to_datetime(due_ms),
                 target_key=args.key,
                 headers=headers,
+                recurrence=recurrence,
+                group=args.group,
             )
+        first = "first at " if recurrence is not None else "at "
+        due = ms_to_datetime(written.schedule.due_ms if written.schedule else due_ms)
         say(
-            f"scheduled {args.id!r} -> {args.topic} at {ms_to_datetime(due_ms).isoformat()} "
+            f"scheduled {args.id!r} -> {args.topic} {first}{due.isoformat()} "
             f"({written.topic}/{written.partition}@{written.offset})"
         )
 
@@ -191,6 +249,10 @@ def _schedule(args: argparse.Namespace) -> int:
 
 
 def _cancel(args: argparse.Namespace) -> int:
+    if (args.id is None) == (args.group is None):
+        raise ConfigError("give a schedule ID or --group, not both")
+    if args.group is not None:
+        return act_on_group(args, "cancel")
     check_kafka(args)
     topic, partition = _pending_place(args)
     args.schedules_topic = topic

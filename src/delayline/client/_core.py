@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from confluent_kafka import Producer
@@ -12,8 +13,15 @@ from delayline.client.config import ClientConfig, RetryPolicy
 from delayline.client.partitioner import partition_for
 from delayline.client.retry import plan_retry
 from delayline.contract import OutgoingRecord, build_schedule, render_cancel, render_schedule
+from delayline.contract.recurring import (
+    first_due_ms,
+    own_headers,
+    paused_headers,
+    resumed_headers,
+)
 from delayline.core.clock import Clock, SystemClock, datetime_to_ms, ms_to_datetime
-from delayline.core.model import Schedule
+from delayline.core.model import MAX_EPOCH_MS, Schedule
+from delayline.core.recurrence import Recurrence
 from delayline.core.units import format_duration_ms
 from delayline.errors import InvalidScheduleError
 from delayline.kafka.metadata import topic_partitions
@@ -58,6 +66,8 @@ class SchedulerCore:
         target_key: bytes | str | None,
         headers: HeadersArg,
         partition: int | None = None,
+        recurrence: Recurrence | None = None,
+        group: str | None = None,
     ) -> tuple[Schedule, OutgoingRecord]:
         if not isinstance(schedule_id, str):
             raise InvalidScheduleError(
@@ -70,8 +80,23 @@ class SchedulerCore:
             due_ms,
             target_key=None if target_key is None else _to_bytes(target_key, "target_key"),
             extra_headers=normalize_headers(headers),
+            own_headers=own_headers(recurrence, group),
         )
         partition = self.partition_of(schedule_id, partition)
+        return schedule, render_schedule(schedule, self.config.schedules_topic, partition)
+
+    def paused_record(
+        self, version: Schedule, partition: int | None, *, resume_ms: int | None = None
+    ) -> tuple[Schedule, OutgoingRecord]:
+        """``version`` paused (due at :data:`~delayline.core.model.MAX_EPOCH_MS`,
+        remembering its due time), or, with ``resume_ms``, a paused version resumed to
+        that due time; written to ``partition`` (the version's own) or the id's."""
+        if resume_ms is None:
+            due_ms, headers = MAX_EPOCH_MS, paused_headers(version.headers, version.due_ms)
+        else:
+            due_ms, headers = resume_ms, resumed_headers(version.headers, resume_ms)
+        schedule = replace(version, due_ms=due_ms, headers=headers, source=None)
+        partition = self.partition_of(version.id, partition)
         return schedule, render_schedule(schedule, self.config.schedules_topic, partition)
 
     def cancel_record(self, schedule_id: str, partition: int | None = None) -> OutgoingRecord:
@@ -114,9 +139,20 @@ class SchedulerCore:
         )
         return self.schedule_record(schedule_id, payload, target_topic, due_ms, target_key, headers)
 
-    def due_ms(self, at: datetime | None, delay: timedelta | float | None) -> int:
-        """See :func:`resolve_due_ms`; "now" is this client's clock."""
-        return resolve_due_ms(at, delay, self.clock.now_ms())
+    def due_ms(
+        self,
+        at: datetime | None,
+        delay: timedelta | float | None,
+        recurrence: Recurrence | None = None,
+    ) -> int:
+        """See :func:`resolve_due_ms`; "now" is this client's clock. With a
+        ``recurrence``, ``at`` or ``delay`` is its start (now when neither is given) and
+        the due time its first occurrence from then on."""
+        now_ms = self.clock.now_ms()
+        if recurrence is None:
+            return resolve_due_ms(at, delay, now_ms)
+        start_ms = now_ms if at is None and delay is None else resolve_due_ms(at, delay, now_ms)
+        return first_due_ms(recurrence, start_ms)
 
     def warn_if_past(self, schedule_id: str, at: datetime | timedelta | None) -> None:
         """Log a warning when an absolute due time ``at`` is already past: the

@@ -15,6 +15,7 @@ from delayline.client.config import ClientConfig, RetryPolicy
 from delayline.contract import OutgoingRecord
 from delayline.core.clock import Clock
 from delayline.core.model import Schedule
+from delayline.core.recurrence import Recurrence
 from delayline.errors import DeliveryError, KafkaUnavailableError
 from delayline.kafka.produce import produce
 
@@ -68,12 +69,14 @@ class AsyncScheduler:
         target_key: bytes | str | None = None,
         headers: HeadersArg = None,
         partition: int | None = None,
+        recurrence: Recurrence | None = None,
+        group: str | None = None,
     ) -> Written:
         """Write a schedule; see :meth:`Scheduler.schedule`."""
-        due_ms = self._core.due_ms(at, delay)
+        due_ms = self._core.due_ms(at, delay, recurrence)
         await self._ensure_partitions()
         schedule, record = self._core.schedule_record(
-            id, payload, target_topic, due_ms, target_key, headers, partition
+            id, payload, target_topic, due_ms, target_key, headers, partition, recurrence, group
         )
         self._core.warn_if_past(id, at)
         return await self._send(id, record, schedule)
@@ -89,6 +92,24 @@ class AsyncScheduler:
         )
         self._core.warn_if_past(schedule_id, when)
         return await self._send(schedule_id, record, schedule)
+
+    async def pause(self, version: Schedule, *, partition: int | None = None) -> Written:
+        """Write ``version`` (the pending one, as read) paused: it waits, due at the
+        latest instant delayline accepts, remembering its due time in
+        ``delayline-paused``. ``partition``: the version's own, when another
+        partitioner wrote it."""
+        await self._ensure_partitions()
+        schedule, record = self._core.paused_record(version, partition)
+        return await self._send(version.id, record, schedule)
+
+    async def resume(
+        self, version: Schedule, due_ms: int, *, partition: int | None = None
+    ) -> Written:
+        """Write paused ``version`` resumed, due at ``due_ms`` (usually the due time it
+        had: :func:`delayline.contract.recurring.paused_due_ms`)."""
+        await self._ensure_partitions()
+        schedule, record = self._core.paused_record(version, partition, resume_ms=due_ms)
+        return await self._send(version.id, record, schedule)
 
     async def cancel(self, id: str, *, partition: int | None = None) -> Written:
         """Write a cancel (tombstone) for ``id``; see :meth:`Scheduler.cancel`."""

@@ -14,6 +14,7 @@ from delayline.client.config import ClientConfig, RetryPolicy
 from delayline.contract import OutgoingRecord
 from delayline.core.clock import Clock
 from delayline.core.model import Schedule
+from delayline.core.recurrence import Recurrence
 from delayline.errors import DeliveryError, KafkaUnavailableError
 from delayline.kafka.produce import produce
 
@@ -61,6 +62,8 @@ class Scheduler:
         target_key: bytes | str | None = None,
         headers: HeadersArg = None,
         partition: int | None = None,
+        recurrence: Recurrence | None = None,
+        group: str | None = None,
     ) -> Schedule:
         """Queue a schedule: deliver ``payload`` to ``target_topic`` at ``at`` or after ``delay``.
 
@@ -78,18 +81,26 @@ class Scheduler:
             partition: Write to this partition instead of the id's own (Java's murmur2
                 partitioner): to replace or cancel a version another partitioner wrote,
                 so that compaction removes it.
+            recurrence: Deliver it again and again
+                (``Recurrence(cron="0 9 * * 1-5", time_zone="Europe/Berlin")``): ``at``
+                or ``delay`` is then the start (now when neither is given), and the
+                schedule is due at its first occurrence from then on. Each occurrence
+                is delivered once, with headers ``scheduler-epoch`` (its nominal time)
+                and ``delayline-occurrence`` (its number).
+            group: A group name: the API lists, cancels, pauses and resumes a group's
+                schedules together.
 
         Returns:
-            The schedule as written.
+            The schedule as written (for a recurring one, due at its first occurrence).
 
         Raises:
             InvalidScheduleError: the arguments break the contract.
             KafkaUnavailableError: the cluster did not answer the metadata request.
             TopicConfigError: the schedules topic does not exist.
         """
-        due_ms = self._core.due_ms(at, delay)
+        due_ms = self._core.due_ms(at, delay, recurrence)
         schedule, record = self._core.schedule_record(
-            id, payload, target_topic, due_ms, target_key, headers, partition
+            id, payload, target_topic, due_ms, target_key, headers, partition, recurrence, group
         )
         self._core.warn_if_past(id, at)
         self._send(id, record)

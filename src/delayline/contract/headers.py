@@ -44,8 +44,24 @@ writes them (whatever contract it came in by)."""
 TARGET = "delayline-target-topic"
 """On a history record: the topic it was delivered to."""
 
-RESERVED_HEADERS = CONTROL_HEADERS | DELIVERY_HEADERS
-"""Names a client's extra headers may not use."""
+# Recurring schedules, groups and pauses (:mod:`delayline.contract.recurring`).
+CRON = "delayline-cron"
+EVERY = "delayline-every"
+TIME_ZONE = "delayline-time-zone"
+UNTIL = "delayline-until"
+MAX_OCCURRENCES = "delayline-max-occurrences"
+CATCH_UP = "delayline-catch-up"
+CATCH_UP_WINDOW = "delayline-catch-up-window"
+OCCURRENCE = "delayline-occurrence"
+GROUP = "delayline-group"
+PAUSED = "delayline-paused"
+RECURRENCE_HEADERS = (CRON, EVERY, TIME_ZONE, UNTIL, MAX_OCCURRENCES, CATCH_UP, CATCH_UP_WINDOW)
+"""The headers that state a recurrence."""
+
+RESERVED_HEADERS = (
+    CONTROL_HEADERS | DELIVERY_HEADERS | {*RECURRENCE_HEADERS, OCCURRENCE, GROUP, PAUSED}
+)
+"""Names a client's extra headers may not use (each has an argument of its own)."""
 
 # ASCII only, digits and white space alike: the pipeline checks the same rules in Spark
 # SQL (:mod:`delayline.contract.columns`), where Unicode classes would differ.

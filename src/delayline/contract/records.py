@@ -231,8 +231,11 @@ def build_schedule(
     *,
     target_key: bytes | None = None,
     extra_headers: Iterable[tuple[str, bytes | None]] = (),
+    own_headers: Headers = (),
 ) -> Schedule:
-    """Build a schedule as a producer writes it, control headers first.
+    """Build a schedule as a producer writes it, control headers first, then
+    ``own_headers`` (delayline's: a recurrence, a group; see
+    :func:`delayline.contract.recurring.own_headers`), then ``extra_headers``.
 
     Raises:
         InvalidScheduleError: the contract would reject the result, or an extra
@@ -255,7 +258,8 @@ def build_schedule(
     ]
     if target_key is not None:
         control.append((h.TARGET_KEY, target_key))
-    schedule = Schedule(schedule_id, due_ms, target_topic, target_key, payload, (*control, *extra))
+    headers = (*control, *own_headers, *extra)
+    schedule = Schedule(schedule_id, due_ms, target_topic, target_key, payload, headers)
     # The writer must never produce what the reader would refuse.
     check = parse_record(
         ConsumedRecord("check", 0, 0, 0, schedule_id.encode(), payload, schedule.headers)

@@ -1,6 +1,7 @@
 """The one HTTP client delayline's own calls use (the command line asking the API, the
-API asking the pipeline's metrics server, the local cluster's status): JSON over GET,
-standard library only, so the client-only install has it too."""
+API asking the pipeline's metrics server, the local cluster's status, the client's
+:class:`delayline.client.ApiClient`): JSON over HTTP, standard library only, so the
+client-only install has it too."""
 
 from __future__ import annotations
 
@@ -22,7 +23,21 @@ def get_json(
     headers: Mapping[str, str] | None = None,
     timeout_s: float = 10.0,
 ) -> tuple[int, Any]:
-    """GET ``url`` (with the query ``params``) and decode the answer.
+    """GET ``url``: :func:`request_json` with method GET."""
+    return request_json("GET", url, params=params, headers=headers, timeout_s=timeout_s)
+
+
+def request_json(
+    method: str,
+    url: str,
+    *,
+    params: Mapping[str, str | int] | None = None,
+    body: Any = None,
+    headers: Mapping[str, str] | None = None,
+    timeout_s: float = 10.0,
+) -> tuple[int, Any]:
+    """Send ``method`` to ``url`` (with the query ``params`` and ``body`` as JSON, when
+    given) and decode the answer.
 
     Returns:
         The HTTP status (an error status included) and the JSON body, ``None`` when
@@ -37,8 +52,13 @@ def get_json(
         raise ConfigError(f"{url!r} is not an http:// or https:// URL")
     if params:
         url += ("&" if "?" in url else "?") + urllib.parse.urlencode(params)
+    sent = {"Accept": "application/json", **(headers or {})}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        sent["Content-Type"] = "application/json"
     request = urllib.request.Request(  # noqa: S310 - the scheme is checked above
-        url, headers={"Accept": "application/json", **(headers or {})}
+        url, data=data, headers=sent, method=method
     )
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310

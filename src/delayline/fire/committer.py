@@ -62,6 +62,7 @@ from confluent_kafka import TopicPartition
 from delayline.contract import OutgoingRecord
 from delayline.contract.contracts import InputParser
 from delayline.contract.kinds import EXPIRED
+from delayline.contract.recurring import is_recurring
 from delayline.contract.topology import Topology
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.identifiers import (
@@ -75,9 +76,10 @@ from delayline.fire.due_plan import DuePlan, Group, InLanes, Pending
 from delayline.fire.inflight import render_inflight_tombstone
 from delayline.fire.inflight_reader import CommitterNameTakenError, InflightReader
 from delayline.fire.lanes import Job, Lanes
+from delayline.fire.recurring import take_turn
 from delayline.fire.refusals import AdminDescriber, TopicCatalog
 from delayline.fire.report import Delivered
-from delayline.fire.transactional import FireConfig, Firing, TransactionalFirer
+from delayline.fire.transactional import FireConfig, Firing, Placed, TransactionalFirer
 from delayline.fire.watch import (
     MEMORY_MS,
     POLL_MS,
@@ -609,6 +611,30 @@ class Committer:
                     READ_WAIT_S,
                 )
 
+    def _read_input_past(self, rearms: list[OutgoingRecord], placed: Placed) -> None:
+        """Wait (on a lane's thread) until the watch has read every input record before
+        each re-arm of ``rearms`` (at its place in ``placed``), and withheld by them:
+        a cancel written before a re-arm then withholds it with its occurrence, never
+        to be overwritten by it. Raises :class:`_Withdrawn` (written again) if the
+        watch has not read that far in :data:`READ_WAIT_S`: nothing is re-armed
+        unchecked. Without a watch (no topology) nothing withholds anything."""
+        if not rearms or self._watch is None:
+            return
+        ends: dict[tuple[str, int], int] = {}
+        for record in rearms:
+            partition, offset = placed[record]
+            place = (record.topic, partition)
+            ends[place] = max(ends.get(place, 0), offset)
+        with self._watched:
+            if not self._watched.wait_for(lambda: has_read(self._read_to, ends), READ_WAIT_S):
+                log.warning(
+                    "committer: the watch has not read the input up to %d re-armed "
+                    "recurring schedule(s) in %.0f s; writing their group again",
+                    len(rearms),
+                    READ_WAIT_S,
+                )
+                raise _Withdrawn
+
     def _withhold(self, pending: Pending, kind: str) -> None:
         key = pending.record.key or b""
         if key in self._withheld:
@@ -823,6 +849,9 @@ class Committer:
                 forget=False,
             )
 
+        # Live firings first: a refusal's position is then its item's in ``delivering``.
+        delivering, records, rearms, skipped = self._turns(live, firing, now)
+
         # Unknown facts count as stamped on append: better late than stamped early.
         if any(
             (facts := firer.topics.cached(p.schedule.target_topic)) is None or facts.log_append_time
@@ -832,20 +861,19 @@ class Committer:
         began = self.clock.now_ms()
         marks: list[int] = [began]
 
-        def written() -> None:
+        def written(placed: Placed) -> None:
             marks.append(self.clock.now_ms())
             done_writing()
             after_before()
             marks.append(self.clock.now_ms())
             self._wait_until(group.commit_ms - READ_AHEAD_MS)
             self._read_input_to_now()
+            self._read_input_past(rearms, placed)
             self._wait_until(group.commit_ms)
             marks.append(self.clock.now_ms())
             if any(self._withheld.get(p.record.key or b"") is not None for p in live):
                 raise _Withdrawn
 
-        # Live firings first: a refusal's position is then its item's in ``live``.
-        records: list[Firing | OutgoingRecord] = [firing(p) for p in live]
         for p in expired:
             records.extend(firing(p).refused(EXPIRED))
         refused = firer.deliver(
@@ -853,9 +881,13 @@ class Committer:
             extra=[render_inflight_tombstone(p.record) for p in group.items],
             label=f"committer group of {len(group.items)} due at {group.commit_ms}",
             before_commit=written,
+            track=rearms,
         )
         done = self.clock.now_ms()
-        dead = [*((live[i], why) for i, why in sorted(refused.items()))]
+        if skipped:
+            log.info("committer group due at %d: %d missed occurrence(s) skipped by their "
+                     "catch-up policy", group.commit_ms, skipped)  # fmt: skip
+        dead = [*((delivering[i], why) for i, why in sorted(refused.items()))]
         dead += [(p, EXPIRED) for p in expired]
         for p, reason in dead:
             log.info(
@@ -867,9 +899,9 @@ class Committer:
             )
         # Missed ones (past due when written) are late by their writer: counted apart.
         lateness = [
-            done - p.due_ms for i, p in enumerate(live) if i not in refused and not p.missed
+            done - p.due_ms for i, p in enumerate(delivering) if i not in refused and not p.missed
         ]
-        missed = sum(1 for i, p in enumerate(live) if i not in refused and p.missed)
+        missed = sum(1 for i, p in enumerate(delivering) if i not in refused and p.missed)
         arrived_due = sum(1 for p in group.items if p.read_ms >= p.due_ms)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
@@ -887,6 +919,35 @@ class Committer:
             write_ms=marks[1] - began if len(marks) > 1 else 0,
             withheld=withheld,
         )
+
+    def _turns(
+        self, live: list[Pending], firing: Callable[[Pending], Firing], now: int
+    ) -> tuple[list[Pending], list[Firing | OutgoingRecord], list[OutgoingRecord], int]:
+        """What ``live`` writes: (the pendings delivered, in the order of their firings,
+        which come first in the records; the records; the re-arms among them; missed
+        occurrences skipped). A recurring schedule takes its turn
+        (:func:`delayline.fire.recurring.take_turn`)."""
+        delivering: list[Pending] = []
+        records: list[Firing | OutgoingRecord] = []
+        others: list[OutgoingRecord] = []
+        rearms: list[OutgoingRecord] = []
+        skipped = 0
+        for p in live:
+            if not is_recurring(p.schedule.headers):
+                delivering.append(p)
+                records.append(firing(p))
+                continue
+            turn = take_turn(firing(p), self._broker_time(now))
+            delivering.extend(p for _ in turn.firings)
+            records.extend(turn.firings)
+            others.extend(turn.records)
+            rearms.extend([turn.rearm] if turn.rearm is not None else [])
+            skipped += turn.skipped
+            if turn.reason is not None:
+                source = p.schedule.require_source().describe()
+                log.info("committer: schedule %r (from %s) dead-lettered: %s",
+                         p.schedule.id, source, turn.reason)  # fmt: skip
+        return delivering, [*records, *others], rearms, skipped
 
     def _split(self, group: Group, now_ms: int) -> tuple[list[Pending], list[Pending], int]:
         """(to deliver, expired, how many withheld) of ``group`` at ``now_ms``."""

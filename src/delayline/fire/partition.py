@@ -23,6 +23,7 @@ from delayline.contract import (
 )
 from delayline.contract import events as r
 from delayline.contract.contracts import InputParser, compacted
+from delayline.contract.recurring import is_recurring
 from delayline.core.clock import Clock
 from delayline.core.identifiers import partition_marker_key
 from delayline.fire.inflight import render_inflight
@@ -207,11 +208,20 @@ def _plan(
             if row["id"] in missed:  # how late it was written; the committer delivers it now
                 missed.discard(row["id"])
                 report.missed_lateness_ms.append(now_ms - int(row["due_ms"]))
-            batch.records.extend((handed, render_tombstone(r.event_schedule(row))))
+            schedule = r.event_schedule(row)
+            batch.records.append(handed)
+            if not is_recurring(schedule.headers):  # the committer re-arms or forgets it
+                batch.records.append(render_tombstone(schedule))
+        elif kind == r.Kind.RAISE and is_recurring((schedule := r.event_schedule(row)).headers):
+            missed.discard(row["id"])
+            report.counts[r.Kind.RAISE] -= 1
+            report.counts[REFUSED] += 1
+            reason = f"recurring schedule larger than the in-flight limit ({INFLIGHT_MAX_BYTES} B)"
+            batch.records.extend(Firing(schedule, topology.dead_letter_topic).refused(reason))
+            report.notes.append(f"schedule {schedule.id!r} dead-lettered: {reason}")
         elif kind == r.Kind.RAISE:  # a refused delivery becomes a dead letter
             batch.fires[len(batch.records)] = (int(row["due_ms"]), row["id"] in missed)
             missed.discard(row["id"])
-            schedule = r.event_schedule(row)
             batch.records.append(
                 Firing(schedule, topology.dead_letter_topic, topology.history_topic)
             )
@@ -227,11 +237,13 @@ def _hand_off(row: Any, config: RunSettings, batch_id: int, missed: bool) -> Out
     this batch: without a lead, or too large for the in-flight topic (it then goes the
     way of any delivery, dead-lettered if refused). One already due is handed over too:
     the committer delivers it at once, after its watch had its say (a cancel written
-    while a batch that hands it over is replayed after a crash wins)."""
-    if config.lead_ms <= 0:
+    while a batch that hands it over is replayed after a crash wins). A recurring
+    schedule is handed over whatever the lead: the committer alone re-arms it."""
+    schedule = r.event_schedule(row)
+    if config.lead_ms <= 0 and not is_recurring(schedule.headers):
         return None
     record = render_inflight(
-        r.event_schedule(row),
+        schedule,
         config.inflight_topic_name,
         batch_id,
         missed=missed,

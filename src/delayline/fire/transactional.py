@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -51,6 +52,10 @@ from delayline.kafka.reader import read_topic
 log = logging.getLogger(__name__)
 
 
+Placed = Mapping[OutgoingRecord, tuple[int, int]]
+"""Records written in an open transaction, to their partition and offset."""
+
+
 class FireError(DelaylineError):
     """A batch could not be committed; the pipeline stops and its replay retries it."""
 
@@ -68,8 +73,12 @@ class Firing:
         timestamp_ms: The delivery's (and history record's) timestamp; ``None``: the
             time of writing. The committer writes ahead of the due time and sets the due
             time here, so no delivery carries a timestamp before its due time.
-        forget: Write the schedule's tombstone too. The committer's firings have none:
-            the fire stage wrote it when it handed the schedule over.
+        forget: Write the schedule's tombstone too. The committer's firings of one-off
+            schedules have none: the fire stage wrote it when it handed the schedule
+            over.
+        rearm: The record that re-arms a recurring schedule for its next occurrence
+            (:func:`delayline.contract.recurring.render_rearm`), written after the
+            delivery; a refused delivery writes the tombstone instead (the series ends).
     """
 
     schedule: Schedule
@@ -77,6 +86,7 @@ class Firing:
     history_topic: str | None = None
     timestamp_ms: int | None = None
     forget: bool = True
+    rearm: OutgoingRecord | None = None
 
     @property
     def delivery(self) -> OutgoingRecord:
@@ -84,8 +94,11 @@ class Firing:
         return replace(render_delivery(self.schedule), timestamp_ms=self.timestamp_ms)
 
     def records(self) -> list[OutgoingRecord]:
-        """Delivery, tombstone and history record: the schedule delivered and forgotten."""
+        """Delivery, tombstone (or re-arm) and history record: the schedule delivered
+        and forgotten (or armed for its next occurrence)."""
         out = [self.delivery, *self._forget()]
+        if self.rearm is not None:
+            out.append(self.rearm)
         if self.history_topic:
             # Stamped like the delivery: written ahead, it must not say "delivered early".
             history = render_history(self.schedule, self.history_topic)
@@ -99,10 +112,12 @@ class Firing:
         src, key = s.require_source(), s.id.encode()
         at = (src.topic, src.partition, src.offset, src.timestamp_ms)
         rejected = ConsumedRecord(*at, key, s.payload, s.headers)
-        return [render_dead_letter(rejected, reason, self.dead_letter_topic), *self._forget()]
+        dead = render_dead_letter(rejected, reason, self.dead_letter_topic)
+        return [dead, *self._forget(refused=True)]
 
-    def _forget(self) -> list[OutgoingRecord]:
-        return [render_tombstone(self.schedule)] if self.forget else []
+    def _forget(self, *, refused: bool = False) -> list[OutgoingRecord]:
+        ends = self.forget or (refused and self.rearm is not None)
+        return [render_tombstone(self.schedule)] if ends else []
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,7 +293,8 @@ class TransactionalFirer:
         *,
         extra: Sequence[OutgoingRecord] = (),
         label: str,
-        before_commit: Callable[[], None] | None = None,
+        before_commit: Callable[[Placed], None] | None = None,
+        track: Collection[OutgoingRecord] = (),
     ) -> dict[int, str]:
         """Write ``records`` and ``extra`` in one transaction, refusals dead-lettered.
 
@@ -295,7 +311,9 @@ class TransactionalFirer:
             extra: delayline's own records written last (markers, tombstones).
             label: Names the transaction in logs and errors.
             before_commit: Called once everything is written and acknowledged, right
-                before the commit (the committer waits for the due time there).
+                before the commit (the committer waits for the due time there), with
+                the partition and offset of each record of ``track`` written.
+            track: Records whose place ``before_commit`` is told.
 
         Returns:
             Each refused firing's position in ``records``, to the reason.
@@ -312,7 +330,7 @@ class TransactionalFirer:
         extras = [Sent(record) for record in extra]
         while True:
             plan = [*_plan(records, refused), *extras]
-            failed = self._attempt(label, plan, serial, before_commit)
+            failed = self._attempt(label, plan, serial, before_commit, frozenset(track))
             if failed is None:
                 return dict(refused)
             sent, txn_error = failed
@@ -353,20 +371,18 @@ class TransactionalFirer:
         label: str,
         plan: list[Sent],
         serial: set[str],
-        before_commit: Callable[[], None] | None,
+        before_commit: Callable[[Placed], None] | None,
+        track: frozenset[OutgoingRecord],
     ) -> tuple[list[Sent], Failure | None] | None:
         """One transaction: ``None`` once committed, else each record's fate and the
         transaction's own error. Records to ``serial`` topics go one per batch."""
         errors: dict[int, Failure] = {}
         alone: set[int] = set()
+        placed: dict[OutgoingRecord, tuple[int, int]] = {}
         timeout_s = self.config.timeout_ms / 1000
 
         def on_delivery(k: int) -> Callable[[Any, Any], None]:
-            def report(err: Any, _msg: Any) -> None:
-                if err is not None:
-                    errors[k] = Failure.of(err)
-
-            return report
+            return _reporter(k, plan[k].record, errors, placed if track else None, track)
 
         txn_error: Failure | None = None
         try:
@@ -386,7 +402,9 @@ class TransactionalFirer:
             # With records purged only, the transaction failed and the commit says why
             # (librdkafka fails the commit of a transaction with any failed delivery).
             if all(e.code in COLLATERAL for e in errors.values()):
-                self._commit(label, before_commit)
+                self._commit(
+                    label, None if before_commit is None else partial(before_commit, placed)
+                )
                 if not errors:
                     return None
         except KafkaException as exc:
@@ -470,3 +488,23 @@ def _failure(exc: KafkaException) -> Failure:
     if error is not None:
         return Failure.of(error)
     return Failure(KafkaError._FAIL, "_FAIL", str(exc))
+
+
+def _reporter(
+    k: int,
+    record: OutgoingRecord,
+    errors: dict[int, Failure],
+    placed: dict[OutgoingRecord, tuple[int, int]] | None,
+    track: frozenset[OutgoingRecord],
+) -> Callable[[Any, Any], None]:
+    """The delivery callback of the ``k``-th record of an attempt: its error into
+    ``errors``; its place into ``placed`` if it is one of ``track``."""
+    tracked = placed is not None and record in track
+
+    def report(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors[k] = Failure.of(err)
+        elif tracked and placed is not None:
+            placed[record] = (msg.partition(), msg.offset())
+
+    return report

@@ -31,3 +31,14 @@ export function query(params) {
   const s = q.toString();
   return s ? `?${s}` : "";
 }
+
+// Writes reach the catalog through Kafka: wait (briefly) until what `path` answers
+// shows what was written, so the next page reads the user's own write.
+export async function caughtUp(path, seen, timeoutMs = 10000) {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    try { if (seen(await api(path))) return true; } catch { /* not there yet */ }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  return false;
+}

@@ -1,24 +1,18 @@
 // Schedules: the pending list, one schedule with its versions, create/edit/cancel.
-import { api, query } from "./api.js";
-import { esc, when, relative, hexdump, bytesFromBase64, prettyJson, utcInputToIso, isoToUtcInput, parseHeaders } from "./format.js";
+import { api, query, caughtUp } from "./api.js";
+import { esc, when, hexdump, bytesFromBase64, prettyJson, utcInputToIso, isoToUtcInput, parseHeaders } from "./format.js";
 import { flash } from "./flash.js";
 import { go } from "./nav.js";
+import { isOwnHeader } from "./recurrence.js";
+import { markers, groupCell, repeatFields, readRepeat, dueText, groupRow, recurrenceSection, pauseButton, wirePause } from "./recurring.js";
+import { groupBar, wireGroupBar } from "./groups.js";
 
-const FILTERS = ["id", "id_match", "contract", "target_topic", "due_from", "due_to", "sort", "order", "limit"];
+const FILTERS = ["id", "id_match", "contract", "target_topic", "group", "due_from", "due_to", "sort", "order", "limit"];
 const CONTRACTS = { header: "header", envelope: "JSON envelope", "timer-request": "timer request" };
 const keyText = (s) => s.target_key ?? (s.target_key_base64 ? `(binary) ${s.target_key_base64}` : "");
 const link = (id) => `#/schedules/${encodeURIComponent(id)}`;
 
-// Writes reach the list through Kafka and the catalog; wait (briefly) until the
-// catalog shows what was written, so the next page reads the user's own write.
-async function caughtUp(id, seen, timeoutMs = 10000) {
-  const until = Date.now() + timeoutMs;
-  while (Date.now() < until) {
-    try { if (seen(await api(`/schedules/${encodeURIComponent(id)}`))) return true; } catch { /* not there yet */ }
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-  return false;
-}
+const one = (id) => `/schedules/${encodeURIComponent(id)}`;
 
 export async function list(main, params) {
   const f = Object.fromEntries(FILTERS.map((k) => [k, params.get(k) || ""]));
@@ -28,11 +22,12 @@ export async function list(main, params) {
   const opt = (name, value, label) => `<option value="${value}" ${f[name] === value ? "selected" : ""}>${label}</option>`;
   const rows = page.items.map((s) => `
     <tr data-testid="schedule-row" data-id="${esc(s.id)}">
-      <td class="mono"><a href="${link(s.id)}">${esc(s.id)}</a></td>
-      <td>${esc(when(s.due_at))} <span class="muted">${esc(relative(s.due_at))}</span></td>
+      <td class="mono"><a href="${link(s.id)}">${esc(s.id)}</a> ${markers(s)}</td>
+      <td>${dueText(s)}</td>
       <td data-testid="contract">${esc(CONTRACTS[s.contract] ?? s.contract)}</td>
       <td class="mono">${esc(s.target_topic)}</td>
       <td class="mono">${esc(keyText(s))}</td>
+      <td class="mono">${groupCell(s)}</td>
       <td>${esc(when(s.created_at))}</td>
     </tr>`).join("");
   main.innerHTML = `
@@ -42,6 +37,7 @@ export async function list(main, params) {
       <label>Match<select name="id_match">${opt("id_match", "prefix", "starts with")}${opt("id_match", "contains", "contains")}</select></label>
       <label>Contract<select name="contract">${opt("contract", "", "any")}${Object.entries(CONTRACTS).map(([k, v]) => opt("contract", k, v)).join("")}</select></label>
       <label>Target topic<input name="target_topic" value="${esc(f.target_topic)}"></label>
+      <label>Group<input name="group" value="${esc(f.group)}"></label>
       <label>Due from (UTC)<input type="datetime-local" name="due_from" value="${esc(f.due_from)}"></label>
       <label>Due before (UTC)<input type="datetime-local" name="due_to" value="${esc(f.due_to)}"></label>
       <label>Sort<select name="sort">${opt("sort", "due", "due time")}${opt("sort", "id", "id")}${opt("sort", "created", "created")}</select></label>
@@ -49,8 +45,9 @@ export async function list(main, params) {
       <label>Per page<select name="limit">${["25", "50", "100", "500", "1000"].map((n) => opt("limit", n, n)).join("")}</select></label>
       <button type="submit" class="primary">Apply</button>
     </form>
-    <table><thead><tr><th>Id</th><th>Due</th><th>Contract</th><th>Target topic</th><th>Target key</th><th>Created</th></tr></thead>
-    <tbody>${rows || `<tr><td colspan="6" class="muted" data-testid="no-schedules">No pending schedules match.</td></tr>`}</tbody></table>
+    ${f.group ? groupBar(f.group) : ""}
+    <table><thead><tr><th>Id</th><th>Due</th><th>Contract</th><th>Target topic</th><th>Target key</th><th>Group</th><th>Created</th></tr></thead>
+    <tbody>${rows || `<tr><td colspan="7" class="muted" data-testid="no-schedules">No pending schedules match.</td></tr>`}</tbody></table>
     <div class="pager">
       ${cursor ? `<a href="#/schedules${query(f)}">⟲ First page</a>` : ""}
       ${page.next_cursor ? `<a href="#/schedules${query({ ...f, cursor: page.next_cursor })}" data-testid="next-page">Next page →</a>` : ""}
@@ -60,6 +57,7 @@ export async function list(main, params) {
     e.preventDefault();
     go(`#/schedules${query(Object.fromEntries(new FormData(e.target)))}`);
   });
+  if (f.group) wireGroupBar(main, f.group);
 }
 
 function payloadView(current) {
@@ -80,14 +78,16 @@ export async function detail(main, id) {
     <td>${v.lateness_ms !== null ? `${v.lateness_ms} ms late` : ""}${esc(v.reason ?? "")}</td></tr>`).join("");
   const payload = c ? payloadView(c) : null;
   main.innerHTML = `
-    <h1>Schedule <span class="mono">${esc(d.id)}</span> <span class="tag" data-testid="state">${d.pending ? "pending" : "not pending"}</span></h1>
+    <h1>Schedule <span class="mono">${esc(d.id)}</span> <span class="tag" data-testid="state">${d.pending ? "pending" : "not pending"}</span> ${c ? markers(c) : ""}</h1>
     ${c ? `
       <div class="actions">
         ${c.contract === "header" ? `<a class="button" href="#/edit/${encodeURIComponent(d.id)}">Edit</a>` : ""}
+        ${pauseButton(c)}
         <button type="button" class="danger" id="cancel">Cancel schedule</button>
       </div>
       <dl class="kv">
-        <dt>Due</dt><dd>${esc(when(c.due_at))} <span class="muted">${esc(relative(c.due_at))}</span></dd>
+        <dt>Due</dt><dd data-testid="due">${dueText(c)}</dd>
+        ${groupRow(c)}
         <dt>Target topic</dt><dd class="mono">${esc(c.target_topic)}</dd>
         <dt>Target key</dt><dd class="mono">${esc(keyText(c) || "(null)")}</dd>
         <dt>Stored at</dt><dd class="mono">${esc(c.topic)}/${c.partition}/${c.offset}</dd>
@@ -95,6 +95,7 @@ export async function detail(main, id) {
         <dt>Created / updated</dt><dd>${esc(when(c.created_at))} / ${esc(when(c.updated_at))}</dd>
         <dt>Headers</dt><dd class="mono">${c.headers.map((h) => `${esc(h.name)}=${esc(h.value ?? "null")}`).join("<br>")}</dd>
       </dl>
+      ${recurrenceSection(c)}
       <h2>Payload (${c.payload_size} bytes)</h2>${payload.html}` : `<p class="muted">Nothing pending for this id.</p>`}
     <h2>Versions</h2>
     <table data-testid="versions"><thead><tr><th>Event</th><th>When</th><th>Due</th><th>Record</th><th></th></tr></thead><tbody>${versions}</tbody></table>`;
@@ -109,10 +110,11 @@ export async function detail(main, id) {
         await api(`/schedules/${encodeURIComponent(d.id)}`, { method: "DELETE" });
         flash(`Cancel of ${d.id} written.`);
         const from = location.hash;
-        await caughtUp(d.id, (now) => !now.pending);
+        await caughtUp(one(d.id), (now) => !now.pending);
         if (location.hash === from) go("#/schedules");
       } catch (err) { flash(err.message, true); }
     });
+    wirePause(main, d.id);
   }
 }
 
@@ -122,7 +124,7 @@ export async function form(main, id) {
   // Bytes that are not text are kept exactly as they are: shown, never edited.
   const binaryPayload = existing !== null && existing.payload_text === null;
   const binaryKey = existing !== null && existing.target_key === null && existing.target_key_base64 !== null;
-  const custom = (v.headers || []).filter((h) => !h.name.startsWith("scheduler-"));
+  const custom = (v.headers || []).filter((h) => !isOwnHeader(h.name));
   const textHeaders = custom.filter((h) => h.encoding !== "base64").map((h) => `${h.name}=${h.value ?? ""}`).join("\n");
   const binaryHeaders = custom.filter((h) => h.encoding === "base64");
   main.innerHTML = `
@@ -131,8 +133,9 @@ export async function form(main, id) {
       <label>Id<input name="id" value="${esc(id || "")}" ${id ? "readonly" : ""} placeholder="empty: a UUID is made up"></label>
       <label>Target topic<input name="target_topic" required value="${esc(v.target_topic)}"></label>
       <label>Target key<input name="target_key" value="${esc(binaryKey ? "(binary, kept as is)" : v.target_key ?? "")}" ${binaryKey ? "disabled" : ""}></label>
-      <label>Due at (UTC)<input type="datetime-local" step="0.001" name="due_at" value="${esc(isoToUtcInput(existing?.due_at))}"></label>
+      <label>Due at (UTC)<input type="datetime-local" step="0.001" name="due_at" value="${esc(isoToUtcInput(existing?.paused_due_at ?? existing?.due_at))}"></label>
       <label>…or due in (seconds)<input type="number" min="0" name="delay_s" placeholder="e.g. 60"></label>
+      ${repeatFields(existing)}
       <label class="wide">Payload (UTF-8 text)<textarea name="payload" ${binaryPayload ? "disabled" : ""}>${esc(binaryPayload ? `(${existing.payload_size} bytes of binary data, kept as is)` : v.payload_text ?? "")}</textarea></label>
       <label class="wide">Extra headers, one name=value per line${binaryHeaders.length ? ` (${binaryHeaders.length} binary header(s) kept as is)` : ""}<textarea name="headers" rows="3">${esc(textHeaders)}</textarea></label>
       <div class="wide actions"><button type="submit" class="primary">${id ? "Save" : "Create"}</button><a href="#/schedules">Back</a></div>
@@ -147,6 +150,7 @@ export async function form(main, id) {
     else if (f.get("target_key")) body.target_key = f.get("target_key");
     if (f.get("delay_s")) body.delay_ms = Math.round(Number(f.get("delay_s")) * 1000);
     else if (f.get("due_at")) body.due_at = utcInputToIso(f.get("due_at"));
+    Object.assign(body, readRepeat(f));
     body.headers = parseHeaders(f.get("headers")).concat(binaryHeaders.map((h) => ({ name: h.name, value: h.value, encoding: "base64" })));
     const newId = id || f.get("id") || undefined;
     const from = location.hash;
@@ -155,7 +159,7 @@ export async function form(main, id) {
         ? await api(`/schedules/${encodeURIComponent(id)}`, { method: "PUT", body })
         : await api("/schedules", { method: "POST", body: { ...body, id: newId } });
       flash(`Written to ${written.topic}/${written.partition}/${written.offset}.`);
-      await caughtUp(written.id, (now) =>
+      await caughtUp(one(written.id), (now) =>
         (now.current && now.current.offset === written.offset) ||
         now.versions.some((x) => x.topic === written.topic && x.offset === written.offset));
       if (location.hash === from) go(link(written.id));

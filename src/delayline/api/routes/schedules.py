@@ -75,6 +75,9 @@ def list_schedules(
     ] = None,
     due_to: Annotated[datetime | None, Query(description="Due before (ISO 8601).")] = None,
     target_topic: Annotated[str | None, Query(max_length=249)] = None,
+    group: Annotated[
+        str | None, Query(min_length=1, max_length=200, description="Only this group's.")
+    ] = None,
     contract: Annotated[
         Contract | None, Query(description="Only those that came in by this contract.")
     ] = None,
@@ -92,6 +95,7 @@ def list_schedules(
         due_to_ms=_ms(due_to),
         target_topic=target_topic,
         topics=None if contract is None else _topics_of(topology, contract),
+        group=group,
         sort=sort,
         descending=order == "desc",
         limit=limit,
@@ -156,7 +160,7 @@ async def create_schedule(request: Request, body: ScheduleCreate) -> Written:
 )
 async def replace_schedule(request: Request, schedule_id: str, body: ScheduleIn) -> Written:
     """Write a new version of ``schedule_id`` (created if it is not pending)."""
-    _check_id(schedule_id)
+    check_id(schedule_id)
     state = api_state(request)
     _check_target(state.config.topology, body.target_topic)
     topic, partition = await run_in_threadpool(state.place_of, schedule_id)
@@ -186,7 +190,7 @@ async def cancel_schedule(
     ] = False,
 ) -> WrittenMany:
     """Write a cancel (tombstone) to each schedules topic where the id is pending."""
-    _check_id(schedule_id)
+    check_id(schedule_id)
     state = api_state(request)
     current = await run_in_threadpool(state.store.locate, schedule_id)
     # One tombstone in each partition holding a pending version: compaction then removes
@@ -207,6 +211,6 @@ def _topics_of(topology: Topology, contract: str) -> tuple[str, ...]:
     return tuple(t for t in topology.input_topics if topology.contract_of(t) == contract)
 
 
-def _check_id(schedule_id: str) -> None:
+def check_id(schedule_id: str) -> None:
     if not schedule_id or len(schedule_id) > MAX_ID_LENGTH:
         raise InvalidScheduleError(f"schedule id must be 1 to {MAX_ID_LENGTH} characters")

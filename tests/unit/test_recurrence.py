@@ -234,6 +234,8 @@ def test_fifty_instants_in_a_row_strictly_increase(expr: str, where: tuple[str, 
         assert following.nominal_ms > previous.nominal_ms
         assert following.number == previous.number + 1
         previous = following
+    # upcoming walks the same series in one pass.
+    assert recurrence.upcoming(first, 50)[-1] == previous
     # first_at_or_after agrees: the first instant at or after, number 1.
     assert recurrence.first_at_or_after(after + 1) == Occurrence(first.nominal_ms, 1)
     assert recurrence.first_at_or_after(first.nominal_ms) == Occurrence(first.nominal_ms, 1)
@@ -349,6 +351,18 @@ def test_a_rate_keeps_its_period_in_real_time(
     assert [local(i, zone).hour for i in instants] == local_hours
 
 
+def test_the_repeated_hour_fires_in_both_passes_in_real_time_in_the_first_on_the_wall() -> None:
+    day_start, day_end = utc(2026, 10, 24, 22), utc(2026, 10, 25, 23)  # Berlin's 25 hours
+    real_time = Recurrence(cron="*/20 2 * * *", time_zone="Europe/Berlin")
+    assert between(real_time, day_start, day_end) == [
+        utc(2026, 10, 25, 0, 0) + k * 20 * MINUTE for k in range(6)
+    ]
+    wall_clock = Recurrence(cron="0-59 2 * * *", time_zone="Europe/Berlin")
+    assert between(wall_clock, day_start, day_end) == [
+        utc(2026, 10, 25, 0, 0) + k * MINUTE for k in range(60)
+    ]
+
+
 def test_lord_howe_springs_forward_half_an_hour() -> None:
     # 2026-10-04 02:00 +10:30 -> 02:30 +11: 02:15 does not exist, fires at 02:30.
     recurrence = Recurrence(cron="15 2 * * *", time_zone="Australia/Lord_Howe")
@@ -373,6 +387,22 @@ def test_a_skipped_calendar_day_fires_when_the_gap_ends() -> None:
     # Samoa skipped 2011-12-30 entirely (-10 -> +14 at local midnight).
     recurrence = Recurrence(cron="0 12 30 12 *", time_zone="Pacific/Apia")
     assert recurrence.first_at_or_after(utc(2011, 12, 1)) == Occurrence(utc(2011, 12, 30, 10), 1)
+
+
+def test_local_times_that_meet_at_the_end_of_a_gap_fire_once() -> None:
+    # 02:00, 02:30 and 03:00 on 2026-03-29 in Berlin are all 03:00 CEST (01:00Z).
+    recurrence = Recurrence(cron="0,30 2,3 * * *", time_zone="Europe/Berlin")
+    start = Occurrence(utc(2026, 3, 28, 23), 1)
+    expected = [
+        Occurrence(utc(2026, 3, 28, 23), 1),
+        Occurrence(utc(2026, 3, 29, 1, 0), 2),
+        Occurrence(utc(2026, 3, 29, 1, 30), 3),
+        Occurrence(utc(2026, 3, 30, 0, 0), 4),
+    ]
+    assert recurrence.upcoming(start, 4) == expected
+    assert recurrence.settle(start, utc(2026, 3, 29, 23, 50)) == Settled(
+        Occurrence(utc(2026, 3, 29, 1, 30), 3), Occurrence(utc(2026, 3, 30, 0, 0), 4), 2
+    )
 
 
 def test_a_six_field_wall_clock_time_follows_the_same_rule() -> None:
@@ -477,6 +507,7 @@ def test_next_after_counts_the_occurrences_it_passes() -> None:
     assert rate.next_after(current, T0 + 150 * SECOND) == Occurrence(T0 + 3 * MINUTE, 7)
     assert rate.next_after(current, T0 + 3 * MINUTE) == Occurrence(T0 + 4 * MINUTE, 8)
     assert rate.next_after(current, T0 - DAY) == Occurrence(T0 + MINUTE, 5)
+    assert rate.next_after(current, T0 + MINUTE - 1) == Occurrence(T0 + MINUTE, 5)
     hourly = Recurrence(cron="0 * * * *")
     assert hourly.next_after(current, T0 + 2 * HOUR) == Occurrence(T0 + 3 * HOUR, 7)
     assert hourly.next_after(current, T0 + 2 * HOUR - 1) == Occurrence(T0 + 2 * HOUR, 6)
@@ -561,6 +592,18 @@ def test_one_millisecond_past_the_window_is_missed() -> None:
     assert rate.settle(Occurrence(T0, 1), T0 + 10 * SECOND + 1) == Settled(
         None, Occurrence(T0 + MINUTE, 2), 1
     )
+
+
+def test_none_rearms_to_an_occurrence_exactly_a_window_old() -> None:
+    # now - window = T0 + 2 min, an occurrence: it is not missed, it is next.
+    now = T0 + 2 * MINUTE + 30 * SECOND
+    for recurrence in (
+        Recurrence(every_ms=MINUTE, catch_up=CatchUp.NONE, catch_up_window_ms=30 * SECOND),
+        Recurrence(cron="* * * * *", catch_up=CatchUp.NONE, catch_up_window_ms=30 * SECOND),
+    ):
+        assert recurrence.settle(Occurrence(T0, 1), now) == Settled(
+            None, Occurrence(T0 + 2 * MINUTE, 3), 2
+        )
 
 
 @pytest.mark.parametrize(

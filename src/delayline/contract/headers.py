@@ -33,6 +33,10 @@ COPY_OF = "delayline-copy-of"
 the offset of the version it copies, in the same partition. A copy is that version,
 ordered at that offset: it never supersedes a newer version written before it landed.
 Never delivered."""
+REARM_OF = "delayline-rearm-of"
+"""On the record the committer writes to re-arm a recurring schedule: the offset of the
+version whose occurrence it delivered. It tells delayline's re-arms apart from what
+producers write (:mod:`delayline.fire.rearms`). Never delivered."""
 ERROR = "delayline-error"
 """On a dead letter: why the record was rejected."""
 SOURCE = "delayline-source"

@@ -174,10 +174,14 @@ def render_rewrite(schedule: Schedule) -> OutgoingRecord:
 
 
 def without_copy_of(headers: Headers) -> Headers:
-    """``headers`` less delayline's copy-of header (never delivered)."""
-    if not any(name == h.COPY_OF for name, _ in headers):
+    """``headers`` less delayline's own marks (``delayline-copy-of``,
+    ``delayline-rearm-of``): never delivered, never carried onto another record."""
+    if not any(name in _OWN_MARKS for name, _ in headers):
         return headers
-    return tuple((name, value) for name, value in headers if name != h.COPY_OF)
+    return tuple((name, value) for name, value in headers if name not in _OWN_MARKS)
+
+
+_OWN_MARKS = frozenset({h.COPY_OF, h.REARM_OF})
 
 
 def parse_tombstone(record: ConsumedRecord) -> Cancel | Invalid:

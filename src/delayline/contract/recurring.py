@@ -251,16 +251,14 @@ def at_occurrence(schedule: Schedule, occurrence: Occurrence) -> Schedule:
 
 def render_rearm(schedule: Schedule, occurrence: Occurrence) -> OutgoingRecord:
     """The schedules-topic record that re-arms recurring ``schedule`` for
-    ``occurrence``: the schedule as due then, written to the partition its version came
-    from (never through a partitioner, so compaction replaces that version)."""
+    ``occurrence``: the schedule as due then, marked ``delayline-rearm-of`` (the
+    version's offset), written to the partition its version came from (never through a
+    partitioner, so compaction replaces that version)."""
     source = schedule.require_source()
     due = at_occurrence(schedule, occurrence)
+    marked = (*without_copy_of(due.headers), (h.REARM_OF, str(source.offset).encode()))
     return OutgoingRecord(
-        source.topic,
-        schedule.id.encode(),
-        schedule.payload,
-        without_copy_of(due.headers),
-        source.partition,
+        source.topic, schedule.id.encode(), schedule.payload, marked, source.partition
     )
 
 

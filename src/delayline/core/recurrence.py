@@ -13,31 +13,40 @@ module only decides how the time zone is applied. Cron instants are whole second
 
 Daylight saving time
 --------------------
-Cron expressions behave in one of two ways, chosen from the expression alone:
+Days, months and weekdays are always those of the zone's local calendar. Within a
+day, a cron expression behaves in one of two ways, chosen from the expression alone:
 
 * **Wall-clock expressions**: the minute field and the hour field both fix their
   values (neither starts with ``*``; for six fields, the second and third fields), as
-  in ``30 2 * * *`` or ``0 9 * * 1-5``. They name local times, and follow Debian cron
+  in ``30 2 * * *`` or ``0 9 * * 1-5``. They name local times and follow Debian cron
   (as cronsim does for five fields):
 
   - a local time that does not exist (clocks spring forward) fires once, at the first
     instant after the gap: ``30 2 * * *`` in Europe/Berlin on 2026-03-29 fires at
-    03:00 CEST (01:00Z). Several missing times fire once together;
+    03:00 CEST (01:00Z); ``15 2 * * *`` in Australia/Lord_Howe on 2026-10-04 at 02:30
+    (the gap is half an hour). Several missing times fire once, together. (Debian and
+    cronsim step minute by minute to the first local time that exists: the same
+    instant whenever the transition falls on a whole minute, as all modern ones do.)
   - a local time that occurs twice (clocks fall back) fires once, at its first
     occurrence: ``30 2 * * *`` in Europe/Berlin on 2026-10-25 fires at 02:30 CEST
-    (00:30Z), not again at 02:30 CET.
+    (00:30Z), not again at 02:30 CET. An expression matching several times in that
+    hour (``0-59 2 * * *``) fires them during the first pass only.
 
 * **Real-time expressions**: the minute or the hour field starts with ``*`` (hourly,
   every 15 minutes, every second). They keep their period in real time across a
   transition: ``0 * * * *`` fires 23 times on a spring-forward day and 25 times on a
-  fall-back day (twice at the repeated hour, once in each offset); a wall time that
-  does not exist is not fired.
+  fall-back day; a repeated wall time fires in both passes (``*/20 2 * * *`` fires six
+  times on Berlin's fall-back day), and a wall time that does not exist never fires.
 
 Rates (``every_ms``) keep their period in real time, always: a rate of one hour is
 3,600,000 ms between occurrences whatever the clocks do.
 
 Whatever the rule, a series is strictly increasing in real time: two local times that
-map to the same instant fire once.
+map to the same instant fire once, and the next occurrence is strictly after the
+instant asked about, even one in the second pass of a repeated hour (there cronsim,
+which starts from the wall time, can answer the earlier first pass; this module moves
+on to the next later instant). cronsim reads six-field expressions in real time
+always; this module applies the same wall-clock rule to five and six fields.
 
 Guarantees
 ----------
@@ -45,10 +54,15 @@ Guarantees
 * :meth:`Recurrence.next_after` answers an instant strictly after the one it is given
   (to the millisecond), numbered by counting the occurrences in between.
 * A :class:`Recurrence` that constructs without :class:`RecurrenceError` is usable:
-  every method answers without raising (a cron series that runs past year 9999, or
-  finds no match in 50 years from some point, simply ends).
-* Results depend on the IANA time-zone data (the ``tzdata`` in use), not on the host's
-  own zone: ``localtime`` and ``posixrules`` are refused.
+  every method answers without raising. A cron expression must match at least once in
+  the 50 years after 2000-01-01 (cronsim's look-ahead); a series that later finds no
+  match in 50 years, or whose local calendar runs past year 9999, simply ends.
+* Results depend on the IANA time-zone data in use (``tzdata``) and nothing else on
+  the host: ``localtime`` and ``posixrules``, which stand for the host's own zone, are
+  refused.
+* Cost: a rate is arithmetic; a cron answer walks the occurrences it passes, one by
+  one (a ``latest`` or ``none`` catch-up after a long outage of a frequent expression
+  walks them all).
 """
 
 from __future__ import annotations

@@ -70,12 +70,13 @@ from delayline.core.identifiers import (
     committer_instance_id,
     committer_transactional_id,
 )
-from delayline.errors import DelaylineError
+from delayline.errors import DelaylineError, KafkaUnavailableError
 from delayline.fire import broker_clock
 from delayline.fire.due_plan import DuePlan, Group, InLanes, Pending
 from delayline.fire.inflight import render_inflight_tombstone
 from delayline.fire.inflight_reader import CommitterNameTakenError, InflightReader
 from delayline.fire.lanes import Job, Lanes
+from delayline.fire.rearms import RangeReader
 from delayline.fire.recurring import take_turn
 from delayline.fire.refusals import AdminDescriber, TopicCatalog
 from delayline.fire.report import Delivered
@@ -85,12 +86,16 @@ from delayline.fire.watch import (
     POLL_MS,
     READ_AHEAD_MS,
     InputWatch,
+    Later,
     checkpoint_positions,
     has_read,
     latest_logged_batch,
 )
 
 log = logging.getLogger(__name__)
+
+Rearmed = tuple[Pending, OutgoingRecord]
+"""A recurring schedule due, and the record that re-arms it."""
 
 RETRY_MS = 1_000
 """How long the committer waits before starting afresh after a failure."""
@@ -289,6 +294,8 @@ class Committer:
         self._withheld: dict[bytes, str] = {}
         """In-flight key of each schedule withheld, not yet written off, to why (read by
         the lanes: a dict's get and set are atomic)."""
+        self._ranges: RangeReader | None = None
+        """Reads what lands among a group's re-arms (with the watch)."""
         self._watched = threading.Condition()
         self._read_to: dict[tuple[str, int], int] = {}
         """The watch's positions, published (under :attr:`_watched`) once what they read
@@ -424,6 +431,9 @@ class Committer:
             if self._watch is not None:
                 self._watch.close()
                 self._watch = None
+            if self._ranges is not None:
+                self._ranges.close()
+                self._ranges = None
 
     def assigned(self, partitions: list[int]) -> None:
         """Start opening the producers of ``partitions`` in the background (which fences
@@ -529,6 +539,7 @@ class Committer:
         self._watch = InputWatch(
             config.bootstrap_servers, InputParser(config.topology), self.clock.now_ms
         )
+        self._ranges = RangeReader(config.bootstrap_servers)
         positions: dict[tuple[str, int], int] = {}
         self._replayed = None
         if config.checkpoint_dir is not None:
@@ -611,29 +622,40 @@ class Committer:
                     READ_WAIT_S,
                 )
 
-    def _read_input_past(self, rearms: list[OutgoingRecord], placed: Placed) -> None:
-        """Wait (on a lane's thread) until the watch has read every input record before
-        each re-arm of ``rearms`` (at its place in ``placed``), and withheld by them:
-        a cancel written before a re-arm then withholds it with its occurrence, never
-        to be overwritten by it. Raises :class:`_Withdrawn` (written again) if the
-        watch has not read that far in :data:`READ_WAIT_S`: nothing is re-armed
+    def _check_rearms(self, rearms: list[Rearmed], placed: Placed) -> None:
+        """Withhold (on a lane's thread) each re-armed schedule that a cancel or update
+        written before its re-arm ends (:mod:`delayline.fire.rearms`): read from where the
+        watch has read up to the group's last re-arm in each partition. Raises
+        :class:`_Withdrawn` (written again) if that cannot be read: nothing is re-armed
         unchecked. Without a watch (no topology) nothing withholds anything."""
-        if not rearms or self._watch is None:
+        if not rearms or self._watch is None or self._ranges is None:
             return
-        ends: dict[tuple[str, int], int] = {}
-        for record in rearms:
+        with self._watched:
+            read_to = dict(self._read_to)
+        ranges: dict[tuple[str, int], tuple[int, int]] = {}
+        ours: set[tuple[str, int, int]] = set()
+        for _, record in rearms:
             partition, offset = placed[record]
             place = (record.topic, partition)
-            ends[place] = max(ends.get(place, 0), offset)
-        with self._watched:
-            if not self._watched.wait_for(lambda: has_read(self._read_to, ends), READ_WAIT_S):
-                log.warning(
-                    "committer: the watch has not read the input up to %d re-armed "
-                    "recurring schedule(s) in %.0f s; writing their group again",
-                    len(rearms),
-                    READ_WAIT_S,
-                )
-                raise _Withdrawn
+            low, high = ranges.get(place, (read_to.get(place, 0), offset))
+            ranges[place] = (min(low, offset), max(high, offset))
+            ours.add((record.topic, partition, offset))
+        try:
+            landed = self._ranges.read(ranges)
+        except KafkaUnavailableError as exc:
+            log.warning("committer: %s; writing the group again", exc)
+            raise _Withdrawn from exc
+        rearmed = {(p.schedule.require_source().topic, p.schedule.id): p for p, _ in rearms}
+        now = self.clock.now_ms()
+        for found in landed:
+            if (found.topic, found.partition, found.offset) in ours or found.key is None:
+                continue
+            pending = rearmed.get((found.topic, found.key.decode("utf-8", "replace")))
+            if pending is None:
+                continue
+            kind = Later(found, now).ends(pending.schedule, self._watch.later.parse)
+            if kind is not None:
+                self._withhold(pending, kind)
 
     def _withhold(self, pending: Pending, kind: str) -> None:
         key = pending.record.key or b""
@@ -868,7 +890,7 @@ class Committer:
             marks.append(self.clock.now_ms())
             self._wait_until(group.commit_ms - READ_AHEAD_MS)
             self._read_input_to_now()
-            self._read_input_past(rearms, placed)
+            self._check_rearms(rearms, placed)
             self._wait_until(group.commit_ms)
             marks.append(self.clock.now_ms())
             if any(self._withheld.get(p.record.key or b"") is not None for p in live):
@@ -881,7 +903,7 @@ class Committer:
             extra=[render_inflight_tombstone(p.record) for p in group.items],
             label=f"committer group of {len(group.items)} due at {group.commit_ms}",
             before_commit=written,
-            track=rearms,
+            track=[record for _, record in rearms],
         )
         done = self.clock.now_ms()
         if skipped:
@@ -922,15 +944,15 @@ class Committer:
 
     def _turns(
         self, live: list[Pending], firing: Callable[[Pending], Firing], now: int
-    ) -> tuple[list[Pending], list[Firing | OutgoingRecord], list[OutgoingRecord], int]:
+    ) -> tuple[list[Pending], list[Firing | OutgoingRecord], list[Rearmed], int]:
         """What ``live`` writes: (the pendings delivered, in the order of their firings,
-        which come first in the records; the records; the re-arms among them; missed
-        occurrences skipped). A recurring schedule takes its turn
+        which come first in the records; the records; the re-armed pendings with their
+        re-arm; missed occurrences skipped). A recurring schedule takes its turn
         (:func:`delayline.fire.recurring.take_turn`)."""
         delivering: list[Pending] = []
         records: list[Firing | OutgoingRecord] = []
         others: list[OutgoingRecord] = []
-        rearms: list[OutgoingRecord] = []
+        rearms: list[Rearmed] = []
         skipped = 0
         for p in live:
             if not is_recurring(p.schedule.headers):
@@ -941,7 +963,7 @@ class Committer:
             delivering.extend(p for _ in turn.firings)
             records.extend(turn.firings)
             others.extend(turn.records)
-            rearms.extend([turn.rearm] if turn.rearm is not None else [])
+            rearms.extend([(p, turn.rearm)] if turn.rearm is not None else [])
             skipped += turn.skipped
             if turn.reason is not None:
                 source = p.schedule.require_source().describe()

@@ -8,6 +8,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from confluent_kafka import TopicPartition
 
 from delayline.client import ClientConfig
@@ -19,6 +20,7 @@ from tests.counts import check_counts, report, schedule_spread
 from tests.support import ARTIFACTS, make_topics, pipeline_args
 
 
+@pytest.mark.long  # minutes: `make test-long` (docs/testing.md)
 def test_sigkill_mid_run_with_copies_travelling_and_cancels_chasing_them(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:

@@ -215,6 +215,7 @@ def test_timer_requests_end_to_end(contracts: ContractPipeline) -> None:
     assert (dict(dead.headers)[ERROR] or b"").startswith(b"value is not a Future protobuf")
 
 
+@pytest.mark.long  # minutes: `make test-long` (docs/testing.md)
 def test_sigkill_replay_delivers_each_envelope_and_timer_once(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:

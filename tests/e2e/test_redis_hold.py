@@ -107,6 +107,7 @@ def wait_paused(process: PipelineProcess, marker: Path, timeout_s: float = 180) 
 POINTS = (REDIS_BEFORE_RECORD, REDIS_AFTER_RECORD, FIRE_COMMITTED)
 
 
+@pytest.mark.long  # minutes: `make test-long` (docs/testing.md)
 def test_sigkill_at_each_point_of_a_batch(
     kafka_bootstrap: str, redis_url: str, tmp_path: Path
 ) -> None:

@@ -110,7 +110,6 @@ def test_switches_are_on_until_a_flag_or_their_environment_variable_turns_them_o
     [
         (["schedule", "--id", "a", "--topic", "t", "--in", "soon", "p"], "bad duration 'soon'"),
         (["schedule", "--id", "a", "--topic", "t", "--at", "2030-01-01T00:00", "p"], "no timezone"),
-
         (["broker", "start", "--port", "x"], "invalid int value"),
     ],
 )

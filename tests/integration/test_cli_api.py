@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
@@ -29,6 +31,8 @@ from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import read_topic
 
 PARTITIONS = 3
+TOKEN = "cli-token"
+"""Writes (pause, resume, a group's cancel) need it; reads stay open."""
 
 
 @dataclass
@@ -44,6 +48,7 @@ class Api:
             *args,
             env={
                 "DELAYLINE_API_URL": self.url,
+                "DELAYLINE_API_TOKEN": TOKEN,
                 "DELAYLINE_BOOTSTRAP_SERVERS": self.bootstrap,
                 "DELAYLINE_SCHEDULES_TOPIC": self.schedules,
             },
@@ -86,6 +91,7 @@ def api(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
             ),
             catalog_path=tmp_path_factory.mktemp("catalog") / "catalog.db",
             port=0,
+            token=TOKEN,
         )
     )
     url = server.start()
@@ -226,3 +232,49 @@ def test_every_command_that_asks_the_api_names_api_url_when_it_cannot(
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"delayline: error: delayline api at {closed} did not answer")
     assert "--api-url (env DELAYLINE_API_URL)" in line
+
+
+def test_a_recurring_group_scheduled_listed_paused_resumed_and_cancelled(api: Api) -> None:
+    """Every weekday at 09:00 in Berlin and every hour, in one group, from the command
+    line; listed by group, paused and resumed (the group, then one), cancelled by group."""
+    daily = api.cli("schedule", "--id", "cli-daily", "--topic", "reports", "--cron",
+                    "0 9 * * 1-5", "--time-zone", "Europe/Berlin", "--group", "team", "report")  # fmt: skip
+    assert daily.returncode == 0, daily.stderr
+    first = re.search(r"first at (\S+) ", daily.stdout)
+    assert first is not None, daily.stdout
+    at = datetime.fromisoformat(first.group(1)).astimezone(ZoneInfo("Europe/Berlin"))
+    assert (at.hour, at.minute, at.weekday() < 5) == (9, 0, True)
+    hourly = api.cli("schedule", "--id", "cli-hourly", "--topic", "reports", "--every", "1h",
+                     "--group", "team", "--catch-up", "none", "tick")  # fmt: skip
+    assert hourly.returncode == 0, hourly.stderr
+    written = {r.key: dict(r.headers) for r in read_topic(api.bootstrap, api.schedules)}
+    assert written[b"cli-daily"]["delayline-cron"] == b"0 9 * * 1-5"
+    assert written[b"cli-daily"]["delayline-time-zone"] == b"Europe/Berlin"
+    assert written[b"cli-hourly"]["delayline-catch-up"] == b"none"
+    api.known("cli-daily")
+    api.known("cli-hourly")
+    listed = api.cli("list", "--group", "team")
+    assert listed.returncode == 0, listed.stderr
+    assert "cron 0 9 * * 1-5 in Europe/Berlin; group team" in listed.stdout
+    assert "every 1h; group team" in listed.stdout
+
+    def paused() -> list[str]:
+        page = httpx.get(f"{api.url}/schedules", params={"group": "team"}).json()
+        return sorted(item["id"] for item in page["items"] if item["paused"])
+
+    out = api.cli("pause", "--group", "team")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "paused 2 schedule(s) of group 'team'"
+    eventually(lambda: paused() == ["cli-daily", "cli-hourly"], 15, "both paused")
+    assert "PAUSED" in api.cli("list", "--group", "team").stdout
+    out = api.cli("resume", "cli-daily")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("resumed 'cli-daily' ")
+    eventually(lambda: paused() == ["cli-hourly"], 15, "one resumed")
+    again = api.cli("resume", "cli-daily")
+    assert again.returncode == 1
+    assert "409" in again.stderr
+    out = api.cli("cancel", "--group", "team")
+    assert out.stdout.strip() == "cancelled 2 schedule(s) of group 'team'"
+    eventually(lambda: not httpx.get(f"{api.url}/schedules", params={"group": "team"}).json()["items"],
+               15, "the group cancelled")  # fmt: skip

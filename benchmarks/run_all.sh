@@ -26,6 +26,11 @@ echo "== burst-ahead" >&2
 .venv/bin/delayline bench --scenario burst-ahead --lead 30s \
   --json benchmarks/results/burst-ahead.json \
   | tee benchmarks/results/burst-ahead.txt
+# Recurring schedules: 100,000 every minute (three occurrences each).
+echo "== recurring" >&2
+.venv/bin/delayline bench --scenario recurring \
+  --json benchmarks/results/recurring.json \
+  | tee benchmarks/results/recurring.txt
 # The restart target with 1,000 pending (the scenario's own size holds 1M).
 echo "== restart-1k" >&2
 .venv/bin/delayline bench --scenario restart --pending 1000 \

@@ -14,7 +14,6 @@ from dataclasses import replace
 
 import pytest
 from confluent_kafka import Producer
-from delayline.core.recurrence import Recurrence
 
 from delayline.contract import ConsumedRecord
 from delayline.contract.headers import format_epoch
@@ -23,6 +22,7 @@ from delayline.contract.recurring import own_headers
 from delayline.contract.topology import Topology
 from delayline.core.clock import SystemClock
 from delayline.core.model import Schedule, SourceRef
+from delayline.core.recurrence import Recurrence
 from delayline.dev.harness import Delivery, DeliveryCollector
 from delayline.dev.testing import unique_topic
 from delayline.fire.committer import Committer, CommitterConfig
@@ -335,19 +335,29 @@ def recurring_version(
     )  # fmt: skip
 
 
+def recurring_setup(
+    bootstrap: str, topics: dict[str, str], sid: str, number: int
+) -> tuple[str, Schedule, CommitterConfig]:
+    """A schedules topic holding recurring ``sid`` (every second, due in 3 s, at
+    occurrence ``number``): the topic, the version, and a committer watching it."""
+    schedules = unique_topic("schedules")
+    create_topic(bootstrap, schedules)
+    topology = Topology(bootstrap_servers=bootstrap, schedules_topics=(schedules,))
+    due = SystemClock().now_ms() + 3_000
+    (at,) = write_schedules(bootstrap, schedules, [(sid, b"tick", due)])
+    version = recurring_version(schedules, topics["target"], sid, due, at, number)
+    settings = replace(config(bootstrap, topics, unique_topic("tx")), topology=topology)
+    return schedules, version, settings
+
+
 def test_a_recurring_schedule_is_delivered_and_rearmed_in_one_transaction(
     kafka_bootstrap: str, topics: dict[str, str]
 ) -> None:
     """Occurrence 4 of a schedule every second: delivered at its due time with its
     number and nominal time, and the schedule written again in its own partition, due
     a second later as occurrence 5."""
-    schedules = unique_topic("schedules")
-    create_topic(kafka_bootstrap, schedules)
-    topology = Topology(bootstrap_servers=kafka_bootstrap, schedules_topics=(schedules,))
-    due = SystemClock().now_ms() + 3_000
-    (at,) = write_schedules(kafka_bootstrap, schedules, [("tick", b"tick", due)])
-    version = recurring_version(schedules, topics["target"], "tick", due, at, 4)
-    settings = replace(config(kafka_bootstrap, topics, unique_topic("tx")), topology=topology)
+    schedules, version, settings = recurring_setup(kafka_bootstrap, topics, "tick", 4)
+    due, at = version.due_ms, version.require_source()
     committer = Committer(settings)
     with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:
         committer.start()
@@ -375,17 +385,13 @@ def test_a_cancel_in_a_transaction_still_open_at_the_due_time_ends_the_series(
     kafka_bootstrap: str, topics: dict[str, str]
 ) -> None:
     """A producer's transaction holds a cancel of a recurring schedule open across its
-    due time. The committer reads the schedules topic up to the re-arm it wrote before
-    it commits, so it waits for that transaction; once it commits, the cancel withholds
-    the occurrence and the re-arm alike: the series ends, nothing is delivered, and
-    nothing follows the cancel on the topic."""
-    schedules = unique_topic("schedules")
-    create_topic(kafka_bootstrap, schedules)
-    topology = Topology(bootstrap_servers=kafka_bootstrap, schedules_topics=(schedules,))
-    due = SystemClock().now_ms() + 3_000
-    (at,) = write_schedules(kafka_bootstrap, schedules, [("tock", b"tick", due)])
-    version = recurring_version(schedules, topics["target"], "tock", due, at, 1)
-    settings = replace(config(kafka_bootstrap, topics, unique_topic("tx")), topology=topology)
+    due time, so a ``read_committed`` reader (the watch) cannot see it. The committer
+    reads what landed before its re-arm uncommitted before it commits: the cancel
+    withholds the occurrence and the re-arm alike. Once the transaction commits, the
+    series has ended: nothing delivered, nothing after the cancel on the topic (without
+    that check, the occurrence is delivered and the re-arm follows the cancel)."""
+    schedules, version, settings = recurring_setup(kafka_bootstrap, topics, "tock", 1)
+    due, at = version.due_ms, version.require_source()
     producer = Producer(
         kafka_client_config(kafka_bootstrap, **{"transactional.id": unique_topic("c")})
     )

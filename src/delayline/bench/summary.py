@@ -16,7 +16,7 @@ from delayline.bench.report import fmt
 from delayline.holds.registry import HOLD_KINDS
 
 ORDER = ("trickle", "steady-1000", "steady", "burst", "burst-ahead", "backlog", "backlog-2",
-         "backlog-3", "restart", "restart-1k", "idle", "soak", "catalog")  # fmt: skip
+         "backlog-3", "restart", "restart-1k", "idle", "soak", "recurring", "catalog")  # fmt: skip
 """Result files (``<name>.json``) in table order; ``backlog-2``/``-3`` repeat the backlog,
 ``restart-1k`` is the restart scenario with ``--pending 1000``, ``steady-1000`` the steady
 one with ``--rate 1000`` (``benchmarks/run_all.sh``)."""

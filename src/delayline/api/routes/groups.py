@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, status
@@ -90,9 +91,7 @@ async def cancel_group(request: Request, group: Group) -> GroupWritten:
 async def pause_group(request: Request, group: Group) -> GroupWritten:
     """Each pending schedule of the group not paused yet is paused."""
     state = api_state(request)
-    members = [p for p in await _members(state, group) if p.paused_due_ms is None]
-    records = [await state.writers.pause(await _body(state, p)) for p in members]
-    return GroupWritten(group=group, schedules=len(members), records=records)
+    return await _each(state, group, paused=False, act=state.writers.pause)
 
 
 @router.post(
@@ -106,8 +105,20 @@ async def pause_group(request: Request, group: Group) -> GroupWritten:
 async def resume_group(request: Request, group: Group) -> GroupWritten:
     """Each paused schedule of the group is resumed (see resuming one schedule)."""
     state = api_state(request)
-    members = [p for p in await _members(state, group) if p.paused_due_ms is not None]
-    records = [await _resume(state, await _body(state, p)) for p in members]
+    return await _each(state, group, paused=True, act=lambda p: _resume(state, p))
+
+
+async def _each(
+    state: ApiState,
+    group: str,
+    *,
+    paused: bool,
+    act: Callable[[Pending], Awaitable[Written]],
+) -> GroupWritten:
+    """``act`` on each pending schedule of ``group`` that is (or is not) ``paused``,
+    with its body."""
+    members = [p for p in await _members(state, group) if (p.paused_due_ms is not None) == paused]
+    records = [await act(await _body(state, p)) for p in members]
     return GroupWritten(group=group, schedules=len(members), records=records)
 
 

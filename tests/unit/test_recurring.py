@@ -19,6 +19,7 @@ from delayline.contract.recurring import (
     render_rearm,
     resumed_headers,
 )
+from delayline.contract.topology import Topology
 from delayline.core.model import MAX_EPOCH_MS, Schedule, SourceRef
 from delayline.core.recurrence import CatchUp, Occurrence, Recurrence, RecurrenceError
 from delayline.errors import InvalidScheduleError
@@ -242,3 +243,17 @@ def test_groups_are_printable_and_bounded() -> None:
             own_headers(None, bad)
     with pytest.raises(InvalidScheduleError, match="reserved"):
         build_schedule("x", b"", "t", T0, extra_headers=[(h.CRON, b"* * * * *")])
+
+
+def test_only_the_header_contract_recurs() -> None:
+    """An envelope's headers are delivered as they are: a cron header there recurs
+    nothing (a re-arm would be a header-contract record on the envelope topic)."""
+    topology = Topology(schedules_topics=(SOURCE.topic,), envelope_topics=("envelopes",))
+    schedule = recurring(Recurrence(every_ms=MINUTE))
+    assert topology.recurs(schedule)
+    enveloped = Schedule(
+        schedule.id, T0, "reports", None, b"p", schedule.headers,
+        SourceRef("envelopes", 0, 1, T0),
+    )  # fmt: skip
+    assert not topology.recurs(enveloped)
+    assert not topology.recurs(build_schedule("x", b"", "t", T0))

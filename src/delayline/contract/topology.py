@@ -10,7 +10,9 @@ from dataclasses import dataclass
 
 from delayline.contract.contracts import ENVELOPE, HEADER, TIMER_REQUEST, Contract
 from delayline.contract.ids import parse_derived_id
+from delayline.contract.recurring import is_recurring
 from delayline.contract.topics import allowed_targets_problem, topic_name_problem
+from delayline.core.model import Schedule
 from delayline.errors import ConfigError
 
 DEFAULT_BOOTSTRAP_SERVERS = "127.0.0.1:9092"
@@ -86,6 +88,15 @@ class Topology:
     def input_topics(self) -> tuple[str, ...]:
         """Every topic schedules come in by, of every contract."""
         return (*self.schedules_topics, *self.envelope_topics, *self.timer_request_topics)
+
+    def recurs(self, schedule: Schedule) -> bool:
+        """Whether ``schedule`` is recurring: it states a recurrence
+        (:func:`delayline.contract.recurring.is_recurring`) and came in by the header
+        contract, the only one that carries one (an envelope's or a timer request's
+        headers are only delivered)."""
+        source = schedule.source
+        topic = "" if source is None else source.topic
+        return is_recurring(schedule.headers) and self.contract_of(topic) == HEADER
 
     def contract_of(self, topic: str) -> Contract:
         """The contract (:data:`delayline.contract.contracts.CONTRACTS`) ``topic`` speaks;

@@ -954,8 +954,14 @@ class Committer:
         others: list[OutgoingRecord] = []
         rearms: list[Rearmed] = []
         skipped = 0
+        topology = self.config.topology
         for p in live:
-            if not is_recurring(p.schedule.headers):
+            recurs = (
+                is_recurring(p.schedule.headers)
+                if topology is None
+                else topology.recurs(p.schedule)
+            )
+            if not recurs:
                 delivering.append(p)
                 records.append(firing(p))
                 continue

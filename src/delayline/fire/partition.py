@@ -23,7 +23,6 @@ from delayline.contract import (
 )
 from delayline.contract import events as r
 from delayline.contract.contracts import InputParser, compacted
-from delayline.contract.recurring import is_recurring
 from delayline.core.clock import Clock
 from delayline.core.identifiers import partition_marker_key
 from delayline.fire.inflight import render_inflight
@@ -210,9 +209,9 @@ def _plan(
                 report.missed_lateness_ms.append(now_ms - int(row["due_ms"]))
             schedule = r.event_schedule(row)
             batch.records.append(handed)
-            if not is_recurring(schedule.headers):  # the committer re-arms or forgets it
+            if not topology.recurs(schedule):  # the committer re-arms or forgets it
                 batch.records.append(render_tombstone(schedule))
-        elif kind == r.Kind.RAISE and is_recurring((schedule := r.event_schedule(row)).headers):
+        elif kind == r.Kind.RAISE and topology.recurs(schedule := r.event_schedule(row)):
             missed.discard(row["id"])
             report.counts[r.Kind.RAISE] -= 1
             report.counts[REFUSED] += 1
@@ -240,7 +239,7 @@ def _hand_off(row: Any, config: RunSettings, batch_id: int, missed: bool) -> Out
     while a batch that hands it over is replayed after a crash wins). A recurring
     schedule is handed over whatever the lead: the committer alone re-arms it."""
     schedule = r.event_schedule(row)
-    if config.lead_ms <= 0 and not is_recurring(schedule.headers):
+    if config.lead_ms <= 0 and not config.topology.recurs(schedule):
         return None
     record = render_inflight(
         schedule,

@@ -54,7 +54,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from confluent_kafka import TopicPartition
@@ -896,8 +896,8 @@ class Committer:
             if any(self._withheld.get(p.record.key or b"") is not None for p in live):
                 raise _Withdrawn
 
-        for p in expired:
-            records.extend(firing(p).refused(EXPIRED))
+        for p in expired:  # a recurring one ends: the fire stage wrote no tombstone for it
+            records.extend(replace(firing(p), forget=self._recurs(p)).refused(EXPIRED))
         refused = firer.deliver(
             records,
             extra=[render_inflight_tombstone(p.record) for p in group.items],
@@ -954,14 +954,8 @@ class Committer:
         others: list[OutgoingRecord] = []
         rearms: list[Rearmed] = []
         skipped = 0
-        topology = self.config.topology
         for p in live:
-            recurs = (
-                is_recurring(p.schedule.headers)
-                if topology is None
-                else topology.recurs(p.schedule)
-            )
-            if not recurs:
+            if not self._recurs(p):
                 delivering.append(p)
                 records.append(firing(p))
                 continue
@@ -976,6 +970,13 @@ class Committer:
                 log.info("committer: schedule %r (from %s) dead-lettered: %s",
                          p.schedule.id, source, turn.reason)  # fmt: skip
         return delivering, [*records, *others], rearms, skipped
+
+    def _recurs(self, p: Pending) -> bool:
+        """Whether ``p`` is a recurring schedule (the committer re-arms or ends it)."""
+        topology = self.config.topology
+        if topology is None:
+            return is_recurring(p.schedule.headers)
+        return topology.recurs(p.schedule)
 
     def _split(self, group: Group, now_ms: int) -> tuple[list[Pending], list[Pending], int]:
         """(to deliver, expired, how many withheld) of ``group`` at ``now_ms``."""

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from delayline.catalog import DeadLetter, Pending, Stats, Version
 from delayline.contract.contracts import Contract
-from delayline.contract.recurring import occurrence_number, recurrence_of
+from delayline.contract.recurring import MAX_GROUP_LENGTH, occurrence_number, recurrence_of
 from delayline.core.clock import ms_to_datetime
 from delayline.core.model import MAX_EPOCH_MS, Headers
 from delayline.core.recurrence import Occurrence, RecurrenceError
@@ -109,7 +109,7 @@ class ScheduleIn(BaseModel):
     group: str | None = Field(
         default=None,
         min_length=1,
-        max_length=200,
+        max_length=MAX_GROUP_LENGTH,
         description="A group: listed, cancelled, paused and resumed together.",
     )
 

@@ -93,19 +93,19 @@ def parse_epoch_ms(text: str) -> int:
     if not stripped:
         raise EpochError("empty")
     if _NOT_FINITE.fullmatch(stripped):
-        raise EpochError(f"not a finite number: {_clip(stripped)}")
+        raise EpochError(f"not a finite number: {clip(stripped)}")
     if not _DECIMAL.fullmatch(stripped):
-        raise EpochError(f"not a decimal number of seconds: {_clip(stripped)}")
+        raise EpochError(f"not a decimal number of seconds: {clip(stripped)}")
     try:
         seconds = Decimal(stripped)
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
-        raise EpochError(f"not a decimal number of seconds: {_clip(stripped)}") from exc
+        raise EpochError(f"not a decimal number of seconds: {clip(stripped)}") from exc
     if seconds < 0:
-        raise EpochError(f"negative: {_clip(stripped)}")
+        raise EpochError(f"negative: {clip(stripped)}")
     millis = seconds * 1000
     epoch_ms = int(millis.to_integral_value(rounding="ROUND_CEILING"))
     if epoch_ms > MAX_EPOCH_MS:
-        raise EpochError(f"beyond year 9999: {_clip(stripped)}")
+        raise EpochError(f"beyond year 9999: {clip(stripped)}")
     return epoch_ms
 
 
@@ -115,6 +115,6 @@ def format_epoch(epoch_ms: int) -> str:
     return str(seconds) if millis == 0 else f"{seconds}.{millis:03d}"
 
 
-def _clip(text: str, limit: int = 40) -> str:
+def clip(text: str, limit: int = 40) -> str:
     """Quote a value for a reason string without letting it grow unbounded."""
     return repr(text if len(text) <= limit else text[:limit] + "...")

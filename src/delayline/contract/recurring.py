@@ -31,7 +31,8 @@ client, the command line and the API refuse such a schedule before writing it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from delayline.contract import headers as h
 from delayline.contract.headers import (
@@ -89,17 +90,7 @@ def recurrence_of(headers: Headers) -> Recurrence | None:
     limit = None
     if MAX_OCCURRENCES in text:
         limit = _number(MAX_OCCURRENCES, text[MAX_OCCURRENCES])
-    catch_up = DEFAULT_CATCH_UP
-    if CATCH_UP in text:
-        try:
-            catch_up = CatchUp(text[CATCH_UP].strip().lower())
-        except ValueError:
-            raise RecurrenceError(
-                f"header {CATCH_UP} is {_clip(text[CATCH_UP])}: use all, latest or none"
-            ) from None
-    window: dict[str, int] = {}
-    if CATCH_UP_WINDOW in text:
-        window["catch_up_window_ms"] = _duration(CATCH_UP_WINDOW, text[CATCH_UP_WINDOW])
+    catch_up, window_ms = _catch_up(text)
     return Recurrence(
         cron=text.get(CRON),
         every_ms=every_ms,
@@ -107,7 +98,7 @@ def recurrence_of(headers: Headers) -> Recurrence | None:
         until_ms=until_ms,
         max_occurrences=limit,
         catch_up=catch_up,
-        **window,
+        catch_up_window_ms=window_ms,
     )
 
 
@@ -115,16 +106,9 @@ def one_off_catch_up(headers: Headers) -> tuple[CatchUp, int]:
     """The catch-up policy and window a one-off schedule states (a paused one-off
     follows them on resume); the defaults where absent or unreadable."""
     try:
-        text = _texts(headers, (CATCH_UP, CATCH_UP_WINDOW))
-        policy = CatchUp(text[CATCH_UP].strip().lower()) if CATCH_UP in text else DEFAULT_CATCH_UP
-        window_ms = (
-            _duration(CATCH_UP_WINDOW, text[CATCH_UP_WINDOW])
-            if CATCH_UP_WINDOW in text
-            else DEFAULT_CATCH_UP_WINDOW_MS
-        )
-    except (RecurrenceError, ValueError):
+        return _catch_up(_texts(headers, (CATCH_UP, CATCH_UP_WINDOW)))
+    except RecurrenceError:
         return DEFAULT_CATCH_UP, DEFAULT_CATCH_UP_WINDOW_MS
-    return policy, window_ms
 
 
 def occurrence_number(headers: Headers) -> int:
@@ -206,7 +190,7 @@ def own_headers(recurrence: Recurrence | None, group: str | None) -> Headers:
         return out
     if not group or len(group) > MAX_GROUP_LENGTH or not group.isprintable():
         raise InvalidScheduleError(
-            f"group {_clip(group)}: use 1 to {MAX_GROUP_LENGTH} printable characters"
+            f"group {h.clip(group)}: use 1 to {MAX_GROUP_LENGTH} printable characters"
         )
     return (*out, (GROUP, group.encode()))
 
@@ -238,15 +222,7 @@ def at_occurrence(schedule: Schedule, occurrence: Occurrence) -> Schedule:
     were). The source is kept: it is the version that delivers it."""
     headers = _with_epoch(schedule.headers, occurrence.nominal_ms)
     headers = with_headers(headers, ((OCCURRENCE, str(occurrence.number).encode()),))
-    return Schedule(
-        schedule.id,
-        occurrence.nominal_ms,
-        schedule.target_topic,
-        schedule.target_key,
-        schedule.payload,
-        headers,
-        schedule.source,
-    )
+    return replace(schedule, due_ms=occurrence.nominal_ms, headers=headers)
 
 
 def render_rearm(schedule: Schedule, occurrence: Occurrence) -> OutgoingRecord:
@@ -298,12 +274,29 @@ def _texts(headers: Headers, names: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def _catch_up(text: Mapping[str, str]) -> tuple[CatchUp, int]:
+    """The catch-up policy and window the header texts state (the defaults where
+    absent)."""
+    policy = DEFAULT_CATCH_UP
+    if CATCH_UP in text:
+        try:
+            policy = CatchUp(text[CATCH_UP].strip().lower())
+        except ValueError:
+            raise RecurrenceError(
+                f"header {CATCH_UP} is {h.clip(text[CATCH_UP])}: use all, latest or none"
+            ) from None
+    window_ms = DEFAULT_CATCH_UP_WINDOW_MS
+    if CATCH_UP_WINDOW in text:
+        window_ms = _duration(CATCH_UP_WINDOW, text[CATCH_UP_WINDOW])
+    return policy, window_ms
+
+
 def _duration(name: str, text: str) -> int:
     try:
         return parse_duration_ms(text)
     except ConfigError:
         raise RecurrenceError(
-            f"header {name} is {_clip(text)}: use a duration such as 90s, 15m or 1h30m"
+            f"header {name} is {h.clip(text)}: use a duration such as 90s, 15m or 1h30m"
         ) from None
 
 
@@ -317,9 +310,5 @@ def _epoch(name: str, text: str) -> int:
 def _number(name: str, text: str) -> int:
     stripped = text.strip()
     if not stripped.isascii() or not stripped.isdigit() or len(stripped) > 18 or int(stripped) < 1:
-        raise RecurrenceError(f"header {name} is {_clip(text)}: use a whole number of 1 or more")
+        raise RecurrenceError(f"header {name} is {h.clip(text)}: use a whole number of 1 or more")
     return int(stripped)
-
-
-def _clip(text: str, limit: int = 40) -> str:
-    return repr(text if len(text) <= limit else text[:limit] + "...")

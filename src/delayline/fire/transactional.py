@@ -382,7 +382,8 @@ class TransactionalFirer:
         timeout_s = self.config.timeout_ms / 1000
 
         def on_delivery(k: int) -> Callable[[Any, Any], None]:
-            return _reporter(k, plan[k].record, errors, placed if track else None, track)
+            record = plan[k].record
+            return _reporter(k, record, errors, placed, bool(track) and record in track)
 
         txn_error: Failure | None = None
         try:
@@ -494,17 +495,16 @@ def _reporter(
     k: int,
     record: OutgoingRecord,
     errors: dict[int, Failure],
-    placed: dict[OutgoingRecord, tuple[int, int]] | None,
-    track: frozenset[OutgoingRecord],
+    placed: dict[OutgoingRecord, tuple[int, int]],
+    tracked: bool,
 ) -> Callable[[Any, Any], None]:
     """The delivery callback of the ``k``-th record of an attempt: its error into
-    ``errors``; its place into ``placed`` if it is one of ``track``."""
-    tracked = placed is not None and record in track
+    ``errors``; its place into ``placed`` when ``tracked``."""
 
     def report(err: Any, msg: Any) -> None:
         if err is not None:
             errors[k] = Failure.of(err)
-        elif tracked and placed is not None:
+        elif tracked:
             placed[record] = (msg.partition(), msg.offset())
 
     return report

@@ -15,6 +15,7 @@ from delayline.api.state import ApiState, api_state
 from delayline.api.writes import resume_point
 from delayline.catalog import MAX_PAGE, Pending, PendingQuery
 from delayline.contract.contracts import HEADER
+from delayline.contract.recurring import MAX_GROUP_LENGTH
 from delayline.errors import InvalidScheduleError
 
 router = APIRouter(tags=["groups"])
@@ -23,7 +24,9 @@ MAX_GROUP_SCHEDULES = 100_000
 """The most schedules one request on a group acts on; the answer says how many it did,
 and a second request goes on with the rest."""
 
-Group = Annotated[str, Path(min_length=1, max_length=200, description="The group's name.")]
+Group = Annotated[
+    str, Path(min_length=1, max_length=MAX_GROUP_LENGTH, description="The group's name.")
+]
 
 
 @router.post(

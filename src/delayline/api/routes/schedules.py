@@ -26,6 +26,7 @@ from delayline.api.schemas import (
 from delayline.api.state import api_state
 from delayline.catalog import MAX_PAGE, PendingQuery
 from delayline.contract.contracts import Contract
+from delayline.contract.recurring import MAX_GROUP_LENGTH
 from delayline.contract.topics import target_not_allowed
 from delayline.contract.topology import Topology, cancel_place
 from delayline.core.clock import datetime_to_ms
@@ -76,7 +77,8 @@ def list_schedules(
     due_to: Annotated[datetime | None, Query(description="Due before (ISO 8601).")] = None,
     target_topic: Annotated[str | None, Query(max_length=249)] = None,
     group: Annotated[
-        str | None, Query(min_length=1, max_length=200, description="Only this group's.")
+        str | None,
+        Query(min_length=1, max_length=MAX_GROUP_LENGTH, description="Only this group's."),
     ] = None,
     contract: Annotated[
         Contract | None, Query(description="Only those that came in by this contract.")

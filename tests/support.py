@@ -180,3 +180,15 @@ def running_stack(
         ) as url,
     ):
         yield pipeline, url
+
+
+def wait_paused(process: PipelineProcess, marker: Path, timeout_s: float = 180) -> None:
+    """Wait until a task of ``process`` pauses at its fault point (the marker is there:
+    :mod:`delayline.core.faults`)."""
+
+    def paused() -> bool:
+        if process.proc is not None and process.proc.poll() is not None:
+            raise AssertionError(f"pipeline exited before pausing:\n{process.tail()}")
+        return marker.exists()
+
+    eventually(paused, timeout_s, f"the pipeline pauses ({marker.name})")

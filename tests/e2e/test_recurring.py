@@ -1,5 +1,6 @@
-"""Recurring schedules through the real pipeline: every second for a minute across a
-SIGKILL and a restart, each occurrence delivered once, none early."""
+"""Recurring schedules through the real pipeline: every second for a minute across two
+SIGKILLs (one mid-batch, after its fire transaction, before Spark commits it), each
+occurrence delivered once, none early."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from pathlib import Path
 
 from delayline.client import CatchUp, ClientConfig, Recurrence, Scheduler
 from delayline.contract.headers import EPOCH, OCCURRENCE, parse_epoch_ms
+from delayline.core.faults import FIRE_COMMITTED, PAUSE_AT_ENV, PAUSE_MARKER_ENV
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
-from tests.support import ARTIFACTS, make_topics, pipeline_args
+from tests.support import ARTIFACTS, make_topics, pipeline_args, wait_paused
 
 OCCURRENCES = 60
 """Each schedule recurs every second for a minute."""
@@ -29,10 +31,12 @@ def occurrence(d: Delivery) -> tuple[str, int, int]:
 
 
 def test_every_second_for_a_minute_across_a_sigkill(kafka_bootstrap: str, tmp_path: Path) -> None:
-    """Six schedules, every second for a minute (catch-up ``all``); the pipeline is
-    SIGKILLed after about 15 s and started again at once. Every occurrence of each is
-    delivered exactly once, numbered 1 to 60, none before its nominal time; those due
-    while the pipeline was down are delivered late, in order."""
+    """Six schedules, every second for a minute (catch-up ``all``). The pipeline is
+    SIGKILLed in the batch that first hands them over, once its fire transaction has
+    committed and before Spark commits the batch (the restart replays it), then again
+    after about 15 s of deliveries, each time started again at once. Every occurrence of
+    each is delivered exactly once, numbered 1 to 60, none before its nominal time; those
+    due while the pipeline was down are delivered late, in order."""
     topics = make_topics(kafka_bootstrap)
     target = create_topic(kafka_bootstrap, unique_topic("target"), partitions=2)
     process = PipelineProcess(
@@ -43,7 +47,8 @@ def test_every_second_for_a_minute_across_a_sigkill(kafka_bootstrap: str, tmp_pa
     config = ClientConfig(bootstrap_servers=kafka_bootstrap, schedules_topic=topics.schedules)
     ids = [f"rate-{i}" for i in range(RATES)] + [f"cron-{i}" for i in range(RATES)]
     with process as pipeline, DeliveryCollector(kafka_bootstrap, [target]) as seen:
-        pipeline.start()
+        marker = tmp_path / "paused"
+        pipeline.start(env={PAUSE_AT_ENV: FIRE_COMMITTED, PAUSE_MARKER_ENV: str(marker)})
         pipeline.wait_ready()
         with Scheduler(config) as client:
             for sid in ids:
@@ -55,6 +60,10 @@ def test_every_second_for_a_minute_across_a_sigkill(kafka_bootstrap: str, tmp_pa
                     )
                 )
                 client.schedule(sid, b"tick", target, delay=timedelta(seconds=3), recurrence=rule)
+        wait_paused(pipeline, marker, timeout_s=60)
+        pipeline.kill()  # mid-batch: its records written, the batch not committed
+        pipeline.start()
+        pipeline.wait_ready()
         seen.wait_for(lambda d: len(d) >= 15 * len(ids), timeout_s=60)
         pipeline.kill()
         killed_at = len(seen.snapshot())

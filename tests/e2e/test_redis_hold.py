@@ -30,7 +30,7 @@ from delayline.holds.redis.store import connect
 from delayline.infra.broker import free_port
 from delayline.infra.redis_server import LocalRedis, RedisServerConfig
 from tests.counts import check_counts, report, schedule_spread
-from tests.support import ARTIFACTS, Topics, eventually, make_topics, pipeline_args
+from tests.support import ARTIFACTS, Topics, eventually, make_topics, pipeline_args, wait_paused
 
 
 def redis_args(url: str, prefix: str, *extra: str) -> list[str]:
@@ -91,17 +91,6 @@ def test_sigkill_of_the_pipeline_and_of_redis_mid_run(
     report("pipeline and Redis SIGKILLed", deliveries, due)
     client = connect(RedisHoldConfig(url=url, prefix="crash"))
     assert client.zcard("{crash}:due") == 0
-
-
-def wait_paused(process: PipelineProcess, marker: Path, timeout_s: float = 180) -> None:
-    """Wait until a task of ``process`` pauses at its fault point (the marker is there)."""
-
-    def paused() -> bool:
-        if process.proc is not None and process.proc.poll() is not None:
-            raise AssertionError(f"pipeline exited before pausing:\n{process.tail()}")
-        return marker.exists()
-
-    eventually(paused, timeout_s, f"the pipeline pauses ({marker.name})")
 
 
 POINTS = (REDIS_BEFORE_RECORD, REDIS_AFTER_RECORD, FIRE_COMMITTED)

@@ -101,7 +101,7 @@ def test_groups_take_what_is_due_within_the_width_and_commit_at_the_latest() -> 
     assert group is not None
     assert [p.due_ms for p in group.items] == [1_000, 1_004]
     assert group.commit_ms == 1_004
-    assert plan.next_due_ms() == 1_005
+    assert plan.next_release_ms() == 1_005
 
 
 def test_behind_a_group_takes_everything_already_due() -> None:
@@ -142,7 +142,7 @@ def test_a_tombstone_read_after_a_restart_drops_what_was_delivered() -> None:
     plan, records = plan_with(1_000, 2_000)
     dropped = plan.read(ConsumedRecord(INFLIGHT, 0, 7, 0, records[0].key, None, ()), None)
     assert dropped
-    assert plan.next_due_ms() == 2_000
+    assert plan.next_release_ms() == 2_000
     assert len(plan) == 1
     assert not plan.read(ConsumedRecord(INFLIGHT, 0, 8, 0, b"unknown", None, ()), None)
     assert plan.offsets() == {0: 1}
@@ -160,9 +160,9 @@ def test_a_group_holds_one_partition_and_each_partition_keeps_its_own_offsets() 
     read_at(plan, 1, 0, "b", 1_001)
     read_at(plan, 1, 1, "c", 1_002)
     read_at(plan, 0, 1, "d", 3_000)
-    assert plan.next_due_ms() == 1_000
-    assert plan.next_due_ms([1]) == 1_001
-    assert plan.next_due_ms([2]) is None
+    assert plan.next_release_ms() == 1_000
+    assert plan.next_release_ms([1]) == 1_001
+    assert plan.next_release_ms([2]) is None
     group = plan.take(now_ms=0, width_ms=5)  # the partition due first, and only it
     assert group is not None
     assert [(p.record.partition, p.schedule.id) for p in group.items] == [(0, "a")]
@@ -181,7 +181,7 @@ def test_a_partition_given_up_is_forgotten_whole() -> None:
     read_at(plan, 2, 1, "c", 950)
     assert plan.drop_partition(2) == 2
     assert len(plan) == 1
-    assert plan.next_due_ms() == 1_000
+    assert plan.next_release_ms() == 1_000
     assert plan.pending_of("schedules", "b") == []
     assert plan.offsets() == {0: 0}
     assert [p.schedule.id for p in plan.take_new()] == ["a"]

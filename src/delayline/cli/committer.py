@@ -16,7 +16,7 @@ from delayline.cli._common import (
     topology_from,
 )
 from delayline.cli.extras import require_extras
-from delayline.cli.run import add_delivery_flags
+from delayline.cli.run import add_delivery_flags, target_rates_from
 from delayline.core.units import parse_duration_ms
 from delayline.pipeline.config import PipelineConfig
 
@@ -114,6 +114,7 @@ def _committer(args: argparse.Namespace) -> int:
         query_name=args.query_name,
         max_lateness_ms=args.max_lateness_ms,
         inflight_partitions=args.inflight_partitions,
+        target_rates=target_rates_from(args),
         checkpoint_dir=checkpoint or Path(".delayline/checkpoint"),
     )
     settings = committer_config(

@@ -19,6 +19,7 @@ from delayline.cli._common import (
 )
 from delayline.cli._holds import add_hold_flags, hold_settings_from
 from delayline.cli.extras import require_extras
+from delayline.contract.pacing import TargetRates
 from delayline.core.units import parse_duration_ms
 from delayline.holds.registry import hold_kind
 from delayline.kafka.topics import TopicsConfig, ensure_topics
@@ -284,6 +285,26 @@ def add_delivery_flags(p: argparse.ArgumentParser) -> None:
         help="partitions of the in-flight topic, which the committers split: how many "
         "committers can share precise delivery (grown at start, never shrunk)",
     )
+    p.add_argument(
+        "--target-rate",
+        action="append",
+        metavar="TOPIC=N/s",
+        help="deliver to TOPIC at most N per second (or N/min): a burst beyond it waits, "
+        "in due order, never dropped; '*=N/s' for every other topic; repeatable; every "
+        "committer of the pipeline needs the same (see docs/pipeline.md) "
+        "[env DELAYLINE_TARGET_RATES, comma-separated]",
+    )
+
+
+def target_rates_from(args: argparse.Namespace) -> TargetRates:
+    """``--target-rate`` flags (or, without any, ``DELAYLINE_TARGET_RATES``' items).
+
+    Raises:
+        ConfigError: an item that is not ``TOPIC=N/s``.
+    """
+    env = os.environ.get("DELAYLINE_TARGET_RATES", "")
+    items = args.target_rate or [item for item in env.split(",") if item.strip()]
+    return TargetRates.parse(items)
 
 
 def _log_level(text: str) -> str:
@@ -322,6 +343,7 @@ def _run(args: argparse.Namespace) -> int:
         spark_conf=spark_conf_from(args.spark_conf, os.environ.get("DELAYLINE_SPARK_CONF", "")),
         lead_ms=args.lead_ms,
         inflight_partitions=args.inflight_partitions,
+        target_rates=target_rates_from(args),
         engine_nice=args.engine_nice,
         deliver_first=args.deliver_first,
         hold_settings=hold_settings_from(args),

@@ -59,11 +59,13 @@ CATCH_UP_WINDOW = "delayline-catch-up-window"
 OCCURRENCE = "delayline-occurrence"
 GROUP = "delayline-group"
 PAUSED = "delayline-paused"
+WINDOW = "delayline-window"
+"""A flexible delivery window (:mod:`delayline.contract.window`)."""
 RECURRENCE_HEADERS = (CRON, EVERY, TIME_ZONE, UNTIL, MAX_OCCURRENCES, CATCH_UP, CATCH_UP_WINDOW)
 """The headers that state a recurrence."""
 
 RESERVED_HEADERS = (
-    CONTROL_HEADERS | DELIVERY_HEADERS | {*RECURRENCE_HEADERS, OCCURRENCE, GROUP, PAUSED}
+    CONTROL_HEADERS | DELIVERY_HEADERS | {*RECURRENCE_HEADERS, OCCURRENCE, GROUP, PAUSED, WINDOW}
 )
 """Names a client's extra headers may not use (each has an argument of its own)."""
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from delayline.contract.contracts import ENVELOPE, HEADER, TIMER_REQUEST, Contract
 from delayline.contract.ids import parse_derived_id
+from delayline.contract.pacing import has_window
 from delayline.contract.recurring import is_recurring
 from delayline.contract.topics import allowed_targets_problem, topic_name_problem
 from delayline.core.model import Schedule
@@ -97,6 +98,14 @@ class Topology:
         source = schedule.source
         topic = "" if source is None else source.topic
         return is_recurring(schedule.headers) and self.contract_of(topic) == HEADER
+
+    def windowed(self, schedule: Schedule) -> bool:
+        """Whether ``schedule`` states a delivery window
+        (:func:`delayline.contract.pacing.has_window`) that counts: it came in by the
+        header contract (an envelope's or a timer request's headers are only delivered)."""
+        source = schedule.source
+        topic = "" if source is None else source.topic
+        return has_window(schedule.headers) and self.contract_of(topic) == HEADER
 
     def contract_of(self, topic: str) -> Contract:
         """The contract (:data:`delayline.contract.contracts.CONTRACTS`) ``topic`` speaks;

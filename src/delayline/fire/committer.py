@@ -62,6 +62,13 @@ from confluent_kafka import TopicPartition
 from delayline.contract import OutgoingRecord
 from delayline.contract.contracts import InputParser
 from delayline.contract.kinds import EXPIRED
+from delayline.contract.pacing import (
+    WINDOW_REFUSED,
+    TargetRates,
+    WindowError,
+    has_window,
+    window_of,
+)
 from delayline.contract.recurring import is_recurring
 from delayline.contract.topology import Topology
 from delayline.core.clock import Clock, SystemClock
@@ -70,12 +77,14 @@ from delayline.core.identifiers import (
     committer_instance_id,
     committer_transactional_id,
 )
+from delayline.core.model import Schedule
 from delayline.errors import DelaylineError, KafkaUnavailableError
 from delayline.fire import broker_clock
 from delayline.fire.due_plan import DuePlan, Group, InLanes, Pending
 from delayline.fire.inflight import render_inflight_tombstone
 from delayline.fire.inflight_reader import CommitterNameTakenError, InflightReader
 from delayline.fire.lanes import Job, Lanes
+from delayline.fire.pacing import Pacer, TargetPacing
 from delayline.fire.rearms import RangeReader
 from delayline.fire.recurring import take_turn
 from delayline.fire.refusals import AdminDescriber, TopicCatalog
@@ -178,6 +187,9 @@ class CommitterConfig:
         first_assignment_timeout_s: How long a starting committer waits for the group
             to assign it partitions before it reads the input (a committer that gets none,
             more committers than partitions, waits that long).
+        target_rates: ``--target-rate``: deliveries to a topic beyond its rate wait for
+            a slot of it (:mod:`delayline.fire.pacing`); every committer of the
+            pipeline must be given the same.
     """
 
     bootstrap_servers: str
@@ -203,6 +215,7 @@ class CommitterConfig:
     name: str = RUN_COMMITTER_NAME
     session_timeout_ms: int = 10_000
     first_assignment_timeout_s: float = 15.0
+    target_rates: TargetRates = field(default_factory=TargetRates)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,12 +228,14 @@ class CommitterStatus:
         pending: Schedules read and not yet delivered (waiting, or in a group being
             written).
         delivered: Schedules it delivered since it started.
+        pacing: Per target topic paced (a rate, or windowed schedules), what pacing did.
     """
 
     name: str
     partitions: tuple[int, ...]
     pending: int
     delivered: int
+    pacing: tuple[tuple[str, TargetPacing], ...] = ()
 
 
 @dataclass(slots=True)
@@ -265,6 +280,8 @@ class Committer:
         self._drain_until: float | None = None
         self._thread = threading.Thread(target=self._run, name="delayline-committer", daemon=True)
         self._offset = broker_clock.UNKNOWN
+        self._pacer = Pacer(config.target_rates)
+        """Kept across sessions: its figures only grow."""
         self._plan = DuePlan()
         self._summary: list[int] = []
         self._arrived_due = 0
@@ -320,7 +337,8 @@ class Committer:
     def status(self) -> CommitterStatus:
         """How it is doing (safe from any thread)."""
         pending = len(self._plan) + self._in_lanes
-        return CommitterStatus(self.config.name, self._owned, pending, self._delivered)
+        pacing = tuple(sorted((t, replace(p)) for t, p in list(self._pacer.stats.items())))
+        return CommitterStatus(self.config.name, self._owned, pending, self._delivered, pacing)
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Wait, at most ``timeout_s``, until the committer has read its partitions to
@@ -381,7 +399,8 @@ class Committer:
         self._topics = TopicCatalog(
             AdminDescriber(config.bootstrap_servers, 30_000), allowed=config.allowed_targets
         )
-        self._plan = DuePlan()
+        self._pacer.reset()
+        self._plan = DuePlan(self._pacer, self._windowed)
         self._ready.clear()
         self._in_lanes = 0
         self._withheld.clear()
@@ -706,7 +725,9 @@ class Committer:
         """Read what arrived, then deliver the next group of each partition whose write
         time came."""
         now = self.clock.now_ms()
-        due = self._plan.next_due_ms(self._deliverable(reader))
+        self._pacer.partitions = reader.partitions
+        self._plan.release(self._broker_time(now))
+        due = self._plan.next_release_ms(self._deliverable(reader))
         write_at = None if due is None else self._host_time(due) - self._write_ahead_ms()
         wait_ms = self.config.poll_ms if write_at is None else write_at - now
         writing = any(slot.in_lanes for slot in self._slots.values())
@@ -724,7 +745,7 @@ class Committer:
         blocked: _Slot | None = None
         for partition in self._deliverable(reader):
             slot = self._slots[partition]
-            due = self._plan.next_due_ms((partition,))
+            due = self._plan.next_release_ms((partition,))
             if due is None:
                 continue
             burst = self._burst_size(slot, due, now)
@@ -920,8 +941,11 @@ class Committer:
                 reason,
             )
         # Missed ones (past due when written) are late by their writer: counted apart.
+        # Counted from the release time: what pacing adds is intended (its own figures).
         lateness = [
-            done - p.due_ms for i, p in enumerate(delivering) if i not in refused and not p.missed
+            done - p.release_ms
+            for i, p in enumerate(delivering)
+            if i not in refused and not p.missed
         ]
         missed = sum(1 for i, p in enumerate(delivering) if i not in refused and p.missed)
         arrived_due = sum(1 for p in group.items if p.read_ms >= p.due_ms)
@@ -955,6 +979,13 @@ class Committer:
         rearms: list[Rearmed] = []
         skipped = 0
         for p in live:
+            refusal = self._window_refusal(p)
+            if refusal is not None:
+                source = p.schedule.require_source().describe()
+                log.info("committer: schedule %r (from %s) dead-lettered: %s",
+                         p.schedule.id, source, refusal)  # fmt: skip
+                others.extend(firing(p).refused(refusal))
+                continue
             if not self._recurs(p):
                 delivering.append(p)
                 records.append(firing(p))
@@ -978,6 +1009,23 @@ class Committer:
             return is_recurring(p.schedule.headers)
         return topology.recurs(p.schedule)
 
+    def _windowed(self, schedule: Schedule) -> bool:
+        """Whether ``schedule``'s window header counts (it came in by the header contract)."""
+        topology = self.config.topology
+        if topology is None:
+            return has_window(schedule.headers)
+        return topology.windowed(schedule)
+
+    def _window_refusal(self, p: Pending) -> str | None:
+        """Why ``p``'s window is refused (it is dead-lettered), if it is."""
+        if not self._windowed(p.schedule):
+            return None
+        try:
+            window_of(p.schedule.headers)
+        except WindowError as exc:
+            return f"{WINDOW_REFUSED}: {exc}"
+        return None
+
     def _split(self, group: Group, now_ms: int) -> tuple[list[Pending], list[Pending], int]:
         """(to deliver, expired, how many withheld) of ``group`` at ``now_ms``."""
         limit = self.config.max_lateness_ms
@@ -987,7 +1035,7 @@ class Committer:
         for p in group.items:
             if self._withheld.get(p.record.key or b"") is not None:
                 withheld += 1
-            elif limit is not None and now_ms - p.due_ms > limit:
+            elif limit is not None and now_ms - p.release_ms > limit:  # pacing is no lateness
                 expired.append(p)
             else:
                 live.append(p)

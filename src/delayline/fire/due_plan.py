@@ -1,4 +1,4 @@
-"""What the committer has yet to deliver, in due order: pure logic, no Kafka.
+"""What the committer has yet to deliver, in release order: pure logic, no Kafka.
 
 Times are integer epoch milliseconds; the caller passes ``now_ms``.
 """
@@ -8,12 +8,13 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter, deque
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 
 from delayline.contract import ConsumedRecord
 from delayline.core.model import Schedule
 from delayline.fire.inflight import Handed
+from delayline.fire.pacing import RELEASE_AHEAD_MS, Pacer
 
 BUCKET_MS = 10
 """The plan counts its schedules by due time in buckets this wide
@@ -37,11 +38,19 @@ class Pending:
     """The Spark batch that handed it over (when its record says)."""
     missed: bool = False
     """Past due when the hold read it: late by its writer, not counted as lateness."""
+    paced_ms: int | None = None
+    """When pacing releases it (:mod:`delayline.fire.pacing`: its window, or its target's
+    rate), if later than its due time; its rate's slot once it has one."""
 
     @property
     def due_ms(self) -> int:
         """When it must be delivered."""
         return self.schedule.due_ms
+
+    @property
+    def release_ms(self) -> int:
+        """When it may be committed: its due time, or later when paced."""
+        return self.due_ms if self.paced_ms is None else self.paced_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +58,9 @@ class Group:
     """Schedules delivered in one transaction.
 
     Attributes:
-        items: In due order.
-        commit_ms: The latest due time among them: the transaction commits then, never
-            before, so no record of it is visible early.
+        items: In release order.
+        commit_ms: The latest release time among them (:attr:`Pending.release_ms`): the
+            transaction commits then, never before, so no record of it is visible early.
     """
 
     items: tuple[Pending, ...]
@@ -59,22 +68,41 @@ class Group:
 
 
 class DuePlan:
-    """Pending schedules by due time, and the consumer offsets that are safe to commit.
+    """Pending schedules by release time, and the consumer offsets that are safe to commit.
+
+    A schedule's release time is its due time unless it is paced (``pacer``): a windowed
+    one is released at its point of the window; one to a rated target waits in its
+    target's queue, in ready order, until :meth:`release` gives it a slot of the rate.
 
     A committed offset must never pass a schedule not yet delivered, so per in-flight
     partition it is the lowest pending offset (or, with none pending, the next offset
     to read). Schedules delivered above it are recognised after a restart by their
     tombstones, which follow them in the topic. Not thread-safe.
+
+    Args:
+        pacer: Paces windowed schedules and rated targets; ``None``: nothing is paced.
+        windowed: Whether a schedule's window header counts (it came in by the header
+            contract); ``None``: never.
     """
 
-    def __init__(self) -> None:
-        self._heaps: dict[int, list[tuple[int, int]]] = {}  # partition: [(due, offset)]
+    def __init__(
+        self,
+        pacer: Pacer | None = None,
+        windowed: Callable[[Schedule], bool] | None = None,
+    ) -> None:
+        self.pacer = pacer
+        self._windowed = windowed
+        self._queues: dict[tuple[int, str], list[tuple[int, int]]] = {}
+        """(partition, target): [(ready, offset)] of schedules waiting for a rate's slot."""
+        self._waiting: set[tuple[int, int]] = set()  # (partition, offset) in a queue
+        self._heaps: dict[int, list[tuple[int, int, int]]] = {}
+        """partition: [(release, due, offset)]: one release time goes out in due order."""
         self._pending: dict[tuple[int, int], Pending] = {}
         self._by_key: dict[bytes, tuple[int, int]] = {}
         self._by_id: dict[tuple[str, str], set[tuple[int, int]]] = {}
         self._read_to: dict[int, int] = {}
         self._new: list[Pending] = []
-        self._counts: dict[int, Counter[int]] = {}  # partition: {due bucket: pending}
+        self._counts: dict[int, Counter[int]] = {}  # partition: {release bucket: released}
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -91,23 +119,69 @@ class DuePlan:
         if handed is not None:
             schedule = handed.schedule
             at = (record.partition, record.offset)
-            if at not in self._pending:
-                counts = self._counts.setdefault(record.partition, Counter())
-                counts[schedule.due_ms // BUCKET_MS] += 1
-            pending = self._pending[at] = Pending(
-                record, schedule, now_ms, handed.batch, handed.missed
-            )
+            if at in self._pending:  # read again: it is where it was
+                return False
+            pending = Pending(record, schedule, now_ms, handed.batch, handed.missed)
+            pacer = self.pacer
+            if pacer is not None:
+                windowed = self._windowed is not None and self._windowed(schedule)
+                ready = pacer.ready_ms(record.partition, schedule, windowed)
+                pending = replace(pending, paced_ms=ready if ready > schedule.due_ms else None)
+            self._pending[at] = pending
             self._by_key[key] = at
             self._by_id.setdefault(_id_of(schedule), set()).add(at)
-            heapq.heappush(
-                self._heaps.setdefault(record.partition, []), (schedule.due_ms, record.offset)
-            )
+            if pacer is not None and pacer.rated(schedule.target_topic):
+                queue = self._queues.setdefault((record.partition, schedule.target_topic), [])
+                heapq.heappush(queue, (pending.release_ms, record.offset))
+                self._waiting.add(at)
+                pacer.of(schedule.target_topic).queued += 1
+            else:
+                self._push(pending)
             self._new.append(pending)
             return False
         if record.value is None and key in self._by_key:
             self._forget(self._pending.pop(self._by_key.pop(key), None))
             return True
         return False
+
+    def release(self, now_ms: int) -> int:
+        """Give each schedule waiting for its target's rate whose slot comes within
+        :data:`delayline.fire.pacing.RELEASE_AHEAD_MS` of ``now_ms`` that slot, in ready
+        order per (partition, target); it is then pending like any other, released at
+        its slot. Returns how many were given one."""
+        pacer = self.pacer
+        if pacer is None:
+            return 0
+        until = now_ms + RELEASE_AHEAD_MS
+        given = 0
+        for (partition, topic), queue in self._queues.items():
+            stats = pacer.of(topic)
+            while queue:
+                ready, offset = queue[0]
+                at = (partition, offset)
+                if at not in self._waiting:  # gone meanwhile (withheld, dropped)
+                    heapq.heappop(queue)
+                    continue
+                slot = pacer.slot(partition, topic, ready, until)
+                if slot is None:
+                    break
+                heapq.heappop(queue)
+                self._waiting.discard(at)
+                stats.queued -= 1
+                pending = self._pending[at]
+                pending = replace(pending, paced_ms=slot if slot > pending.due_ms else None)
+                self._pending[at] = pending
+                self._push(pending)
+                given += 1
+        return given
+
+    def _push(self, pending: Pending) -> None:
+        """Make ``pending`` one to take at its release time."""
+        partition, offset = pending.record.partition, pending.record.offset
+        counts = self._counts.setdefault(partition, Counter())
+        counts[pending.release_ms // BUCKET_MS] += 1
+        entry = (pending.release_ms, pending.due_ms, offset)
+        heapq.heappush(self._heaps.setdefault(partition, []), entry)
 
     def take_new(self) -> list[Pending]:
         """The schedules read since the last call (some may be gone again)."""
@@ -130,8 +204,8 @@ class DuePlan:
         schedules pending."""
         return min((p.record.timestamp_ms for p in self._pending.values()), default=None)
 
-    def next_due_ms(self, partitions: Iterable[int] | None = None) -> int | None:
-        """The earliest due time pending (in ``partitions`` only, if given), if any."""
+    def next_release_ms(self, partitions: Iterable[int] | None = None) -> int | None:
+        """The earliest release time pending (in ``partitions`` only, if given), if any."""
         chosen = self._heaps if partitions is None else partitions
         dues = [heap[0][0] for p in chosen if (heap := self._live_heap(p))]
         return min(dues, default=None)
@@ -139,7 +213,7 @@ class DuePlan:
     def next_pending(self, partition: int) -> Pending | None:
         """The schedule of ``partition`` due first, if any."""
         heap = self._live_heap(partition)
-        return self._pending[(partition, heap[0][1])] if heap else None
+        return self._pending[(partition, heap[0][2])] if heap else None
 
     def take(
         self,
@@ -150,7 +224,7 @@ class DuePlan:
     ) -> Group | None:
         """The next group of one in-flight partition (``partition``, or the one due
         first): everything there due within ``width_ms`` of its earliest pending
-        schedule (or of ``now_ms``, when behind), in due order; at most ``max_items``, if
+        schedule (or of ``now_ms``, when behind), in release order; at most ``max_items``, if
         given (the rest make the next groups). ``None`` when nothing is pending there.
 
         One partition per group: its transaction is written by that partition's
@@ -168,7 +242,7 @@ class DuePlan:
         while heap and heap[0][0] <= until:
             if max_items is not None and len(items) >= max_items:
                 break
-            _, offset = heapq.heappop(heap)
+            *_, offset = heapq.heappop(heap)
             item = self._pending.pop((partition, offset), None)
             if item is not None:
                 self._by_key.pop(item.record.key or b"", None)
@@ -176,7 +250,7 @@ class DuePlan:
                 items.append(item)
         if not items:
             return None
-        return Group(tuple(items), max(i.due_ms for i in items))
+        return Group(tuple(items), max(i.release_ms for i in items))
 
     def due_within(self, partition: int, from_ms: int, until_ms: int) -> int:
         """How many schedules of ``partition`` are pending due in [``from_ms``,
@@ -200,7 +274,7 @@ class DuePlan:
         least: int,
     ) -> int | None:
         """When writing must start for ``partition``'s next schedules, the earliest due
-        at ``due`` (:meth:`next_due_ms`), to be written by their due time, if they are a
+        at ``due`` (:meth:`next_release_ms`), to be written by their due time, if they are a
         burst; ``None`` if they are not.
 
         A burst: more than ``least`` schedules due within ``width_ms`` of the earliest
@@ -226,6 +300,10 @@ class DuePlan:
             self._forget(item)
         self._heaps.pop(partition, None)
         self._counts.pop(partition, None)
+        for key in [k for k in self._queues if k[0] == partition]:
+            del self._queues[key]
+        if self.pacer is not None:
+            self.pacer.forget(partition)
         self._read_to.pop(partition, None)
         self._new = [p for p in self._new if p.record.partition != partition]
         return len(gone)
@@ -244,9 +322,16 @@ class DuePlan:
     def _forget(self, item: Pending | None) -> None:
         if item is None:
             return
-        counts = self._counts.get(item.record.partition)
+        at = (item.record.partition, item.record.offset)
+        if at in self._waiting:
+            self._waiting.discard(at)
+            if self.pacer is not None:
+                self.pacer.of(item.schedule.target_topic).queued -= 1
+            counts = None
+        else:
+            counts = self._counts.get(item.record.partition)
         if counts is not None:
-            bucket = item.due_ms // BUCKET_MS
+            bucket = item.release_ms // BUCKET_MS
             counts[bucket] -= 1
             if counts[bucket] <= 0:
                 del counts[bucket]
@@ -256,10 +341,10 @@ class DuePlan:
             if not places:
                 del self._by_id[_id_of(item.schedule)]
 
-    def _live_heap(self, partition: int) -> list[tuple[int, int]]:
+    def _live_heap(self, partition: int) -> list[tuple[int, int, int]]:
         """``partition``'s heap, its top a schedule still pending (empty if none)."""
         heap = self._heaps.get(partition, [])
-        while heap and (partition, heap[0][1]) not in self._pending:
+        while heap and (partition, heap[0][2]) not in self._pending:
             heapq.heappop(heap)
         return heap
 

@@ -25,6 +25,7 @@ from delayline.contract import events as r
 from delayline.contract.contracts import InputParser, compacted
 from delayline.core.clock import Clock
 from delayline.core.identifiers import partition_marker_key
+from delayline.core.model import Schedule
 from delayline.fire.inflight import render_inflight
 from delayline.fire.refusals import batch_size
 from delayline.fire.report import HANDED, REFUSED, BatchReport
@@ -237,9 +238,10 @@ def _hand_off(row: Any, config: RunSettings, batch_id: int, missed: bool) -> Out
     way of any delivery, dead-lettered if refused). One already due is handed over too:
     the committer delivers it at once, after its watch had its say (a cancel written
     while a batch that hands it over is replayed after a crash wins). A recurring
-    schedule is handed over whatever the lead: the committer alone re-arms it."""
+    schedule is handed over whatever the lead: the committer alone re-arms it; so is a
+    paced one (a window, or a target with a rate): the committer alone paces."""
     schedule = r.event_schedule(row)
-    if config.lead_ms <= 0 and not config.topology.recurs(schedule):
+    if config.lead_ms <= 0 and not _committer_only(schedule, config):
         return None
     record = render_inflight(
         schedule,
@@ -249,6 +251,16 @@ def _hand_off(row: Any, config: RunSettings, batch_id: int, missed: bool) -> Out
         partitions=config.inflight_partitions,
     )
     return record if batch_size(record) <= INFLIGHT_MAX_BYTES else None
+
+
+def _committer_only(schedule: Schedule, config: RunSettings) -> bool:
+    """Whether only the committer may deliver ``schedule``: it recurs, or is paced."""
+    topology = config.topology
+    return (
+        topology.recurs(schedule)
+        or topology.windowed(schedule)
+        or config.target_rates.of(schedule.target_topic) is not None
+    )
 
 
 def _account(

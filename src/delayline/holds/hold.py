@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from delayline.contract.pacing import TargetRates
     from delayline.contract.topology import Topology
 
 
@@ -51,6 +52,8 @@ class RunSettings(Protocol):
     def inflight_topic_name(self) -> str: ...
     @property
     def inflight_partitions(self) -> int: ...
+    @property
+    def target_rates(self) -> TargetRates: ...
 
 
 class Deliver(Protocol):

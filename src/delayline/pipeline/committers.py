@@ -54,6 +54,7 @@ def committer_config(
         checkpoint_dir=config.checkpoint_dir if with_checkpoint else None,
         name=name,
         session_timeout_ms=session_timeout_ms,
+        target_rates=config.target_rates,
     )
 
 
@@ -84,7 +85,10 @@ def group_view(committer: Committer) -> dict[str, Any]:
     """This committer's status and its group's members (what ``/progress`` shows)."""
     settings = committer.config
     group = committer_group(settings.transactional_id)
-    view: dict[str, Any] = {"group": group, "this": asdict(committer.status())}
+    status = committer.status()
+    this = asdict(status)
+    this["pacing"] = {topic: asdict(pacing) for topic, pacing in status.pacing}
+    view: dict[str, Any] = {"group": group, "this": this}
     try:
         members = group_members(settings.bootstrap_servers, group, GROUP_LOOKUP_S)
     except KafkaUnavailableError as exc:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from delayline.contract.pacing import TargetRates
 from delayline.contract.topology import Topology
 from delayline.core.identifiers import inflight_topic, transactional_id, wake_topic
 from delayline.errors import ConfigError
@@ -123,6 +124,9 @@ class PipelineConfig:
             minutes of the same work it ran the whole pipeline at 6,861 schedules/s and
             272 us of CPU each, against 4,879/s and 355 us at the first tier
             (``delayline bench --scenario ladder``).
+        target_rates: Deliveries to a target topic beyond its rate wait, in the order
+            they are due (:mod:`delayline.fire.pacing`); a schedule to a rated topic goes
+            through the committer whatever the lead.
         outage_timeout_ms: How long the pipeline rides out a failure that waiting may
             cure (Kafka away: a fire task's transaction or Spark's Kafka source timed
             out) by starting the streaming query again, before it exits with the error.
@@ -156,6 +160,7 @@ class PipelineConfig:
     waker: str = OWN_WAKER
     hold_settings: Any = None
     outage_timeout_ms: int = 300_000
+    target_rates: TargetRates = field(default_factory=TargetRates)
 
     def __post_init__(self) -> None:
         if not 0 <= self.lead_ms <= MAX_LEAD_MS:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
 
 from delayline.contract import kinds as r
 from delayline.core.clock import Clock, SystemClock
@@ -208,6 +210,7 @@ class PipelineMetrics:
         name = status().name
         self.committer_partitions.labels(name).set_function(lambda: len(status().partitions))
         self.committer_pending.labels(name).set_function(lambda: status().pending)
+        self.registry.register(_PacingCollector(status))
         with self._lock:
             self._committers = group
 
@@ -236,6 +239,48 @@ class PipelineMetrics:
         if committers is not None:
             answer["committers"] = committers()
         return answer
+
+
+class _PacingCollector(Collector):
+    """Per target topic paced by a committer: deliveries held back by its rate, the delay
+    that added (in total and the longest), the queue waiting for a slot, and the rate."""
+
+    def __init__(self, status: Callable[[], CommitterStatus]) -> None:
+        self._status = status
+
+    def collect(self) -> Iterator[Metric]:
+        status = self._status()
+        labels = ["committer", "target"]
+        held = CounterMetricFamily(
+            "delayline_paced_held", "Deliveries a target's rate held back.", labels=labels
+        )
+        delay = CounterMetricFamily(
+            "delayline_paced_delay_seconds",
+            "Delay a target's rate added to the deliveries it held back, in total.",
+            labels=labels,
+        )
+        longest = GaugeMetricFamily(
+            "delayline_paced_delay_max_seconds",
+            "The longest delay a target's rate added to a delivery.",
+            labels=labels,
+        )
+        queued = GaugeMetricFamily(
+            "delayline_paced_queued",
+            "Deliveries to a target waiting for a slot of its rate.",
+            labels=labels,
+        )
+        rate = GaugeMetricFamily(
+            "delayline_target_rate", "A target's delivery rate, per second.", labels=labels
+        )
+        for topic, pacing in status.pacing:
+            at = [status.name, topic]
+            held.add_metric(at, pacing.held)
+            delay.add_metric(at, pacing.delay_ms / 1000)
+            longest.add_metric(at, pacing.max_delay_ms / 1000)
+            queued.add_metric(at, pacing.queued)
+            if pacing.rate_per_s is not None:
+                rate.add_metric(at, pacing.rate_per_s)
+        yield from (held, delay, longest, queued, rate)
 
 
 def _summary(progress: dict[str, Any]) -> dict[str, Any]:

@@ -159,7 +159,7 @@ class RedisHold(Hold):
     def wake_times(self) -> list[int]:
         """The next due schedule (whichever pipeline planned it) and the next lease to
         end (a silent pipeline's claims to take over)."""
-        due = self.store.next_due_ms()
+        due = self.store.next_release_ms()
         out = [] if due is None else [raise_ms(due, self.config.lead_ms)]
         return out + self._lease_wake()
 

@@ -303,7 +303,7 @@ class RedisStore:
             return None
         return reply[0].decode(), reply[1].decode(), int(reply[2])
 
-    def next_due_ms(self) -> int | None:
+    def next_release_ms(self) -> int | None:
         """The earliest due time pending (claimed or not yet), if any."""
         first = self._call_client(lambda c: c.zrange(self.keys.due, 0, 0, withscores=True))
         return int(first[0][1]) if first else None

@@ -98,6 +98,10 @@ def restart_bound(path: str, pending: int, bound: float) -> float:
     return bound
 
 
+RATE_TOLERANCE = 0.10
+"""With ``--target-rate``: how far the busiest second and the mean rate may be from it."""
+
+
 def evaluate(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target of the scenario: measured value, bound, met (None: not comparable)."""
     scenario, figures, quick = result["scenario"], result["figures"], result["quick"]
@@ -113,6 +117,15 @@ def evaluate(result: dict[str, Any]) -> list[dict[str, Any]]:
         lateness = [(f"lateness p99 (ms) at {rate:,}/s", "lateness_ms.p99",
                      side.lateness_p99_ms, "<=")]  # fmt: skip
     targets = [*lateness, *scenario_targets]
+    limit = result.get("target_rate_per_s")
+    if limit:  # the deliveries' rate is the limit's, not the engine's
+        targets = [t for t in targets if t[1] != "fire_per_s"]
+        targets += [
+            ("busiest second (deliveries), at most the rate +10%", "busiest_second",
+             limit * (1 + RATE_TOLERANCE), "<="),
+            ("first-to-last arrival (schedules/s), the rate -10%", "visible_per_s",
+             limit * (1 - RATE_TOLERANCE), ">="),
+        ]  # fmt: skip
     for label, path, default_bound, op in targets:
         bound = restart_bound(path, pending, default_bound)
         value = lookup(figures, path)
@@ -148,6 +161,8 @@ def table(result: dict[str, Any]) -> str:
         ("ingest (schedules/s)", f.get("ingest_per_s"), b["produce_per_s"], "raw produce/s"),
         ("delivery (schedules/s)", f.get("fire_per_s"), b["consume_per_s"], "raw consume/s"),
         ("  first-to-last arrival (schedules/s)", f.get("visible_per_s"), b["consume_per_s"], ""),
+        ("  busiest second (deliveries)", f.get("busiest_second"),
+         result.get("target_rate_per_s"), "target rate/s"),
         ("lateness p50 (ms)", lookup(f, "lateness_ms.p50"), lookup(b, "latency_ms.p50"), "raw p50"),
         ("lateness p99 (ms)", lookup(f, "lateness_ms.p99"), lookup(b, "latency_ms.p99"), "raw p99"),
         ("lateness min/p90/max (ms)", _triple(f.get("lateness_ms")), None, ""),

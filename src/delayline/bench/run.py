@@ -325,6 +325,8 @@ def delivery_figures(deliveries: list[Delivery], due: dict[str, int]) -> dict[st
     last = max((d.arrival_ms for d in mine), default=0)
     fire_span_s = (last - min(due.values())) / 1000 if mine else 0
     visible_span_s = (last - min(d.arrival_ms for d in mine)) / 1000 if mine else 0
+    first = min((d.arrival_ms for d in mine), default=0)
+    per_second = Counter((d.arrival_ms - first) // 1000 for d in mine)
     return {
         "expected": len(due),
         "delivered": len(counts),
@@ -335,6 +337,7 @@ def delivery_figures(deliveries: list[Delivery], due: dict[str, int]) -> dict[st
         "lateness_ms": summary(lateness),
         "fire_per_s": round(len(mine) / fire_span_s) if fire_span_s > 0 else None,
         "visible_per_s": round(len(mine) / visible_span_s) if visible_span_s > 0 else None,
+        "busiest_second": max(per_second.values(), default=0),
         "_lateness": lateness,
         "_arrivals": sorted(d.arrival_ms for d in mine),
     }

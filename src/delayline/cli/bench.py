@@ -33,6 +33,7 @@ from delayline.cli._common import (
 )
 from delayline.cli._holds import add_hold_flags, hold_bench_options
 from delayline.cli.extras import require_extras
+from delayline.contract.pacing import TargetRates
 from delayline.core.units import parse_duration_ms
 from delayline.errors import ConfigError
 from delayline.kafka.properties import KAFKA_CONFIG_ENV
@@ -115,6 +116,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=positive_int,
         help="the pipeline's --inflight-partitions: each committer delivers a partition "
         "with producers of its own, one transaction per group",
+    )
+    env_flag(
+        p,
+        "--target-rate",
+        env="DELAYLINE_BENCH_TARGET_RATE",
+        default=None,
+        type=_rate,
+        metavar="N/s",
+        help="the pipeline's --target-rate on the bench's target topic: deliveries beyond "
+        "it wait (the figures show the busiest second against it)",
     )
     env_flag(
         p,
@@ -268,6 +279,7 @@ def _bench(args: argparse.Namespace) -> int:
         "lead": args.lead,
         "inflight_partitions": args.inflight_partitions,
         "committers": args.committers,
+        "target_rate_per_s": args.target_rate,
     }
     say(report.table(result))
     if args.master is not None:
@@ -297,6 +309,8 @@ def _measure(args: argparse.Namespace, size: Size) -> dict[str, Any]:
         extra = ["--trigger-interval", args.trigger_interval]
         if args.lead is not None:
             extra += ["--lead", args.lead]
+        if args.target_rate is not None:
+            extra += ["--target-rate", f"{env.target_topic}={args.target_rate:g}/s"]
         progress(f"starting the pipeline (log {env.work_dir / 'pipeline.log'})")
         ready_s = start_pipeline(env, *extra)
         measured["pipeline_ready_s"] = round(ready_s, 1)
@@ -432,3 +446,11 @@ def _ladder(args: argparse.Namespace) -> int:
         report.write_json(result, args.json_path)
         say(f"wrote {args.json_path}")
     return 0
+
+
+def _rate(text: str) -> float:
+    """``--target-rate``: ``N/s`` or ``N/min``, as deliveries per second."""
+    try:
+        return TargetRates.parse([f"target={text}"]).per_topic[0][1]
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: write N/s or N/min") from exc

@@ -132,11 +132,20 @@ def running_api(
 ) -> Iterator[str]:
     """``delayline api`` (in this process, on a free port) over ``pipeline``'s topics;
     yields its base URL once the catalog has caught up."""
-    topics = pipeline.topics
+    with api_over(pipeline.bootstrap, pipeline.topics, catalog, token, pipeline_url) as url:
+        yield url
+
+
+@contextmanager
+def api_over(
+    bootstrap: str, topics: Topics, catalog: Path, token: str, pipeline_url: str | None = None
+) -> Iterator[str]:
+    """``delayline api`` over ``topics``, with or without a pipeline (its metrics server
+    at ``pipeline_url``); yields its base URL once the catalog has caught up."""
     server = ApiServer(
         ApiConfig(
             topology=Topology(
-                pipeline.bootstrap,
+                bootstrap,
                 (topics.schedules, topics.schedules_b),
                 dead_letter_topic=topics.dead_letters,
                 history_topic=topics.history,

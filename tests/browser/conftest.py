@@ -1,20 +1,28 @@
 """A real pipeline, the API and Debian's Chromium driven by Playwright.
 
-Screenshots of every test land in ``test-artifacts/browser/``.
+Screenshots of every test land in ``test-artifacts/browser/``. Tests of what the page
+shows of the API alone (and of a pipeline's ``/progress``, served canned) use
+``canned_page``: the API over fresh topics, no pipeline.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import threading
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from tests.support import ARTIFACTS, RunningPipeline, running_stack
+from tests.support import ARTIFACTS, RunningPipeline, api_over, make_topics, running_stack
 
 TOKEN = "browser-token"
 CHROMIUM_ENV = "DELAYLINE_CHROMIUM"
@@ -58,9 +66,85 @@ def browser() -> Iterator[Browser]:
             launched.close()
 
 
+@dataclass
+class Progress:
+    """A pipeline's metrics server answering ``/progress`` with ``answer`` (its last
+    batch always just finished, so the pipeline reads as running)."""
+
+    url: str = ""
+    answer: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CannedStack:
+    url: str
+    progress: Progress
+
+
+@contextmanager
+def canned_progress() -> Iterator[Progress]:
+    progress = Progress()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path != "/progress":
+                self.send_error(404)
+                return
+            answer = {"last_batch": {"finished_ms": int(time.time() * 1000)}, **progress.answer}
+            body = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    progress.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, name="canned-progress", daemon=True)
+    thread.start()
+    try:
+        yield progress
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def canned_stack(
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CannedStack]:
+    """The API over fresh topics, its pipeline URL a canned ``/progress``; no pipeline."""
+    topics = make_topics(kafka_bootstrap)
+    catalog = tmp_path_factory.mktemp("catalog") / "catalog.db"
+    with (
+        canned_progress() as progress,
+        api_over(kafka_bootstrap, topics, catalog, TOKEN, progress.url) as url,
+    ):
+        yield CannedStack(url, progress)
+
+
 @pytest.fixture
 def page(browser: Browser, stack: Stack, request: pytest.FixtureRequest) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1366, "height": 820}, base_url=stack.url)
+    with opened_page(browser, stack.url, request.node.name) as opened:
+        yield opened
+
+
+@pytest.fixture
+def canned_page(
+    browser: Browser, canned_stack: CannedStack, request: pytest.FixtureRequest
+) -> Iterator[Page]:
+    with opened_page(browser, canned_stack.url, request.node.name) as opened:
+        yield opened
+
+
+@contextmanager
+def opened_page(browser: Browser, url: str, name: str) -> Iterator[Page]:
+    """A page of the API at ``url``; fails the test on a JavaScript error or a breach of
+    the page's Content-Security-Policy, and leaves a screenshot named ``name``."""
+    context = browser.new_context(viewport={"width": 1366, "height": 820}, base_url=url)
     opened = context.new_page()
     errors: list[str] = []
     refused: list[str] = []  # what the page's Content-Security-Policy blocked
@@ -73,7 +157,7 @@ def page(browser: Browser, stack: Stack, request: pytest.FixtureRequest) -> Iter
         yield opened
     finally:
         SHOTS.mkdir(parents=True, exist_ok=True)
-        opened.screenshot(path=str(SHOTS / f"{request.node.name}.png"), full_page=True)
+        opened.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
         context.close()
     assert errors == [], f"JavaScript errors on the page: {errors}"
     assert refused == [], f"the page broke its own Content-Security-Policy: {refused}"

@@ -14,9 +14,10 @@ from playwright.sync_api import Page, expect
 
 from delayline.core.clock import ms_to_datetime
 from delayline.dev.harness import DeliveryCollector
-from tests.browser.conftest import SHOTS, TOKEN, Stack
+from tests.browser.conftest import SHOTS, TOKEN, CannedStack, Stack
 
 CATALOG_WAIT_MS = 15_000
+NOTHING = "\u2013"  # an en dash: what the page shows for no figure
 
 
 def sign_in(page: Page) -> None:
@@ -297,3 +298,103 @@ def shown_after_reload(page: Page, test_id: str, text: str | re.Pattern[str]) ->
         assert time.monotonic() < deadline, f"{test_id} shows {shown!r}, not {text!r}"
         page.wait_for_timeout(300)
         page.reload()
+
+
+def test_a_delivery_window_is_set_in_the_form_shown_and_kept_on_edit(
+    canned_page: Page, canned_stack: CannedStack
+) -> None:
+    """The form's Delivery window becomes the schedule's ``window_ms``; its detail says
+    so, the edit form shows it (not as an extra header) and saving keeps it; a window
+    over an hour is refused by the page before anything is written."""
+    page = canned_page
+    schedule_id = f"ui-window-{uuid.uuid4().hex[:8]}"
+    sign_in(page)
+    page.get_by_role("link", name="New schedule").click()
+    page.get_by_label("Id").fill(schedule_id)
+    page.get_by_label("Target topic").fill("campaign")
+    page.get_by_label("…or due in (seconds)").fill("3600")
+    page.get_by_label("Delivery window").fill("2h")
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_test_id("flash")).to_have_text(
+        "Delivery window must be within 1ms..1h, not 2h"
+    )
+    page.get_by_label("Delivery window").fill("15m")
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_test_id("flash")).to_contain_text("Written to")
+    expect(page.get_by_test_id("state")).to_have_text("pending", timeout=CATALOG_WAIT_MS)
+    expect(page.get_by_test_id("window")).to_have_text(
+        "15m: delivered from its due time to 15m after, spread evenly (never early)"
+    )
+    current = httpx.get(f"{canned_stack.url}/schedules/{schedule_id}").json()["current"]
+    assert current["window_ms"] == 900_000
+    assert {"name": "delayline-window", "value": "15m", "encoding": "utf-8"} in current["headers"]
+    versions = len(httpx.get(f"{canned_stack.url}/schedules/{schedule_id}").json()["versions"])
+    assert versions == 1  # the refused 2h was never written
+    page.screenshot(path=str(SHOTS / "window-detail.png"), full_page=True)
+
+    page.get_by_role("link", name="Edit").click()
+    expect(page.get_by_label("Delivery window")).to_have_value("15m")
+    expect(page.get_by_label("Extra headers, one name=value per line")).to_have_value("")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_test_id("flash")).to_contain_text("Written to")
+    expect(page.get_by_test_id("state")).to_have_text("pending", timeout=CATALOG_WAIT_MS)
+    expect(page.get_by_test_id("window")).to_contain_text("15m")
+    detail = httpx.get(f"{canned_stack.url}/schedules/{schedule_id}").json()
+    assert [v["kind"] for v in detail["versions"]] == ["created", "updated"]
+    assert detail["current"]["window_ms"] == 900_000
+
+
+def test_the_dashboard_shows_delivery_pacing_per_target_topic(
+    canned_page: Page, canned_stack: CannedStack
+) -> None:
+    """The pacing the pipeline's committer reports in ``/progress`` (through the API's
+    ``/info``): a table per target topic, none while nothing is paced."""
+    page = canned_page
+    canned_stack.progress.answer = {"committers": {"group": "g", "this": {"pacing": {}}}}
+    page.goto("/ui/")
+    expect(page.get_by_test_id("pipeline-status")).to_contain_text("running")
+    expect(page.get_by_test_id("pacing")).to_have_count(0)
+
+    canned_stack.progress.answer = {
+        "committers": {
+            "group": "g",
+            "this": {
+                "name": "c0",
+                "partitions": [0, 1],
+                "pending": 12,
+                "delivered": 40_000,
+                "pacing": {
+                    "orders": {
+                        "rate_per_s": 2000.0,
+                        "held": 4,
+                        "delay_ms": 5000,
+                        "max_delay_ms": 2500,
+                        "queued": 12_345,
+                    },
+                    "campaign": {
+                        "rate_per_s": None,
+                        "held": 0,
+                        "delay_ms": 0,
+                        "max_delay_ms": 0,
+                        "queued": 0,
+                    },
+                },
+            },
+            "members": [],
+        }
+    }
+    page.reload()
+    table = page.get_by_test_id("pacing")
+    expect(table).to_be_visible()
+    rows = table.get_by_test_id("pacing-row")
+    expect(rows).to_have_count(2)
+    expect(table.locator("th")).to_have_text(
+        ["Target topic", "Rate", "Held back", "Average added delay", "Longest delay", "Queued now"]
+    )
+    expect(rows.nth(0).locator("td")).to_have_text(
+        ["campaign", "window only", "0", NOTHING, NOTHING, "0"]
+    )
+    expect(rows.nth(1).locator("td")).to_have_text(
+        ["orders", "2,000/s", "4", "1.3 s", "2.5 s", "12,345"]
+    )
+    page.screenshot(path=str(SHOTS / "dashboard-pacing.png"), full_page=True)

@@ -278,3 +278,41 @@ def test_a_recurring_group_scheduled_listed_paused_resumed_and_cancelled(api: Ap
     assert out.stdout.strip() == "cancelled 2 schedule(s) of group 'team'"
     eventually(lambda: not httpx.get(f"{api.url}/schedules", params={"group": "team"}).json()["items"],
                15, "the group cancelled")  # fmt: skip
+
+
+def test_a_delivery_window_from_the_command_line_and_the_api(api: Api) -> None:
+    """``--window`` and ``window_ms`` write the ``delayline-window`` header; the API shows
+    it as ``window_ms`` (detail and list); a window over an hour is refused by both
+    before anything is written."""
+    out = api.cli("schedule", "--id", "cli-window", "--topic", "campaign", "--in", "1h",
+                  "--window", "15m", "hello")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    body = {"target_topic": "campaign", "delay_ms": 3_600_000}
+    made = httpx.post(f"{api.url}/schedules", headers=auth,
+                      json={**body, "id": "api-window", "window_ms": 1500})  # fmt: skip
+    assert made.status_code == 202, made.text
+    too_long = api.cli("schedule", "--id", "cli-2h", "--topic", "campaign", "--in", "1h",
+                       "--window", "2h", "x")  # fmt: skip
+    assert too_long.returncode == 1
+    assert "--window: a delivery window must be within 1ms..1h, not 2h" in too_long.stderr
+    refused = httpx.post(f"{api.url}/schedules", headers=auth,
+                         json={**body, "id": "api-2h", "window_ms": 7_200_000})  # fmt: skip
+    assert refused.status_code == 422
+    assert refused.json()["detail"].startswith("window_ms: Input should be less than or equal")
+    plain = httpx.post(f"{api.url}/schedules", headers=auth, json={**body, "id": "api-plain"})
+    assert plain.status_code == 202, plain.text
+
+    written = {r.key: dict(r.headers) for r in read_topic(api.bootstrap, api.schedules)}
+    assert written[b"cli-window"]["delayline-window"] == b"15m"
+    assert written[b"api-window"]["delayline-window"] == b"1500ms"
+    assert "delayline-window" not in written[b"api-plain"]
+    assert b"cli-2h" not in written
+    assert b"api-2h" not in written
+    for schedule_id in ("cli-window", "api-window", "api-plain"):
+        api.known(schedule_id)
+    detail = httpx.get(f"{api.url}/schedules/cli-window").json()["current"]
+    assert detail["window_ms"] == 900_000
+    page = httpx.get(f"{api.url}/schedules", params={"target_topic": "campaign"}).json()
+    listed = {item["id"]: item["window_ms"] for item in page["items"]}
+    assert listed == {"cli-window": 900_000, "api-window": 1500, "api-plain": None}

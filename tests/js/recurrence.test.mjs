@@ -86,7 +86,7 @@ describe("isOwnHeader", () => {
   test("keeps delayline's own headers out of the editable ones", () => {
     for (const name of ["scheduler-epoch", "scheduler-target-topic", "delayline-cron", "delayline-every", "delayline-time-zone",
       "delayline-until", "delayline-max-occurrences", "delayline-catch-up", "delayline-catch-up-window",
-      "delayline-occurrence", "delayline-group", "delayline-paused"]) {
+      "delayline-occurrence", "delayline-group", "delayline-paused", "delayline-window"]) {
       assert.equal(isOwnHeader(name), true, name);
     }
   });

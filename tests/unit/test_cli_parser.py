@@ -40,6 +40,7 @@ NO_ENV = {
     "--catch-up",
     "--catch-up-window",
     "--group",
+    "--window",
     # delayline list: the query itself (schedule's --contract has DELAYLINE_CONTRACT)
     "--contract",
     "--contains",
@@ -49,6 +50,8 @@ NO_ENV = {
     # delayline acls: create them now rather than print them (an action)
     "--apply",
 }
+
+AN_ENVELOPE = ["schedule", "--contract", "envelope", "--envelope-topic", "e", "--topic", "t"]
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
@@ -111,6 +114,10 @@ def test_switches_are_on_until_a_flag_or_their_environment_variable_turns_them_o
         (["schedule", "--id", "a", "--topic", "t", "--in", "soon", "p"], "bad duration 'soon'"),
         (["schedule", "--id", "a", "--topic", "t", "--at", "2030-01-01T00:00", "p"], "no timezone"),
         (["broker", "start", "--port", "x"], "invalid int value"),
+        (
+            ["schedule", "--id", "a", "--topic", "t", "--in", "1m", "--window", "soon", "p"],
+            "argument --window: bad duration 'soon'",
+        ),
     ],
 )
 def test_bad_flags_exit_2_with_one_clear_line(
@@ -136,6 +143,18 @@ def test_bad_flags_exit_2_with_one_clear_line(
         (
             ["schedule", "--id", "a", "--topic", "t", "--every", "5m", "--time-zone", "Mars", "p"],
             "unknown time zone 'Mars'",
+        ),
+        (
+            ["schedule", "--id", "a", "--topic", "t", "--in", "1m", "--window", "2h", "p"],
+            "--window: a delivery window must be within 1ms..1h, not 2h",
+        ),
+        (
+            ["schedule", "--id", "a", "--topic", "t", "--in", "1m", "--window", "0s", "p"],
+            "--window: a delivery window must be within 1ms..1h, not 0ms",
+        ),
+        (
+            [*AN_ENVELOPE, "--in", "1m", "--window", "1m", "p"],
+            "--cron, --every, --group and --window are for the header contract",
         ),
         (["pause"], "give a schedule ID or --group, not both"),
         (["cancel", "x", "--group", "g"], "give a schedule ID or --group, not both"),

@@ -10,7 +10,8 @@ from typing import Literal, overload
 from pydantic import BaseModel, ConfigDict, Field
 
 from delayline.catalog import DeadLetter, Pending, Stats, Version
-from delayline.contract.contracts import Contract
+from delayline.contract.contracts import HEADER, Contract
+from delayline.contract.pacing import MAX_WINDOW_MS
 from delayline.contract.recurring import MAX_GROUP_LENGTH, occurrence_number, recurrence_of
 from delayline.core.clock import ms_to_datetime
 from delayline.core.model import MAX_EPOCH_MS, Headers
@@ -112,6 +113,14 @@ class ScheduleIn(BaseModel):
         max_length=MAX_GROUP_LENGTH,
         description="A group: listed, cancelled, paused and resumed together.",
     )
+    window_ms: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_WINDOW_MS,
+        description="A flexible delivery window, milliseconds (at most an hour): it may be "
+        "delivered anywhere from its due time to its due time plus the window, spread "
+        "evenly over it with the schedules due alike; never early. Header contract only.",
+    )
 
 
 class ScheduleCreate(ScheduleIn):
@@ -172,6 +181,12 @@ class ScheduleSummary(BaseModel):
     paused: bool = False
     paused_due_at: datetime | None = Field(
         default=None, description="When paused: the due time it had."
+    )
+    window_ms: int | None = Field(
+        default=None,
+        description="Its flexible delivery window, milliseconds (header delayline-window); "
+        "null for none, for a window refused (it goes to the dead letters when due), and "
+        "for envelopes and timer requests (only the header contract reads it).",
     )
 
 
@@ -332,6 +347,7 @@ def summary(p: Pending, contract: Contract) -> ScheduleSummary:
         recurrence=p.recurrence,
         paused=p.paused_due_ms is not None,
         paused_due_at=None if p.paused_due_ms is None else utc(p.paused_due_ms),
+        window_ms=p.window_ms if contract == HEADER else None,
     )
 
 

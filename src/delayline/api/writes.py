@@ -89,6 +89,7 @@ class Writers:
                 partition=partition,
                 recurrence=recurrence,
                 group=body.group,
+                window_ms=body.window_ms,
             )
         )
         if late_ms <= 0:

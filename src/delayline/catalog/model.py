@@ -38,6 +38,9 @@ class Pending:
         recurrence: How it recurs, in words (``cron 0 9 * * 1-5 in Europe/Berlin``),
             ``None`` for a one-off.
         paused_due_ms: The due time it had when paused; ``None``: not paused.
+        window_ms: The delivery window its headers state (``delayline-window``);
+            ``None`` for none or one refused. Whatever its contract: only the header
+            contract's is used.
         payload: The current version's value.
         headers: The current version's headers.
     """
@@ -54,6 +57,7 @@ class Pending:
     group: str | None = None
     recurrence: str | None = None
     paused_due_ms: int | None = None
+    window_ms: int | None = None
     payload: bytes = b""
     headers: Headers = ()
 

@@ -24,16 +24,18 @@ from delayline.catalog.model import (
 from delayline.catalog.sql import decode_cursor, encode_cursor, filters, select
 from delayline.catalog.store import CatalogStore, Position
 from delayline.contract.codec import decode_headers, encode_headers
+from delayline.contract.pacing import WindowError, window_of
 from delayline.contract.recurring import describe_recurrence, group_of, paused_due_ms
-from delayline.core.model import SourceRef
+from delayline.core.model import Headers, SourceRef
 from delayline.core.versions import supersedes
 from delayline.errors import CatalogError, ConfigError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
-"""2: groups, recurrences and pauses of pending schedules. A catalog of an older version
-is dropped and rebuilt from the topics (it holds nothing else)."""
+SCHEMA_VERSION = 3
+"""2: groups, recurrences and pauses of pending schedules; 3: their delivery windows. A
+catalog of an older version is dropped and rebuilt from the topics (it holds nothing
+else)."""
 POOL_SIZE = 8
 """Idle connections kept; more are opened under load and closed afterwards."""
 MAX_VERSIONS = 1000
@@ -45,7 +47,7 @@ CREATE TABLE IF NOT EXISTS pending (
     id TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
     offset INTEGER NOT NULL, due_ms INTEGER NOT NULL, target_topic TEXT NOT NULL,
     target_key BLOB, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,
-    grp TEXT, recurrence TEXT, paused_due_ms INTEGER,
+    grp TEXT, recurrence TEXT, paused_due_ms INTEGER, window_ms INTEGER,
     PRIMARY KEY (id, topic)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS pending_group ON pending (grp, due_ms, id, topic);
@@ -75,7 +77,7 @@ CREATE TABLE IF NOT EXISTS positions (
 
 _PENDING_COLUMNS = (
     "id, topic, partition, offset, due_ms, target_topic, target_key, created_ms, updated_ms, "
-    "grp, recurrence, paused_due_ms"
+    "grp, recurrence, paused_due_ms, window_ms"
 )
 _DEAD_LETTER_COLUMNS = (
     "topic, partition, offset, at_ms, reason, source, schedule_id, key, value, headers"
@@ -318,7 +320,7 @@ def _upsert(conn: sqlite3.Connection, change: Upsert) -> None:
     created_ms = change.at_ms if existing is None else existing[0]
     conn.execute(
         f"INSERT OR REPLACE INTO pending ({_PENDING_COLUMNS}) "  # noqa: S608 - fixed names
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             s.id,
             s.source.topic,
@@ -332,6 +334,7 @@ def _upsert(conn: sqlite3.Connection, change: Upsert) -> None:
             group_of(s.headers),
             describe_recurrence(s.headers),
             paused_due_ms(s.headers),
+            _window_ms(s.headers),
         ),
     )
     kind = "created" if existing is None else "updated"
@@ -416,6 +419,14 @@ def _add_dead_letter(conn: sqlite3.Connection, d: DeadLetter) -> None:
             encode_headers(d.headers),
         ),
     )
+
+
+def _window_ms(headers: Headers) -> int | None:
+    """The window ``headers`` state; ``None`` for none or one refused."""
+    try:
+        return window_of(headers)
+    except WindowError:
+        return None
 
 
 def _pending(row: tuple[Any, ...]) -> Pending:

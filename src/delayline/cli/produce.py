@@ -36,6 +36,7 @@ from delayline.client._core import PAST_DUE
 from delayline.client._core import log as client_log
 from delayline.contract.contracts import CONTRACTS, HEADER
 from delayline.contract.ids import parse_derived_id
+from delayline.contract.pacing import MAX_WINDOW_MS, WindowError, check_window_ms
 from delayline.core.clock import SystemClock, ms_to_datetime
 from delayline.core.recurrence import DEFAULT_CATCH_UP, CatchUp, Recurrence
 from delayline.core.units import format_duration_ms, parse_duration_ms, parse_instant_ms
@@ -135,7 +136,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _add_recurrence(p: argparse.ArgumentParser) -> None:
-    """The flags of a recurring schedule, and --group."""
+    """The flags of a recurring schedule, --group and --window."""
     p.add_argument("--cron", metavar="EXPR", help="recur by a cron expression: 5 fields "
                    "(minute hour day month weekday) or 6 with the second first, e.g. "
                    "'0 9 * * 1-5'")  # fmt: skip
@@ -152,6 +153,10 @@ def _add_recurrence(p: argparse.ArgumentParser) -> None:
     p.add_argument("--catch-up-window", metavar="DURATION", default="1m",
                    help="later than this an occurrence is missed (default 1m)")  # fmt: skip
     p.add_argument("--group", help="a group: listed, cancelled, paused and resumed together")
+    p.add_argument("--window", metavar="DURATION", type=duration_arg(parse_duration_ms),
+                   dest="window_ms", help="a flexible delivery window, e.g. 15m (at most "
+                   f"{format_duration_ms(MAX_WINDOW_MS)}): delivered anywhere from the due "
+                   "time to the due time plus the window, spread evenly; never early")  # fmt: skip
 
 
 def recurrence_from_args(args: argparse.Namespace) -> Recurrence | None:
@@ -212,8 +217,14 @@ def _schedule(args: argparse.Namespace) -> int:
         raise ConfigError("--json-message is for envelopes (--contract envelope)")
     contract_record = None if args.contract == HEADER else contract_writer(args, payload, headers)
     recurrence = recurrence_from_args(args)
-    if args.contract != HEADER and (recurrence is not None or args.group is not None):
-        raise ConfigError("--cron, --every and --group are for the header contract")
+    own = recurrence is not None or args.group is not None or args.window_ms is not None
+    if args.contract != HEADER and own:
+        raise ConfigError("--cron, --every, --group and --window are for the header contract")
+    if args.window_ms is not None:
+        try:
+            check_window_ms(args.window_ms)
+        except WindowError as exc:
+            raise ConfigError(f"--window: {exc}") from exc
     if recurrence is None and args.at_ms is None and args.in_ms is None:
         raise ConfigError("give the due time with --at or --in (or a --cron or --every)")
     check_kafka(args)
@@ -236,6 +247,7 @@ def _schedule(args: argparse.Namespace) -> int:
                 headers=headers,
                 recurrence=recurrence,
                 group=args.group,
+                window_ms=args.window_ms,
             )
         first = "first at " if recurrence is not None else "at "
         due = ms_to_datetime(written.schedule.due_ms if written.schedule else due_ms)

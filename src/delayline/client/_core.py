@@ -13,6 +13,7 @@ from delayline.client.config import ClientConfig, RetryPolicy
 from delayline.client.partitioner import partition_for
 from delayline.client.retry import plan_retry
 from delayline.contract import OutgoingRecord, build_schedule, render_cancel, render_schedule
+from delayline.contract.pacing import WindowError
 from delayline.contract.recurring import (
     first_due_ms,
     own_headers,
@@ -20,7 +21,7 @@ from delayline.contract.recurring import (
     resumed_headers,
 )
 from delayline.core.clock import Clock, SystemClock, datetime_to_ms, ms_to_datetime
-from delayline.core.model import MAX_EPOCH_MS, Schedule
+from delayline.core.model import MAX_EPOCH_MS, Headers, Schedule
 from delayline.core.recurrence import Recurrence
 from delayline.core.units import format_duration_ms
 from delayline.errors import InvalidScheduleError
@@ -66,9 +67,10 @@ class SchedulerCore:
         target_key: bytes | str | None,
         headers: HeadersArg,
         partition: int | None = None,
-        recurrence: Recurrence | None = None,
-        group: str | None = None,
+        own: Headers = (),
     ) -> tuple[Schedule, OutgoingRecord]:
+        """A header-contract schedule and its record; ``own``: delayline's own headers
+        (:func:`own_of`)."""
         if not isinstance(schedule_id, str):
             raise InvalidScheduleError(
                 f"schedule id must be a str, got {type(schedule_id).__name__}"
@@ -80,7 +82,7 @@ class SchedulerCore:
             due_ms,
             target_key=None if target_key is None else _to_bytes(target_key, "target_key"),
             extra_headers=normalize_headers(headers),
-            own_headers=own_headers(recurrence, group),
+            own_headers=own,
         )
         partition = self.partition_of(schedule_id, partition)
         return schedule, render_schedule(schedule, self.config.schedules_topic, partition)
@@ -229,6 +231,18 @@ def normalize_headers(headers: HeadersArg) -> list[tuple[str, bytes | None]]:
             raise InvalidScheduleError(f"header names must be non-empty strings, got {name!r}")
         out.append((name, None if value is None else _to_bytes(value, f"header {name}")))
     return out
+
+
+def own_of(recurrence: Recurrence | None, group: str | None, window_ms: int | None) -> Headers:
+    """delayline's own headers for ``schedule(recurrence=, group=, window_ms=)``.
+
+    Raises:
+        InvalidScheduleError: a bad group.
+        WindowError: ``window_ms`` is not a whole number of milliseconds within 1 ms..1 h.
+    """
+    if window_ms is not None and (isinstance(window_ms, bool) or not isinstance(window_ms, int)):
+        raise WindowError(f"window_ms must be an int of milliseconds, got {window_ms!r}")
+    return own_headers(recurrence, group, window_ms)
 
 
 def _to_bytes(value: bytes | str, what: str) -> bytes:

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
-from delayline.client._core import HeadersArg, SchedulerCore
+from delayline.client._core import HeadersArg, SchedulerCore, own_of
 from delayline.client.config import ClientConfig, RetryPolicy
 from delayline.contract import OutgoingRecord
 from delayline.core.clock import Clock
@@ -71,12 +71,15 @@ class AsyncScheduler:
         partition: int | None = None,
         recurrence: Recurrence | None = None,
         group: str | None = None,
+        window_ms: int | None = None,
     ) -> Written:
-        """Write a schedule; see :meth:`Scheduler.schedule`."""
+        """Write a schedule; see :meth:`Scheduler.schedule` (with ``window_ms`` it may be
+        delivered anywhere in [due, due + window], spread evenly over it, never early)."""
         due_ms = self._core.due_ms(at, delay, recurrence)
+        own = own_of(recurrence, group, window_ms)
         await self._ensure_partitions()
         schedule, record = self._core.schedule_record(
-            id, payload, target_topic, due_ms, target_key, headers, partition, recurrence, group
+            id, payload, target_topic, due_ms, target_key, headers, partition, own
         )
         self._core.warn_if_past(id, at)
         return await self._send(id, record, schedule)

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
-from delayline.client._core import HeadersArg, SchedulerCore
+from delayline.client._core import HeadersArg, SchedulerCore, own_of
 from delayline.client.config import ClientConfig, RetryPolicy
 from delayline.contract import OutgoingRecord
 from delayline.core.clock import Clock
@@ -64,6 +64,7 @@ class Scheduler:
         partition: int | None = None,
         recurrence: Recurrence | None = None,
         group: str | None = None,
+        window_ms: int | None = None,
     ) -> Schedule:
         """Queue a schedule: deliver ``payload`` to ``target_topic`` at ``at`` or after ``delay``.
 
@@ -89,18 +90,24 @@ class Scheduler:
                 and ``delayline-occurrence`` (its number).
             group: A group name: the API lists, cancels, pauses and resumes a group's
                 schedules together.
+            window_ms: A flexible delivery window (header ``delayline-window``): it may
+                be delivered anywhere from its due time to its due time plus the window,
+                and schedules due alike are spread evenly over it; never early. 1 ms
+                to 1 h.
 
         Returns:
             The schedule as written (for a recurring one, due at its first occurrence).
 
         Raises:
             InvalidScheduleError: the arguments break the contract.
+            WindowError: ``window_ms`` is outside 1 ms..1 h (nothing is written).
             KafkaUnavailableError: the cluster did not answer the metadata request.
             TopicConfigError: the schedules topic does not exist.
         """
         due_ms = self._core.due_ms(at, delay, recurrence)
+        own = own_of(recurrence, group, window_ms)
         schedule, record = self._core.schedule_record(
-            id, payload, target_topic, due_ms, target_key, headers, partition, recurrence, group
+            id, payload, target_topic, due_ms, target_key, headers, partition, own
         )
         self._core.warn_if_past(id, at)
         self._send(id, record)

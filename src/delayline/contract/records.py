@@ -238,7 +238,7 @@ def build_schedule(
     own_headers: Headers = (),
 ) -> Schedule:
     """Build a schedule as a producer writes it, control headers first, then
-    ``own_headers`` (delayline's: a recurrence, a group; see
+    ``own_headers`` (delayline's: a recurrence, a window, a group; see
     :func:`delayline.contract.recurring.own_headers`), then ``extra_headers``.
 
     Raises:

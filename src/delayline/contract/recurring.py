@@ -48,6 +48,7 @@ from delayline.contract.headers import (
     TIME_ZONE,
     UNTIL,
 )
+from delayline.contract.pacing import window_headers
 from delayline.contract.records import OutgoingRecord, without_copy_of
 from delayline.core.model import MAX_EPOCH_MS, Headers, Schedule
 from delayline.core.recurrence import (
@@ -178,14 +179,19 @@ def recurrence_headers(recurrence: Recurrence) -> Headers:
     return tuple(out)
 
 
-def own_headers(recurrence: Recurrence | None, group: str | None) -> Headers:
-    """The headers a producer writes for ``recurrence`` and ``group`` (for
-    :func:`delayline.contract.records.build_schedule`).
+def own_headers(
+    recurrence: Recurrence | None, group: str | None, window_ms: int | None = None
+) -> Headers:
+    """The headers a producer writes for ``recurrence``, ``group`` and a delivery
+    window of ``window_ms`` (:func:`delayline.contract.pacing.window_headers`), for
+    :func:`delayline.contract.records.build_schedule`.
 
     Raises:
         InvalidScheduleError: ``group`` is empty, too long, or has control characters.
+        WindowError: ``window_ms`` is outside 1 ms..1 h.
     """
     out = recurrence_headers(recurrence) if recurrence is not None else ()
+    out = (*out, *window_headers(window_ms))
     if group is None:
         return out
     if not group or len(group) > MAX_GROUP_LENGTH or not group.isprintable():

@@ -162,15 +162,17 @@ class DuePlan:
                 if at not in self._waiting:  # gone meanwhile (withheld, dropped)
                     heapq.heappop(queue)
                     continue
-                slot = pacer.slot(partition, topic, ready, until)
+                # Read past its ready time (after a restart): held back from its reading on.
+                since = max(ready, self._pending[at].read_ms)
+                slot = pacer.slot(partition, topic, since, now_ms, until)
                 if slot is None:
                     break
                 heapq.heappop(queue)
                 self._waiting.discard(at)
                 stats.queued -= 1
                 pending = self._pending[at]
-                pending = replace(pending, paced_ms=slot if slot > pending.due_ms else None)
-                self._pending[at] = pending
+                if slot > max(pending.release_ms, now_ms):  # held back by the rate
+                    pending = self._pending[at] = replace(pending, paced_ms=slot)
                 self._push(pending)
                 given += 1
         return given

@@ -97,20 +97,26 @@ class Pacer:
         self._windowed[partition] = k
         return spread_ms(schedule.due_ms, window_ms, k)
 
-    def slot(self, partition: int, topic: str, ready_ms: int, until_ms: int) -> int | None:
+    def slot(
+        self, partition: int, topic: str, ready_ms: int, now_ms: int, until_ms: int
+    ) -> int | None:
         """The release time of the next delivery to ``topic`` from ``partition``, ready
         at ``ready_ms``, if it is at most ``until_ms`` (the slot is then taken); ``None``:
-        not yet. Slots come in the order asked: ask in ready order."""
+        not yet. Slots come in the order asked (ask in ready order), one rate interval
+        apart, and never before ``now_ms``: a backlog past due (read after a restart)
+        goes out at the rate from now, not at once. A slot later than both ``ready_ms``
+        and ``now_ms`` counts as held back, by its distance from ``ready_ms``."""
         rate = self.rates.of(topic)
         if rate is None:
             return ready_ms
         key = (partition, topic)
-        at = max(float(ready_ms), self._free.get(key, -math.inf))
+        base = max(ready_ms, now_ms)
+        at = max(float(base), self._free.get(key, -math.inf))
         if at > until_ms:
             return None
         self._free[key] = at + 1000.0 * max(self.partitions, 1) / rate
-        if at <= ready_ms:
-            return ready_ms
+        if at <= base:
+            return ready_ms  # the rate holds nothing back (past due: released at once)
         release = ceil_step(math.ceil(at))
         stats = self.of(topic)
         stats.held += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 from delayline.catalog.events import Change, Role, changes_for
 from delayline.contract import ConsumedRecord
 from delayline.contract import headers as h
+from delayline.core.model import Headers
 
 SCHEDULES = "sched"
 HISTORY = "hist"
@@ -20,9 +21,12 @@ def schedule(
     ts: int = 1_000,
     partition: int = 0,
     payload: bytes = b"{}",
+    extra: Headers = (),
 ) -> ConsumedRecord:
     headers = ((h.EPOCH, h.format_epoch(due_ms).encode()), (h.TARGET_TOPIC, target.encode()))
-    return ConsumedRecord(SCHEDULES, partition, offset, ts, sid.encode(), payload, headers)
+    return ConsumedRecord(
+        SCHEDULES, partition, offset, ts, sid.encode(), payload, (*headers, *extra)
+    )
 
 
 def cancel(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from delayline.catalog import MAX_PAGE, CatalogStore, Pending, PendingQuery, SqliteCatalog
+from delayline.contract.headers import WINDOW
 from delayline.errors import CatalogError, ConfigError
 from tests.unit.catalog.records import (
     SCHEDULES,
@@ -277,6 +278,34 @@ def test_sqlite_file_survives_reopen_and_refuses_other_schema(tmp_path: Path) ->
         raw.execute("PRAGMA user_version = 99")
     with pytest.raises(CatalogError, match="delete the file"):
         SqliteCatalog(path)
+
+
+def test_a_catalog_of_an_older_schema_is_rebuilt_from_the_topics(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    first = SqliteCatalog(path)
+    first.apply(changes(schedule("a", 0, 1)), {(SCHEDULES, 0): 1})
+    first.close()
+    with sqlite3.connect(path) as raw:
+        raw.execute("PRAGMA user_version = 2")  # before delivery windows were kept
+    again = SqliteCatalog(path)
+    assert again.positions() == {}  # read again from the start of every topic
+    assert ids(again) == []
+    again.close()
+
+
+def test_the_window_a_schedule_states_is_listed(store: CatalogStore) -> None:
+    store.apply(
+        changes(
+            schedule("w", 0, 5_000, extra=((WINDOW, b"15m"),)),
+            schedule("refused", 1, 6_000, extra=((WINDOW, b"2h"),)),  # a dead letter when due
+            schedule("plain", 2, 7_000),
+        ),
+        {},
+    )
+    listed = {p.id: p.window_ms for p in store.pending(PendingQuery()).items}
+    assert listed == {"w": 900_000, "refused": None, "plain": None}
+    (current,), _ = store.get("w")
+    assert current.window_ms == 900_000
 
 
 def test_prune_forgets_old_history_but_never_what_is_pending(store: CatalogStore) -> None:

@@ -1,6 +1,7 @@
 // Dashboard: pending, deliveries per minute, lateness histogram, dead letters, status.
 import { api } from "./api.js";
 import { esc, bucketLabel } from "./format.js";
+import { pacingRows } from "./pacing.js";
 
 // Bar heights go in data-height and are set through the CSSOM by sizeBars: the page's
 // Content-Security-Policy (style-src 'self') refuses inline style attributes.
@@ -39,8 +40,23 @@ export async function dashboard(main) {
       <dt>Schedules topics</dt><dd class="mono">${esc(info.topics.schedules.join(", "))}</dd>
       <dt>Writes</dt><dd>${info.writes_enabled ? "enabled (token required)" : "disabled: the API runs without --token"}</dd>
       <dt>Version</dt><dd>${esc(info.version)}</dd>
-    </dl>`;
+    </dl>
+    ${pacingTable(pipeline.progress)}`;
   sizeBars(main);
+}
+
+// Per target topic the pipeline's committer paces (--target-rate, delivery windows).
+function pacingTable(progress) {
+  const rows = pacingRows(progress);
+  if (!rows.length) return "";
+  const body = rows.map((r) => `
+    <tr data-testid="pacing-row" data-topic="${esc(r.topic)}"><td class="mono">${esc(r.topic)}</td><td>${esc(r.rate)}</td>
+    <td class="num">${esc(r.held)}</td><td class="num">${esc(r.average)}</td><td class="num">${esc(r.longest)}</td><td class="num">${esc(r.queued)}</td></tr>`).join("");
+  return `
+    <h2>Delivery pacing</h2>
+    <p class="muted">Per target topic the committer paces, since it started: deliveries its rate held back, the delay that added, and those waiting for a slot now ("window only": delivery windows alone pace it).</p>
+    <table data-testid="pacing"><thead><tr><th>Target topic</th><th>Rate</th><th>Held back</th><th>Average added delay</th><th>Longest delay</th><th>Queued now</th></tr></thead>
+    <tbody>${body}</tbody></table>`;
 }
 
 function sizeBars(root) {

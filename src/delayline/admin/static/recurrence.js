@@ -5,13 +5,14 @@ import { when, utcInputToIso, isoToUtcInput } from "./format.js";
 // these headers (the API refuses them as extra headers).
 const OWN_HEADERS = new Set(["delayline-cron", "delayline-every", "delayline-time-zone", "delayline-until",
   "delayline-max-occurrences", "delayline-catch-up", "delayline-catch-up-window", "delayline-occurrence",
-  "delayline-group", "delayline-paused"]);
+  "delayline-group", "delayline-paused", "delayline-window"]);
 
 /**
  * Whether a stored header is written by delayline itself (control or recurrence).
  *
  * @param {string} name The header's name.
- * @returns {boolean} true for `scheduler-*` and delayline's recurrence, group and pause headers.
+ * @returns {boolean} true for `scheduler-*` and delayline's recurrence, group, pause and
+ *     window headers.
  */
 export function isOwnHeader(name) {
   return name.startsWith("scheduler-") || OWN_HEADERS.has(name);

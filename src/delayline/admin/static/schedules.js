@@ -3,7 +3,8 @@ import { api, query, caughtUp } from "./api.js";
 import { esc, when, hexdump, bytesFromBase64, prettyJson, utcInputToIso, isoToUtcInput, parseHeaders } from "./format.js";
 import { flash } from "./flash.js";
 import { go } from "./nav.js";
-import { isOwnHeader } from "./recurrence.js";
+import { isOwnHeader, durationText } from "./recurrence.js";
+import { windowBody, windowText } from "./pacing.js";
 import { markers, groupCell, repeatFields, readRepeat, dueText, groupRow, recurrenceSection, pauseButton, wirePause } from "./recurring.js";
 import { groupBar, wireGroupBar } from "./groups.js";
 
@@ -87,6 +88,7 @@ export async function detail(main, id) {
       </div>
       <dl class="kv">
         <dt>Due</dt><dd data-testid="due">${dueText(c)}</dd>
+        ${c.window_ms ? `<dt>Delivery window</dt><dd data-testid="window">${esc(windowText(c.window_ms))}</dd>` : ""}
         ${groupRow(c)}
         <dt>Target topic</dt><dd class="mono">${esc(c.target_topic)}</dd>
         <dt>Target key</dt><dd class="mono">${esc(keyText(c) || "(null)")}</dd>
@@ -135,6 +137,7 @@ export async function form(main, id) {
       <label>Target key<input name="target_key" value="${esc(binaryKey ? "(binary, kept as is)" : v.target_key ?? "")}" ${binaryKey ? "disabled" : ""}></label>
       <label>Due at (UTC)<input type="datetime-local" step="0.001" name="due_at" value="${esc(isoToUtcInput(existing?.paused_due_at ?? existing?.due_at))}"></label>
       <label>…or due in (seconds)<input type="number" min="0" name="delay_s" placeholder="e.g. 60"></label>
+      <label>Delivery window<input name="window" value="${esc(durationText(existing?.window_ms))}" placeholder="optional, e.g. 15m" title="Delivered anywhere from the due time to the due time plus the window, spread evenly; never early. At most 1h."></label>
       ${repeatFields(existing)}
       <label class="wide">Payload (UTF-8 text)<textarea name="payload" ${binaryPayload ? "disabled" : ""}>${esc(binaryPayload ? `(${existing.payload_size} bytes of binary data, kept as is)` : v.payload_text ?? "")}</textarea></label>
       <label class="wide">Extra headers, one name=value per line${binaryHeaders.length ? ` (${binaryHeaders.length} binary header(s) kept as is)` : ""}<textarea name="headers" rows="3">${esc(textHeaders)}</textarea></label>
@@ -151,6 +154,7 @@ export async function form(main, id) {
     if (f.get("delay_s")) body.delay_ms = Math.round(Number(f.get("delay_s")) * 1000);
     else if (f.get("due_at")) body.due_at = utcInputToIso(f.get("due_at"));
     Object.assign(body, readRepeat(f));
+    try { Object.assign(body, windowBody(f.get("window"))); } catch (err) { flash(err.message, true); return; }
     body.headers = parseHeaders(f.get("headers")).concat(binaryHeaders.map((h) => ({ name: h.name, value: h.value, encoding: "base64" })));
     const newId = id || f.get("id") || undefined;
     const from = location.hash;

@@ -1,0 +1,180 @@
+"""Pacing through the real pipeline: a target topic limited to 2,000 deliveries/s takes a
+burst of 20,000 due in one second over 10 s, and then one across a SIGKILL; 10,000
+schedules with a 60 s window are spread evenly over it. One pipeline for the three
+(a start costs about 25 s): the windowed schedules are delivered while the rated burst
+is, to another topic, and the SIGKILL comes after their window."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from itertools import pairwise
+
+import pytest
+
+from delayline.client import ClientConfig, Scheduler
+from delayline.contract.headers import EPOCH, parse_epoch_ms
+from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
+from delayline.dev.testing import create_topic, unique_topic
+from tests.support import ARTIFACTS, make_topics, pipeline_args
+
+RATE = 2_000
+"""The rated target's deliveries per second."""
+BURST = 20_000
+"""Schedules due within one second to the rated target."""
+KILLED_BURST = 10_000
+"""A second burst to it, due after the windowed schedules' window: the SIGKILL's."""
+WINDOWED = 10_000
+WINDOW_MS = 60_000
+LEAD = "20s"
+"""Everything is handed to the committer well before it is due (it is written ~10 s
+after the start and ingested in about as long): the rate queue then holds the whole
+burst, and releases it in due order."""
+TOLERANCE = 0.10
+"""The burst's span, and any whole second's deliveries, within 10% of the rate's."""
+EVEN = 0.20
+"""Each second of the window within 20% of the mean."""
+
+
+@dataclass
+class Run:
+    pipeline: PipelineProcess
+    rated: DeliveryCollector
+    windowed: DeliveryCollector
+    burst_due_ms: int
+    killed_due_ms: int
+    window_due_ms: int
+
+
+@pytest.fixture(scope="module")
+def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """The pipeline (``--target-rate`` on one target, lead 20 s), and every schedule
+    written at once: the windowed ones due in 25 s, the burst in 40 s (while they are
+    delivered), the second burst in 90 s (after their window)."""
+    topics = make_topics(kafka_bootstrap)
+    rated = create_topic(kafka_bootstrap, unique_topic("rated"), partitions=2)
+    spread = create_topic(kafka_bootstrap, unique_topic("spread"), partitions=2)
+    checkpoint = tmp_path_factory.mktemp("pacing") / "checkpoint"
+    args = pipeline_args(topics, checkpoint, "--target-rate", f"{rated}={RATE}/s", "--lead", LEAD)
+    process = PipelineProcess(kafka_bootstrap, args, ARTIFACTS / f"pacing-{topics.schedules}.log")
+    config = ClientConfig(bootstrap_servers=kafka_bootstrap, schedules_topic=topics.schedules)
+    with (
+        process as pipeline,
+        DeliveryCollector(kafka_bootstrap, [rated]) as to_rated,
+        DeliveryCollector(kafka_bootstrap, [spread]) as to_spread,
+    ):
+        pipeline.start()
+        pipeline.wait_ready()
+        now = int(time.time() * 1000)
+        window_due = now + 25_000
+        burst_due = now + 40_000
+        killed_due = window_due + WINDOW_MS + 5_000
+        with Scheduler(config) as client:
+            for i in range(WINDOWED):
+                client.schedule(f"w{i}", b"w", spread, at=_at(window_due), window_ms=WINDOW_MS)
+            for i in range(BURST):  # due times scattered over the second
+                client.schedule(f"b{i}", b"b", rated, at=_at(burst_due + (i * 7919) % 1000))
+            for i in range(KILLED_BURST):
+                client.schedule(f"k{i}", b"k", rated, at=_at(killed_due + (i * 7919) % 1000))
+        assert int(time.time() * 1000) < window_due - 10_000, "writing took too long"
+        yield Run(pipeline, to_rated, to_spread, burst_due, killed_due, window_due)
+        assert pipeline.terminate() == 0, pipeline.tail()
+
+
+def test_a_burst_goes_out_at_the_targets_rate_in_due_order(run: Run) -> None:
+    """20,000 due within one second, limited to 2,000/s: delivered over 10 s +- 10%, no
+    whole second above the rate (+10%), in due order per partition, exactly once, none
+    early."""
+    ours = _wait(run.rated, "b", BURST, timeout_s=120)
+    _exactly_once_none_early(ours, BURST)
+    arrivals = sorted(d.arrival_ms for d in ours)
+    span_ms = arrivals[-1] - arrivals[0]
+    assert abs(span_ms - BURST / RATE * 1000) <= TOLERANCE * BURST / RATE * 1000, span_ms
+    _at_most_the_rate(arrivals)
+    _in_due_order(ours)
+    print(f"\nburst of {BURST} to a {RATE}/s target: delivered over {span_ms} ms")
+
+
+def test_a_window_spreads_a_burst_evenly(run: Run) -> None:
+    """10,000 due at one instant with a 60 s window: every second of the window within
+    20% of the mean, none early, none after the window, exactly once."""
+    ours = _wait(run.windowed, "w", WINDOWED, timeout_s=WINDOW_MS / 1000 + 60)
+    _exactly_once_none_early(ours, WINDOWED)
+    start = run.window_due_ms
+    late = [d for d in ours if d.timestamp_ms >= start + WINDOW_MS]
+    assert not late, f"{len(late)} stamped after the window"
+    per_second = Counter((d.arrival_ms - start) // 1000 for d in ours)
+    mean = WINDOWED / (WINDOW_MS / 1000)
+    counts = [per_second.get(s, 0) for s in range(WINDOW_MS // 1000)]
+    outside = {s: c for s, c in enumerate(counts) if abs(c - mean) > EVEN * mean}
+    assert not outside, f"seconds off the mean {mean:.0f}: {outside}"
+    print(f"\nwindowed: per second min {min(counts)}, max {max(counts)} (mean {mean:.0f})")
+
+
+def test_a_sigkill_loses_and_repeats_nothing_and_the_rate_holds_after(run: Run) -> None:
+    """A second burst of 10,000 to the rated target, the pipeline SIGKILLed after 3,000
+    of them and started again at once: each delivered exactly once, none early, and no
+    whole second after the restart above the rate (+10%)."""
+    _wait(run.rated, "k", 3_000, timeout_s=150)
+    run.pipeline.kill()
+    killed_at = int(time.time() * 1000)
+    run.pipeline.start()
+    run.pipeline.wait_ready()
+    ours = _wait(run.rated, "k", KILLED_BURST, timeout_s=120)
+    time.sleep(3)  # a duplicate would show now
+    ours = [d for d in run.rated.snapshot() if (d.schedule_id or "").startswith("k")]
+    _exactly_once_none_early(ours, KILLED_BURST)
+    after = sorted(d.arrival_ms for d in ours if d.arrival_ms > killed_at)
+    assert len(after) >= 1_000, "the restart delivered too little to judge its rate"
+    _at_most_the_rate(after)
+    span_ms = after[-1] - after[0]
+    assert len(after) / max(span_ms, 1) * 1000 <= RATE * (1 + TOLERANCE)
+    print(f"\nafter the SIGKILL: {len(after)} delivered over {span_ms} ms")
+
+
+def _at(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+def _wait(seen: DeliveryCollector, prefix: str, count: int, timeout_s: float) -> list[Delivery]:
+    def ours(ds: list[Delivery]) -> list[Delivery]:
+        return [d for d in ds if (d.schedule_id or "").startswith(prefix)]
+
+    seen.wait_for(lambda ds: len(ours(ds)) >= count, timeout_s=timeout_s)
+    return ours(seen.snapshot())
+
+
+def _exactly_once_none_early(ours: list[Delivery], count: int) -> None:
+    ids = Counter(d.schedule_id for d in ours)
+    twice = [sid for sid, n in ids.items() if n > 1]
+    assert not twice, f"delivered twice: {twice[:5]}"
+    assert len(ids) == count
+    early = [d for d in ours if min(d.timestamp_ms, d.arrival_ms) < _due(d)]
+    assert not early, f"{len(early)} delivered before due"
+
+
+def _at_most_the_rate(arrivals: list[int]) -> None:
+    """No whole second (from the first arrival) holds more than the rate, +10%."""
+    first = arrivals[0]
+    per_second = Counter((a - first) // 1000 for a in arrivals)
+    busiest = max(per_second.values())
+    assert busiest <= RATE * (1 + TOLERANCE), (
+        f"{busiest} in one second: {sorted(per_second.items())}"
+    )
+
+
+def _in_due_order(ours: list[Delivery]) -> None:
+    by_partition: dict[int, list[Delivery]] = {}
+    for d in ours:
+        by_partition.setdefault(d.partition, []).append(d)
+    for partition, ds in by_partition.items():
+        dues = [_due(d) for d in sorted(ds, key=lambda d: d.offset)]
+        backwards = sum(1 for a, b in pairwise(dues) if b < a)
+        assert not backwards, f"partition {partition}: {backwards} out of due order"
+
+
+def _due(d: Delivery) -> int:
+    return parse_epoch_ms((dict(d.headers)[EPOCH] or b"").decode())

@@ -210,3 +210,29 @@ def _drain(plan: DuePlan, start_ms: int, end_ms: int) -> list[tuple[int, Group]]
             assert group.commit_ms <= now
             taken.append((now, group))
     return taken
+
+
+def test_commits_that_fall_behind_are_spaced_at_the_rate() -> None:
+    """Groups written late commit no faster than the rate, with a step's tolerance: five
+    groups of 200 to a 2,000/s topic, all ready at once, commit 100 ms apart after the
+    first two; on schedule nothing waits."""
+    pacer = Pacer(TargetRates((("limited", 2000.0),)))
+    assert [pacer.commit_at(0, {"limited": 200}, T0) for _ in range(5)] == [
+        T0, T0, T0 + 100, T0 + 200, T0 + 300
+    ]  # fmt: skip
+    on_time = [pacer.commit_at(0, {"limited": 200}, T0 + 600 + 100 * k) for k in range(5)]
+    assert on_time == [T0 + 600 + 100 * k for k in range(5)]
+    assert pacer.commit_at(0, {"free": 10_000}, T0) == T0  # no rate: at once
+    assert pacer.commit_at(1, {"limited": 200}, T0) == T0  # another partition's share
+    shared = Pacer(TargetRates((("limited", 2000.0),)), partitions=2)
+    assert shared.commit_at(0, {"limited": 200}, T0) == T0
+    assert shared.commit_at(0, {"limited": 200, "free": 5}, T0) == T0 + 100
+    shared.reset()
+    assert shared.commit_at(0, {"limited": 200}, T0) == T0
+
+
+def test_a_rated_groups_size_is_one_step_of_its_share() -> None:
+    pacer = Pacer(TargetRates((("limited", 5000.0), ("slow", 1.0))), partitions=2)
+    assert pacer.step_size("limited") == 250
+    assert pacer.step_size("slow") == 1
+    assert pacer.step_size("free") is None

@@ -51,7 +51,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -756,10 +756,14 @@ class Committer:
                 blocked = blocked or slot
                 continue
             config = self.config
+            most = config.max_group_size if burst is None else burst
+            first = self._plan.next_pending(partition)
+            if first is not None:  # a rated target's group: one step of its rate at most
+                most = min(most, self._pacer.step_size(first.schedule.target_topic) or most)
             group = self._plan.take(
                 self._broker_time(now),
                 config.group_width_ms if burst is None else config.burst_width_ms,
-                config.max_group_size if burst is None else burst,
+                most,
                 partition,
             )
             if group is not None:
@@ -794,6 +798,10 @@ class Committer:
         facts = None if first is None else slot.lanes.topics.cached(first.schedule.target_topic)
         if facts is None or facts.log_append_time:
             return None  # its group would be written only once due (the broker stamps it)
+        if first is not None and (
+            first.paced_ms is not None or self._pacer.rated(first.schedule.target_topic)
+        ):
+            return None  # paced: each step's deliveries make a group, visible together
         most = int(ahead_ms / item_ms)  # what is written before the first is due
         return min(most, config.max_burst_group) if most > config.max_group_size else None
 
@@ -913,6 +921,7 @@ class Committer:
             self._read_input_to_now()
             self._check_rearms(rearms, placed)
             self._wait_until(group.commit_ms)
+            self._hold_to_rate(group, live)
             marks.append(self.clock.now_ms())
             if any(self._withheld.get(p.record.key or b"") is not None for p in live):
                 raise _Withdrawn
@@ -1008,6 +1017,18 @@ class Committer:
         if topology is None:
             return is_recurring(p.schedule.headers)
         return topology.recurs(p.schedule)
+
+    def _hold_to_rate(self, group: Group, live: list[Pending]) -> None:
+        """Wait (on a lane's thread) until the rates of ``live``'s target topics allow
+        this group's commit (:meth:`delayline.fire.pacing.Pacer.commit_at`)."""
+        counts = Counter(p.schedule.target_topic for p in live)
+        if not any(self._pacer.rated(topic) for topic in counts):
+            return  # nothing to hold (the usual case: no rate)
+        partition = group.items[0].record.partition
+        at = self._pacer.commit_at(partition, counts, self.clock.now_ms())
+        remaining = at - self.clock.now_ms()
+        if remaining > 0:
+            time.sleep(remaining / 1000)
 
     def _windowed(self, schedule: Schedule) -> bool:
         """Whether ``schedule``'s window header counts (it came in by the header contract)."""

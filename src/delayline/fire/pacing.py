@@ -28,6 +28,8 @@ reads a clock.
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from delayline.contract.pacing import TargetRates, WindowError, window_of
@@ -75,6 +77,9 @@ class Pacer:
     _free: dict[tuple[int, str], float] = field(default_factory=dict)
     _windowed: dict[int, int] = field(default_factory=dict)
     stats: dict[str, TargetPacing] = field(default_factory=dict)
+    _committed: dict[tuple[int, str], float] = field(default_factory=dict)
+    """(partition, topic): when its next delivery may be committed (the lanes' side)."""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def rated(self, topic: str) -> bool:
         """Whether deliveries to ``topic`` are paced by a rate."""
@@ -124,6 +129,39 @@ class Pacer:
         stats.max_delay_ms = max(stats.max_delay_ms, release - ready_ms)
         return release
 
+    def step_size(self, topic: str) -> int | None:
+        """The most deliveries to ``topic`` one transaction of a partition carries (a
+        step of its share of the rate), ``None`` without a rate: a committer behind
+        its slots then commits step by step, each spaced by :meth:`commit_at`, instead
+        of in larger groups that readers would see as bursts."""
+        rate = self.rates.of(topic)
+        if rate is None:
+            return None
+        return max(1, math.ceil(rate * STEP_MS / 1000 / max(self.partitions, 1)))
+
+    def commit_at(self, partition: int, counts: Mapping[str, int], now_ms: int) -> int:
+        """When a transaction of ``partition`` delivering ``counts`` (target topic:
+        deliveries) may commit, at ``now_ms`` or later, and take that time: each rated
+        topic's transactions are spaced by what they deliver at its share of the rate.
+        The slots already space the releases; this holds the rate at the commits too
+        when writing falls behind (on a busy host) and late groups would otherwise
+        commit back to back. Thread-safe (the lanes call it)."""
+        with self._lock:
+            at = float(now_ms)
+            intervals: dict[tuple[int, str], float] = {}
+            for topic, n in counts.items():
+                rate = self.rates.of(topic)
+                if rate is None or n <= 0:
+                    continue
+                key = (partition, topic)
+                intervals[key] = n * 1000.0 * max(self.partitions, 1) / rate
+                # A step's tolerance: a commit a little late does not push every later
+                # one (the rate then holds over a second to within a step).
+                at = max(at, self._committed.get(key, -math.inf) - STEP_MS)
+            for key, span in intervals.items():
+                self._committed[key] = max(at, self._committed.get(key, -math.inf)) + span
+            return math.ceil(at)
+
     def of(self, topic: str) -> TargetPacing:
         """The figures of ``topic`` (made on first use)."""
         stats = self.stats.get(topic)
@@ -136,6 +174,8 @@ class Pacer:
         taken); the figures are kept."""
         self._free.clear()
         self._windowed.clear()
+        with self._lock:
+            self._committed.clear()
         for stats in self.stats.values():
             stats.queued = 0
 

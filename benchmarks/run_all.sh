@@ -20,6 +20,13 @@ echo "== steady-1000" >&2
 .venv/bin/delayline bench --scenario steady --rate 1000 \
   --json benchmarks/results/steady-1000.json --plot benchmarks/results/steady-1000.png \
   | tee benchmarks/results/steady-1000.txt
+# The burst again with its target limited to 5,000/s (pacing): the busiest second against
+# the limit.
+echo "== burst --target-rate 5000/s" >&2
+.venv/bin/delayline bench --scenario burst --target-rate 5000/s \
+  --json benchmarks/results/burst-rate-5000.json \
+  | tee benchmarks/results/burst-rate-5000.txt
+
 # A burst raised and written ahead (50,000 due in one second, written a minute ahead),
 # with a lead that covers the batch that raises it (docs/pipeline.md).
 echo "== burst-ahead" >&2

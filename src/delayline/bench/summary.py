@@ -15,11 +15,13 @@ from typing import Any
 from delayline.bench.report import fmt
 from delayline.holds.registry import HOLD_KINDS
 
-ORDER = ("trickle", "steady-1000", "steady", "burst", "burst-ahead", "backlog", "backlog-2",
-         "backlog-3", "restart", "restart-1k", "idle", "soak", "recurring", "catalog")  # fmt: skip
+ORDER = ("trickle", "steady-1000", "steady", "burst", "burst-rate-5000", "burst-ahead",
+         "backlog", "backlog-2", "backlog-3", "restart", "restart-1k", "idle", "soak",
+         "recurring", "catalog")  # fmt: skip
 """Result files (``<name>.json``) in table order; ``backlog-2``/``-3`` repeat the backlog,
 ``restart-1k`` is the restart scenario with ``--pending 1000``, ``steady-1000`` the steady
-one with ``--rate 1000`` (``benchmarks/run_all.sh``)."""
+one with ``--rate 1000``, ``burst-rate-5000`` the burst with ``--target-rate 5000/s``
+(``benchmarks/run_all.sh``)."""
 BACKLOG_RUNS = ("backlog", "backlog-2", "backlog-3")
 RSS_SPREAD_PCT = 10
 """The bound: the backlog's peak RSS the same within 10% over three runs."""

@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import pairwise
 
+import httpx
 import pytest
 
 from delayline.client import ClientConfig, Scheduler
 from delayline.contract.headers import EPOCH, parse_epoch_ms
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
+from delayline.infra.broker import free_port
 from tests.support import ARTIFACTS, make_topics, pipeline_args
 
 RATE = 2_000
@@ -47,6 +49,8 @@ class Run:
     burst_due_ms: int
     killed_due_ms: int
     window_due_ms: int
+    metrics_url: str
+    rated_topic: str
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +62,11 @@ def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     rated = create_topic(kafka_bootstrap, unique_topic("rated"), partitions=2)
     spread = create_topic(kafka_bootstrap, unique_topic("spread"), partitions=2)
     checkpoint = tmp_path_factory.mktemp("pacing") / "checkpoint"
-    args = pipeline_args(topics, checkpoint, "--target-rate", f"{rated}={RATE}/s", "--lead", LEAD)
+    port = free_port()
+    args = pipeline_args(
+        topics, checkpoint, "--target-rate", f"{rated}={RATE}/s", "--lead", LEAD,
+        "--metrics-port", str(port),
+    )  # fmt: skip
     process = PipelineProcess(kafka_bootstrap, args, ARTIFACTS / f"pacing-{topics.schedules}.log")
     config = ClientConfig(bootstrap_servers=kafka_bootstrap, schedules_topic=topics.schedules)
     with (
@@ -80,7 +88,8 @@ def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
             for i in range(KILLED_BURST):
                 client.schedule(f"k{i}", b"k", rated, at=_at(killed_due + (i * 7919) % 1000))
         assert int(time.time() * 1000) < window_due - 10_000, "writing took too long"
-        yield Run(pipeline, to_rated, to_spread, burst_due, killed_due, window_due)
+        url = f"http://127.0.0.1:{port}"
+        yield Run(pipeline, to_rated, to_spread, burst_due, killed_due, window_due, url, rated)
         assert pipeline.terminate() == 0, pipeline.tail()
 
 
@@ -95,7 +104,17 @@ def test_a_burst_goes_out_at_the_targets_rate_in_due_order(run: Run) -> None:
     assert abs(span_ms - BURST / RATE * 1000) <= TOLERANCE * BURST / RATE * 1000, span_ms
     _at_most_the_rate(arrivals)
     _in_due_order(ours)
-    print(f"\nburst of {BURST} to a {RATE}/s target: delivered over {span_ms} ms")
+    # What the metrics and /progress (the API's /info) say of it.
+    this = httpx.get(f"{run.metrics_url}/progress").json()["committers"]["this"]
+    assert this["target_rates"] == [f"{run.rated_topic}={RATE}/s"]
+    pacing = this["pacing"][run.rated_topic]
+    assert pacing["held"] >= BURST * 0.9, pacing
+    assert 8_000 <= pacing["max_delay_ms"] <= 12_000, pacing
+    metrics = httpx.get(f"{run.metrics_url}/metrics").text
+    assert (
+        f'delayline_paced_held_total{{committer="pipeline",target="{run.rated_topic}"}}' in metrics
+    )
+    print(f"\nburst of {BURST} to a {RATE}/s target: delivered over {span_ms} ms; {pacing}")
 
 
 def test_a_window_spreads_a_burst_evenly(run: Run) -> None:

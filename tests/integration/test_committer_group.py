@@ -79,6 +79,28 @@ def owners(bootstrap: str, tx_id: str) -> dict[str, list[int]]:
     }
 
 
+def committer(
+    bootstrap: str,
+    topics: dict[str, str],
+    tx_id: str,
+    name: str,
+    rates: TargetRates | None = None,
+) -> Committer:
+    """A committer of the group ``tx_id`` names, called ``name`` (not started)."""
+    return Committer(
+        CommitterConfig(
+            bootstrap,
+            topics["inflight"],
+            topics["commits"],
+            tx_id,
+            topics["dead"],
+            name=name,
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            target_rates=rates or TargetRates(),
+        )
+    )
+
+
 def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
@@ -118,17 +140,7 @@ def test_two_committers_split_the_partitions_and_survive_a_sigkill(
                 30,
                 "committer a to own every partition",
             )
-            b = Committer(
-                CommitterConfig(
-                    kafka_bootstrap,
-                    topics["inflight"],
-                    topics["commits"],
-                    tx_id,
-                    topics["dead"],
-                    name="b",
-                    session_timeout_ms=SESSION_TIMEOUT_MS,
-                )
-            )
+            b = committer(kafka_bootstrap, topics, tx_id, "b")
             b.start()
             # a gives up half of its partitions, with their schedules pending.
             wait_until(lambda: len(b.status().partitions) == PARTITIONS // 2, 30, "a split")
@@ -187,25 +199,11 @@ def test_two_committers_together_keep_a_targets_rate(
     dues = {f"r{i:04d}": now + 8_000 for i in range(count)}
     hand_over(kafka_bootstrap, topics["inflight"], dues, topics["target"])
     rates = TargetRates(((topics["target"], float(rate)),))
-    committers = [
-        Committer(
-            CommitterConfig(
-                kafka_bootstrap,
-                topics["inflight"],
-                topics["commits"],
-                tx_id,
-                topics["dead"],
-                name=name,
-                session_timeout_ms=SESSION_TIMEOUT_MS,
-                target_rates=rates,
-            )
-        )
-        for name in ("a", "b")
-    ]
+    committers = [committer(kafka_bootstrap, topics, tx_id, name, rates) for name in "ab"]
     with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:
         try:
-            for committer in committers:
-                committer.start()
+            for c in committers:
+                c.start()
             wait_until(
                 lambda: all(len(c.status().partitions) == PARTITIONS // 2 for c in committers),
                 30,
@@ -215,8 +213,8 @@ def test_two_committers_together_keep_a_targets_rate(
             time.sleep(2)  # a duplicate would show up by now
             seen = collector.snapshot()
         finally:
-            for committer in committers:
-                committer.stop()
+            for c in committers:
+                c.stop()
     counts = by_id(seen)
     assert set(counts) == set(dues), "lost"
     assert [sid for sid, n in counts.items() if n > 1] == [], "duplicated"

@@ -88,6 +88,7 @@ def group_view(committer: Committer) -> dict[str, Any]:
     status = committer.status()
     this = asdict(status)
     this["pacing"] = {topic: asdict(pacing) for topic, pacing in status.pacing}
+    this["target_rates"] = settings.target_rates.describe()
     view: dict[str, Any] = {"group": group, "this": this}
     try:
         members = group_members(settings.bootstrap_servers, group, GROUP_LOOKUP_S)

@@ -236,3 +236,42 @@ def test_a_rated_groups_size_is_one_step_of_its_share() -> None:
     assert pacer.step_size("limited") == 250
     assert pacer.step_size("slow") == 1
     assert pacer.step_size("free") is None
+
+
+def test_a_rated_release_never_goes_before_the_one_given_before() -> None:
+    """A slot rounded up to its step stays ahead of a later one that is not held back:
+    releases keep due order (50/s: A's slot rounds up past B's due time)."""
+    plan = DuePlan(Pacer(TargetRates((("limited", 50.0),))))
+    for offset, (sid, due) in enumerate((("x", T0), ("a", T0 + 5), ("b", T0 + 50))):
+        _read(plan, _schedule(sid, due, offset, target="limited"))
+    taken = [p.schedule.id for _, g in _drain(plan, T0, T0 + 1_000) for p in g.items]
+    assert taken == ["x", "a", "b"]
+
+
+def test_a_group_holds_one_step_of_each_rated_topic_in_order() -> None:
+    """Behind its slots, a committer takes one step of a rated topic per group, whatever
+    comes first; what follows a full topic waits behind it (order kept)."""
+    plan = DuePlan(Pacer(TargetRates((("slow", 100.0),))))
+    _read(plan, _schedule("free", T0, 0, target="free"))
+    for offset in range(1, 301):
+        _read(plan, _schedule(f"s{offset}", T0, offset, target="slow"))
+    for now in range(T0, T0 + 3_000, 100):
+        plan.release(now)  # slots given while the lanes were stalled
+    cap = plan.pacer.step_size  # type: ignore[union-attr]
+    first = plan.take(T0 + 3_000, 5, 2_000, cap=cap)
+    assert first is not None
+    assert [p.schedule.target_topic for p in first.items].count("slow") == 10
+    assert first.items[0].schedule.id == "free"
+
+
+def test_a_backlog_read_late_keeps_its_lateness_for_max_lateness() -> None:
+    plan = DuePlan(Pacer(TargetRates((("limited", 10.0),))))
+    for offset in range(3):
+        record, handed, _ = _inflight(_schedule(f"s{offset}", T0, offset, target="limited"))
+        plan.read(record, handed, T0 + 3_600_000)  # read an hour after it was due
+    plan.release(T0 + 3_600_000)
+    held = [plan.take(T0 + 3_600_000 + 300, 5) for _ in range(3)]
+    lates = sorted(p.late_ms for g in held if g is not None for p in g.items)
+    assert lates == [0, 3_600_000, 3_600_000]  # the first, not held, counts from its due time
+    first = min((p for g in held if g is not None for p in g.items), key=lambda p: p.release_ms)
+    assert first.release_ms == T0

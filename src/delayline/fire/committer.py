@@ -726,7 +726,7 @@ class Committer:
         time came."""
         now = self.clock.now_ms()
         self._pacer.partitions = reader.partitions
-        self._plan.release(self._broker_time(now))
+        self._plan.release(self._broker_time(now), self._deliverable(reader))
         due = self._plan.next_release_ms(self._deliverable(reader))
         write_at = None if due is None else self._host_time(due) - self._write_ahead_ms()
         wait_ms = self.config.poll_ms if write_at is None else write_at - now
@@ -756,15 +756,12 @@ class Committer:
                 blocked = blocked or slot
                 continue
             config = self.config
-            most = config.max_group_size if burst is None else burst
-            first = self._plan.next_pending(partition)
-            if first is not None:  # a rated target's group: one step of its rate at most
-                most = min(most, self._pacer.step_size(first.schedule.target_topic) or most)
             group = self._plan.take(
                 self._broker_time(now),
                 config.group_width_ms if burst is None else config.burst_width_ms,
-                most,
+                config.max_group_size if burst is None else burst,
                 partition,
+                self._pacer.step_size,  # a rated target: one step of its rate a group
             )
             if group is not None:
                 offsets = self._offsets(slot, reader)
@@ -917,11 +914,11 @@ class Committer:
             done_writing()
             after_before()
             marks.append(self.clock.now_ms())
-            self._wait_until(group.commit_ms - READ_AHEAD_MS)
+            commit_ms = self._rate_commit_ms(group, live)
+            self._wait_until(commit_ms - READ_AHEAD_MS)
             self._read_input_to_now()
             self._check_rearms(rearms, placed)
-            self._wait_until(group.commit_ms)
-            self._hold_to_rate(group, live)
+            self._wait_until(commit_ms)
             marks.append(self.clock.now_ms())
             if any(self._withheld.get(p.record.key or b"") is not None for p in live):
                 raise _Withdrawn
@@ -952,7 +949,7 @@ class Committer:
         # Missed ones (past due when written) are late by their writer: counted apart.
         # Counted from the release time: what pacing adds is intended (its own figures).
         lateness = [
-            done - p.release_ms
+            done - p.release_ms + p.late_ms
             for i, p in enumerate(delivering)
             if i not in refused and not p.missed
         ]
@@ -993,7 +990,8 @@ class Committer:
                 source = p.schedule.require_source().describe()
                 log.info("committer: schedule %r (from %s) dead-lettered: %s",
                          p.schedule.id, source, refusal)  # fmt: skip
-                others.extend(firing(p).refused(refusal))
+                # A recurring one ends: the fire stage wrote no tombstone for it.
+                others.extend(replace(firing(p), forget=self._recurs(p)).refused(refusal))
                 continue
             if not self._recurs(p):
                 delivering.append(p)
@@ -1018,17 +1016,18 @@ class Committer:
             return is_recurring(p.schedule.headers)
         return topology.recurs(p.schedule)
 
-    def _hold_to_rate(self, group: Group, live: list[Pending]) -> None:
-        """Wait (on a lane's thread) until the rates of ``live``'s target topics allow
-        this group's commit (:meth:`delayline.fire.pacing.Pacer.commit_at`)."""
+    def _rate_commit_ms(self, group: Group, live: list[Pending]) -> int:
+        """When ``group`` commits (broker time): at its commit time, or later when the
+        rates of ``live``'s target topics hold it back
+        (:meth:`delayline.fire.pacing.Pacer.commit_at`; taken on a lane's thread, before
+        the watch's last read, so a cancel written meanwhile still wins)."""
         counts = Counter(p.schedule.target_topic for p in live)
         if not any(self._pacer.rated(topic) for topic in counts):
-            return  # nothing to hold (the usual case: no rate)
+            return group.commit_ms  # nothing to hold (the usual case: no rate)
         partition = group.items[0].record.partition
-        at = self._pacer.commit_at(partition, counts, self.clock.now_ms())
-        remaining = at - self.clock.now_ms()
-        if remaining > 0:
-            time.sleep(remaining / 1000)
+        wanted = max(self.clock.now_ms(), self._host_time(group.commit_ms))
+        at = self._pacer.commit_at(partition, counts, wanted)
+        return max(group.commit_ms, self._broker_time(at))
 
     def _windowed(self, schedule: Schedule) -> bool:
         """Whether ``schedule``'s window header counts (it came in by the header contract)."""
@@ -1056,7 +1055,7 @@ class Committer:
         for p in group.items:
             if self._withheld.get(p.record.key or b"") is not None:
                 withheld += 1
-            elif limit is not None and now_ms - p.release_ms > limit:  # pacing is no lateness
+            elif limit is not None and now_ms - p.release_ms + p.late_ms > limit:  # pacing: none
                 expired.append(p)
             else:
                 live.append(p)

@@ -41,6 +41,9 @@ class Pending:
     paced_ms: int | None = None
     """When pacing releases it (:mod:`delayline.fire.pacing`: its window, or its target's
     rate), if later than its due time; its rate's slot once it has one."""
+    late_ms: int = 0
+    """Held back by a rate: how late it already was when the committer read it (an
+    outage's lateness, which the rate's wait must not hide from ``--max-lateness``)."""
 
     @property
     def due_ms(self) -> int:
@@ -144,17 +147,21 @@ class DuePlan:
             return True
         return False
 
-    def release(self, now_ms: int) -> int:
+    def release(self, now_ms: int, partitions: Iterable[int] | None = None) -> int:
         """Give each schedule waiting for its target's rate whose slot comes within
         :data:`delayline.fire.pacing.RELEASE_AHEAD_MS` of ``now_ms`` that slot, in ready
         order per (partition, target); it is then pending like any other, released at
-        its slot. Returns how many were given one."""
+        its slot. Only in ``partitions``, if given (those being delivered: a partition
+        still catching up takes no slots). Returns how many were given one."""
         pacer = self.pacer
         if pacer is None:
             return 0
         until = now_ms + RELEASE_AHEAD_MS
         given = 0
+        wanted = None if partitions is None else set(partitions)
         for (partition, topic), queue in self._queues.items():
+            if wanted is not None and partition not in wanted:
+                continue
             stats = pacer.of(topic)
             while queue:
                 ready, offset = queue[0]
@@ -163,7 +170,8 @@ class DuePlan:
                     heapq.heappop(queue)
                     continue
                 # Read past its ready time (after a restart): held back from its reading on.
-                since = max(ready, self._pending[at].read_ms)
+                read_ms = self._pending[at].read_ms
+                since = max(ready, read_ms)
                 slot = pacer.slot(partition, topic, since, now_ms, until)
                 if slot is None:
                     break
@@ -172,7 +180,8 @@ class DuePlan:
                 stats.queued -= 1
                 pending = self._pending[at]
                 if slot > max(pending.release_ms, now_ms):  # held back by the rate
-                    pending = self._pending[at] = replace(pending, paced_ms=slot)
+                    late = max(0, read_ms - ready)
+                    pending = self._pending[at] = replace(pending, paced_ms=slot, late_ms=late)
                 self._push(pending)
                 given += 1
         return given
@@ -223,11 +232,13 @@ class DuePlan:
         width_ms: int,
         max_items: int | None = None,
         partition: int | None = None,
+        cap: Callable[[str], int | None] | None = None,
     ) -> Group | None:
         """The next group of one in-flight partition (``partition``, or the one due
-        first): everything there due within ``width_ms`` of its earliest pending
-        schedule (or of ``now_ms``, when behind), in release order; at most ``max_items``, if
-        given (the rest make the next groups). ``None`` when nothing is pending there.
+        first): everything there released within ``width_ms`` of its earliest pending
+        schedule (or of ``now_ms``, when behind), in release order; at most ``max_items``
+        (if given), and at most ``cap(topic)`` to a target topic (if it says): the rest
+        make the next groups. ``None`` when nothing is pending there.
 
         One partition per group: its transaction is written by that partition's
         producer, the one a committer taking the partition over fences."""
@@ -241,15 +252,25 @@ class DuePlan:
             return None
         until = max(heap[0][0], now_ms) + max(width_ms, 1) - 1
         items: list[Pending] = []
+        per_topic: Counter[str] = Counter()
         while heap and heap[0][0] <= until:
             if max_items is not None and len(items) >= max_items:
                 break
-            *_, offset = heapq.heappop(heap)
-            item = self._pending.pop((partition, offset), None)
-            if item is not None:
-                self._by_key.pop(item.record.key or b"", None)
-                self._forget(item)
-                items.append(item)
+            at = (partition, heap[0][2])
+            item = self._pending.get(at)
+            if item is None:
+                heapq.heappop(heap)
+                continue
+            topic = item.schedule.target_topic
+            most = None if cap is None else cap(topic)
+            if most is not None and per_topic[topic] >= most:
+                break  # not skipped: what follows stays behind it
+            heapq.heappop(heap)
+            del self._pending[at]
+            self._by_key.pop(item.record.key or b"", None)
+            self._forget(item)
+            items.append(item)
+            per_topic[topic] += 1
         if not items:
             return None
         return Group(tuple(items), max(i.release_ms for i in items))

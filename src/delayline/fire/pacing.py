@@ -75,6 +75,8 @@ class Pacer:
     rates: TargetRates = field(default_factory=TargetRates)
     partitions: int = 1
     _free: dict[tuple[int, str], float] = field(default_factory=dict)
+    _last: dict[tuple[int, str], int] = field(default_factory=dict)
+    """(partition, topic): the last release given (releases never go back: due order)."""
     _windowed: dict[int, int] = field(default_factory=dict)
     stats: dict[str, TargetPacing] = field(default_factory=dict)
     _committed: dict[tuple[int, str], float] = field(default_factory=dict)
@@ -120,9 +122,13 @@ class Pacer:
         if at > until_ms:
             return None
         self._free[key] = at + 1000.0 * max(self.partitions, 1) / rate
-        if at <= base:
+        # Never before the one given before: a rounded-up slot stays ahead of the next.
+        last = self._last.get(key, ready_ms)
+        if at <= base and ready_ms >= last:
+            self._last[key] = ready_ms
             return ready_ms  # the rate holds nothing back (past due: released at once)
-        release = ceil_step(math.ceil(at))
+        release = max(ceil_step(math.ceil(at)), last)
+        self._last[key] = release
         stats = self.of(topic)
         stats.held += 1
         stats.delay_ms += release - ready_ms
@@ -173,6 +179,7 @@ class Pacer:
         """Start afresh (a new session of the committer: nothing is queued, no slot
         taken); the figures are kept."""
         self._free.clear()
+        self._last.clear()
         self._windowed.clear()
         with self._lock:
             self._committed.clear()
@@ -183,6 +190,11 @@ class Pacer:
         """Forget ``partition``'s slots (another committer paces it now)."""
         for key in [k for k in self._free if k[0] == partition]:
             del self._free[key]
+        for key in [k for k in self._last if k[0] == partition]:
+            del self._last[key]
+        with self._lock:
+            for key in [k for k in self._committed if k[0] == partition]:
+                del self._committed[key]
         self._windowed.pop(partition, None)
 
 

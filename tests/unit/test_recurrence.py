@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from cronsim import CronSim, CronSimError
-from hypothesis import example, given, settings
+from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
 from delayline.core.model import MAX_EPOCH_MS
@@ -27,6 +27,10 @@ from delayline.core.recurrence import (
 from delayline.errors import InvalidScheduleError
 
 SECOND = 1_000
+NO_EXPLAIN = tuple(p for p in Phase if p is not Phase.explain)
+"""The property tests run a fixed set of examples (``derandomize``: a fresh clone must not
+draw a rare expression that cronsim walks minute by minute for years) and without the
+explain phase, whose line tracer made one such walk take over ten minutes here."""
 MINUTE = 60_000
 HOUR = 3_600_000
 DAY = 86_400_000
@@ -181,7 +185,7 @@ def cronsim_next(expr: str, zone: str, after_ms: int) -> tuple[int, int]:
 # --- against cronsim ------------------------------------------------------------------
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=600, deadline=None, derandomize=True, phases=NO_EXPLAIN)
 @given(expr=five_fields, where=zone_and_instant())
 # cronsim answers at or before `after` here (the exclusion below):
 @example(expr="30 2 * * *", where=("Europe/Berlin", utc(2026, 10, 25, 1, 10)))
@@ -215,7 +219,7 @@ def test_next_after_is_cronsims_next_instant(expr: str, where: tuple[str, int]) 
         current = following
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, derandomize=True, phases=NO_EXPLAIN)
 @given(expr=st.one_of(five_fields, six_fields), where=zone_and_instant())
 def test_fifty_instants_in_a_row_strictly_increase(expr: str, where: tuple[str, int]) -> None:
     zone, after = where
@@ -685,7 +689,7 @@ def test_an_occurrence_outside_the_bounds_is_never_delivered() -> None:
         assert recurrence.settle(Occurrence(T0, 3), T0) == Settled(None, None, 0)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=True, phases=NO_EXPLAIN)
 @given(
     policy=st.sampled_from(list(CatchUp)),
     window=st.integers(0, 10 * MINUTE),

@@ -1021,9 +1021,11 @@ class Committer:
         rates of ``live``'s target topics hold it back
         (:meth:`delayline.fire.pacing.Pacer.commit_at`; taken on a lane's thread, before
         the watch's last read, so a cancel written meanwhile still wins)."""
+        if not self._pacer.rates:
+            return group.commit_ms  # no rate set (the usual case): nothing to count
         counts = Counter(p.schedule.target_topic for p in live)
         if not any(self._pacer.rated(topic) for topic in counts):
-            return group.commit_ms  # nothing to hold (the usual case: no rate)
+            return group.commit_ms
         partition = group.items[0].record.partition
         wanted = max(self.clock.now_ms(), self._host_time(group.commit_ms))
         at = self._pacer.commit_at(partition, counts, wanted)

@@ -129,7 +129,8 @@ class DuePlan:
             if pacer is not None:
                 windowed = self._windowed is not None and self._windowed(schedule)
                 ready = pacer.ready_ms(record.partition, schedule, windowed)
-                pending = replace(pending, paced_ms=ready if ready > schedule.due_ms else None)
+                if ready > schedule.due_ms:
+                    pending = replace(pending, paced_ms=ready)
             self._pending[at] = pending
             self._by_key[key] = at
             self._by_id.setdefault(_id_of(schedule), set()).add(at)
@@ -154,7 +155,7 @@ class DuePlan:
         its slot. Only in ``partitions``, if given (those being delivered: a partition
         still catching up takes no slots). Returns how many were given one."""
         pacer = self.pacer
-        if pacer is None:
+        if pacer is None or not self._queues:
             return 0
         until = now_ms + RELEASE_AHEAD_MS
         given = 0

@@ -252,6 +252,11 @@ class _Slot:
     """The groups in its lanes still writing (not yet waiting for their commit), by
     ``id``: a burst group starts only when none is, so that its records follow theirs
     in every target partition and its commit is not held back by theirs."""
+    settled: threading.Event | None = None
+    """Set once the group submitted last has written its records for good (it is about
+    to commit, or it ended): a group to a rated topic writes only after the one before
+    it did, so that its records follow that group's in every target partition, even
+    when a late committer has both in its lanes at once (due order under a rate)."""
 
 
 class _Withdrawn(DelaylineError):  # noqa: N818 - not an error: control flow inside a lane
@@ -851,10 +856,26 @@ class Committer:
         return reader.offsets({slot.partition})
 
     def _job(self, group: Group, slot: _Slot) -> Job:
+        before = slot.settled if self._paced_group(group) else None
+        settled = slot.settled = threading.Event()
+
         def done_writing() -> None:
             slot.writing.discard(id(group))
 
-        return lambda firer, after_before: self._deliver(group, firer, after_before, done_writing)
+        def job(firer: TransactionalFirer, after_before: Callable[[], None]) -> Delivered:
+            try:
+                return self._deliver(group, firer, after_before, done_writing, before, settled)
+            finally:
+                settled.set()  # ended (failed ones too): the next group may write
+
+        return job
+
+    def _paced_group(self, group: Group) -> bool:
+        """Whether ``group`` delivers to a rated topic (its writes wait for the group
+        before it: :attr:`_Slot.settled`)."""
+        if not self._pacer.rates:
+            return False
+        return any(self._pacer.rated(p.schedule.target_topic) for p in group.items)
 
     def _deliver(
         self,
@@ -862,12 +883,18 @@ class Committer:
         firer: TransactionalFirer,
         after_before: Callable[[], None],
         done_writing: Callable[[], None],
+        before: threading.Event | None,
+        settled: threading.Event,
     ) -> Delivered:
-        """Deliver one group (on a lane's thread)."""
+        """Deliver one group (on a lane's thread); with ``before``, write only once it
+        is set (the group before written for good), and set ``settled`` once this one
+        is."""
         try:
+            if before is not None:
+                before.wait()  # set by that group's thread, whatever becomes of it
             while True:
                 try:
-                    return self._write(group, firer, after_before, done_writing)
+                    return self._write(group, firer, after_before, done_writing, settled.set)
                 except _Withdrawn:
                     log.debug("committer group due at %d: written again without what was "
                               "withheld meanwhile", group.commit_ms)  # fmt: skip
@@ -880,10 +907,11 @@ class Committer:
         firer: TransactionalFirer,
         after_before: Callable[[], None],
         done_writing: Callable[[], None],
+        settle: Callable[[], None],
     ) -> Delivered:
         """One attempt at a group: what is withheld by now is left out; raises
         :class:`_Withdrawn` (the transaction aborted) when more is withheld before the
-        commit."""
+        commit. Calls ``settle`` when about to commit (it writes nothing more)."""
         config = self.config
         now = self.clock.now_ms()
         live, expired, withheld = self._split(group, now)
@@ -922,6 +950,7 @@ class Committer:
             marks.append(self.clock.now_ms())
             if any(self._withheld.get(p.record.key or b"") is not None for p in live):
                 raise _Withdrawn
+            settle()
 
         for p in expired:  # a recurring one ends: the fire stage wrote no tombstone for it
             records.extend(replace(firing(p), forget=self._recurs(p)).refused(EXPIRED))

@@ -14,7 +14,7 @@ import pytest
 
 from delayline.bench import sampler as s
 from delayline.bench.report import evaluate, lookup, table
-from delayline.bench.run import accept_lags_ms, delivery_figures
+from delayline.bench.run import BenchEnv, accept_lags_ms, cpu_per_schedule, delivery_figures
 from delayline.bench.soak import KILL_GAP, kill_times_s, rss_per_minute
 from delayline.bench.summary import rss_spread_pct
 from delayline.core.stats import percentile, summary
@@ -151,6 +151,35 @@ def test_sampler_cpu_never_goes_backwards(monkeypatch: pytest.MonkeyPatch) -> No
     g = s.GroupSampler(1, interval_s=0)
     g._run()
     assert [x.cpu_s for x in g.samples][:3] == [5.0, 5.0, 6.0]  # killed tree, then a new one
+
+
+def test_cpu_per_schedule_sums_every_delayline_process_over_the_window(tmp_path: Any) -> None:
+    """The pipeline's tree and each committer apart count; the broker is its own figure;
+    samples outside the window do not count."""
+
+    def sampler(*cpu_s: float) -> s.GroupSampler:
+        g = s.GroupSampler(1)
+        g.samples = [s.Sample(t, 0, c) for t, c in enumerate(cpu_s)]
+        return g
+
+    env = BenchEnv("b:9092", tmp_path)
+    env.sampler = sampler(1.0, 2.0, 3.0, 50.0)  # 2 s from t=0 to t=2; t=3 is outside
+    env.broker_sampler = sampler(0.0, 0.5, 1.0, 9.0)
+    env.committers = [(None, sampler(0.0, 0.25, 0.5, 9.0))]  # type: ignore[list-item]
+    assert cpu_per_schedule(env, 10_000, 0, 2) == {
+        "cpu_us_per_schedule": 250.0,  # (2 + 0.5) s over 10,000
+        "broker_cpu_us_per_schedule": 100.0,
+    }
+    env.broker_sampler = None
+    assert cpu_per_schedule(env, 0, 0, 2) == {
+        "cpu_us_per_schedule": None,
+        "broker_cpu_us_per_schedule": None,
+    }
+    env.sampler = sampler(1.0)  # one sample: no window
+    assert cpu_per_schedule(env, 10, 0, 2)["cpu_us_per_schedule"] is None
+    rows = {r["target"]: r for r in evaluate(result("steady", False, cpu_us_per_schedule=250.0))}
+    assert rows["CPU per schedule, every delayline process (us)"]["met"] is False
+    assert "250.0 / None" in table(result("steady", False, cpu_us_per_schedule=250.0))
 
 
 def test_rss_at_peak_is_split_by_role() -> None:

@@ -372,6 +372,7 @@ def scenario_figures(
         )
     figures["cpu_idle_pct"] = idle_pct
     figures["cpu_load_pct"] = _round1(env.sampler.cpu_percent(load_from, load_to))
+    figures.update(cpu_per_schedule(env, len(due), load_from, load_to))
     figures["peak_rss_mb"] = round(env.sampler.peak_rss_bytes() / 2**20)
     figures["rss_at_peak_mb"] = env.sampler.rss_at_peak_mb()
     if env.broker_sampler is not None:
@@ -381,6 +382,22 @@ def scenario_figures(
     if env.committers:
         figures["committers"] = committer_shares(env, deliveries, due, (load_from, load_to))
     return figures
+
+
+def cpu_per_schedule(env: BenchEnv, count: int, start_s: float, end_s: float) -> dict[str, Any]:
+    """CPU microseconds per schedule from ``start_s`` to ``end_s`` (the first write to the
+    last delivery, so a batch's fixed cost counts too): ``cpu_us_per_schedule``, every
+    delayline process (the pipeline's tree and the committers started apart from it);
+    ``broker_cpu_us_per_schedule``, the broker's. ``None`` when not sampled."""
+    samplers = [env.sampler, *(sampler for _, sampler in env.committers)]
+    spent = [sampler.cpu_seconds(start_s, end_s) for sampler in samplers if sampler is not None]
+    broker = None if env.broker_sampler is None else env.broker_sampler.cpu_seconds(start_s, end_s)
+
+    def per(cpu_s: float | None) -> float | None:
+        return None if cpu_s is None or count <= 0 else round(cpu_s / count * 1e6, 1)
+
+    ours = None if not spent or None in spent else sum(s for s in spent if s is not None)
+    return {"cpu_us_per_schedule": per(ours), "broker_cpu_us_per_schedule": per(broker)}
 
 
 def committer_shares(

@@ -83,10 +83,22 @@ class GroupSampler:
 
     def cpu_percent(self, start_s: float, end_s: float) -> float | None:
         """CPU used between two wall times, as % of one core (None without samples)."""
+        window = self._window(start_s, end_s)
+        if window is None:
+            return None
+        return 100 * (window[-1].cpu_s - window[0].cpu_s) / (window[-1].at_s - window[0].at_s)
+
+    def cpu_seconds(self, start_s: float, end_s: float) -> float | None:
+        """CPU seconds used between two wall times (None without samples)."""
+        window = self._window(start_s, end_s)
+        return None if window is None else window[-1].cpu_s - window[0].cpu_s
+
+    def _window(self, start_s: float, end_s: float) -> list[Sample] | None:
+        """The samples between two wall times, if two or more, apart in time."""
         window = [s for s in self.samples if start_s <= s.at_s <= end_s]
         if len(window) < 2 or window[-1].at_s <= window[0].at_s:
             return None
-        return 100 * (window[-1].cpu_s - window[0].cpu_s) / (window[-1].at_s - window[0].at_s)
+        return window
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -164,17 +164,28 @@ def test_cpu_per_schedule_sums_every_delayline_process_over_the_window(tmp_path:
 
     env = BenchEnv("b:9092", tmp_path)
     env.sampler = sampler(1.0, 2.0, 3.0, 50.0)  # 2 s from t=0 to t=2; t=3 is outside
+    # By role (jvm, driver, workers, other): the JVM 1.5 s, the driver 0.5 s, a worker
+    # that exited (its share gone with it: 0, not negative).
+    roles = [(1.0, 0.0, 0.5, 0.0), (1.5, 0.2, 0.0, 0.0), (2.5, 0.5, 0.1, 0.0), (9, 9, 9, 9)]
+    env.sampler.samples = [
+        s.Sample(x.at_s, 0, x.cpu_s, (), role)
+        for x, role in zip(env.sampler.samples, roles, strict=True)
+    ]
     env.broker_sampler = sampler(0.0, 0.5, 1.0, 9.0)
     env.committers = [(None, sampler(0.0, 0.25, 0.5, 9.0))]  # type: ignore[list-item]
     assert cpu_per_schedule(env, 10_000, 0, 2) == {
         "cpu_us_per_schedule": 250.0,  # (2 + 0.5) s over 10,000
         "broker_cpu_us_per_schedule": 100.0,
+        "cpu_us_by_role": {"jvm": 150.0, "driver": 50.0, "python workers": 0.0, "other": 0.0},
     }
+    assert "150.0/50.0/0.0" in table(
+        result(
+            "steady", False, cpu_us_by_role=cpu_per_schedule(env, 10_000, 0, 2)["cpu_us_by_role"]
+        )
+    )
     env.broker_sampler = None
-    assert cpu_per_schedule(env, 0, 0, 2) == {
-        "cpu_us_per_schedule": None,
-        "broker_cpu_us_per_schedule": None,
-    }
+    assert cpu_per_schedule(env, 0, 0, 2)["cpu_us_per_schedule"] is None
+    assert cpu_per_schedule(env, 0, 0, 2)["broker_cpu_us_per_schedule"] is None
     env.sampler = sampler(1.0)  # one sample: no window
     assert cpu_per_schedule(env, 10, 0, 2)["cpu_us_per_schedule"] is None
     rows = {r["target"]: r for r in evaluate(result("steady", False, cpu_us_per_schedule=250.0))}

@@ -168,6 +168,7 @@ def table(result: dict[str, Any]) -> str:
          "target rate/s" if limit else ""),
         ("CPU per schedule, delayline / broker (us)",
          _pair(f, "cpu_us_per_schedule", "broker_cpu_us_per_schedule"), None, ""),
+        ("  pipeline's: JVM/driver/workers", _roles(f.get("cpu_us_by_role")), None, ""),
         ("lateness p50 (ms)", lookup(f, "lateness_ms.p50"), lookup(b, "latency_ms.p50"), "raw p50"),
         ("lateness p99 (ms)", lookup(f, "lateness_ms.p99"), lookup(b, "latency_ms.p99"), "raw p99"),
         ("lateness min/p90/max (ms)", _triple(f.get("lateness_ms")), None, ""),
@@ -211,7 +212,7 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _roles(rss: dict[str, int] | None) -> str | None:
+def _roles(rss: dict[str, Any] | None) -> str | None:
     if not rss:
         return None
     return "/".join(fmt(rss.get(role)) for role in ("jvm", "driver", "python workers"))

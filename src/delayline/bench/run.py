@@ -388,7 +388,8 @@ def cpu_per_schedule(env: BenchEnv, count: int, start_s: float, end_s: float) ->
     """CPU microseconds per schedule from ``start_s`` to ``end_s`` (the first write to the
     last delivery, so a batch's fixed cost counts too): ``cpu_us_per_schedule``, every
     delayline process (the pipeline's tree and the committers started apart from it);
-    ``broker_cpu_us_per_schedule``, the broker's. ``None`` when not sampled."""
+    ``broker_cpu_us_per_schedule``, the broker's; ``cpu_us_by_role``, the pipeline's tree
+    by role (:data:`delayline.bench.sampler.ROLES`). ``None`` when not sampled."""
     samplers = [env.sampler, *(sampler for _, sampler in env.committers)]
     spent = [sampler.cpu_seconds(start_s, end_s) for sampler in samplers if sampler is not None]
     broker = None if env.broker_sampler is None else env.broker_sampler.cpu_seconds(start_s, end_s)
@@ -397,7 +398,12 @@ def cpu_per_schedule(env: BenchEnv, count: int, start_s: float, end_s: float) ->
         return None if cpu_s is None or count <= 0 else round(cpu_s / count * 1e6, 1)
 
     ours = None if not spent or None in spent else sum(s for s in spent if s is not None)
-    return {"cpu_us_per_schedule": per(ours), "broker_cpu_us_per_schedule": per(broker)}
+    by_role = {} if env.sampler is None else env.sampler.cpu_seconds_by_role(start_s, end_s)
+    return {
+        "cpu_us_per_schedule": per(ours),
+        "broker_cpu_us_per_schedule": per(broker),
+        "cpu_us_by_role": {role: per(cpu_s) for role, cpu_s in by_role.items()},
+    }
 
 
 def committer_shares(

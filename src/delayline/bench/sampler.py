@@ -6,7 +6,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from delayline.infra.procs import proc_stats, tree
@@ -23,12 +23,13 @@ tree's root), PySpark's Python worker daemon and workers, anything else."""
 @dataclass(frozen=True, slots=True)
 class Sample:
     """One reading: wall time, summed RSS, summed CPU seconds of the live members, and
-    RSS per role (:data:`ROLES`, in that order)."""
+    RSS and CPU seconds per role (:data:`ROLES`, in that order)."""
 
     at_s: float
     rss_bytes: int
     cpu_s: float
     rss_by_role: tuple[int, ...] = ()
+    cpu_by_role: tuple[float, ...] = ()
 
 
 class GroupSampler:
@@ -93,6 +94,20 @@ class GroupSampler:
         window = self._window(start_s, end_s)
         return None if window is None else window[-1].cpu_s - window[0].cpu_s
 
+    def cpu_seconds_by_role(self, start_s: float, end_s: float) -> dict[str, float]:
+        """CPU seconds used between two wall times by role (:data:`ROLES`), by the
+        processes alive at both ends (one that exited meanwhile takes its share with
+        it: never below 0); empty without samples."""
+        window = self._window(start_s, end_s)
+        if window is None or not window[0].cpu_by_role or not window[-1].cpu_by_role:
+            return {}
+        return {
+            role: max(0.0, after - before)
+            for role, before, after in zip(
+                ROLES, window[0].cpu_by_role, window[-1].cpu_by_role, strict=True
+            )
+        }
+
     def _window(self, start_s: float, end_s: float) -> list[Sample] | None:
         """The samples between two wall times, if two or more, apart in time."""
         window = [s for s in self.samples if start_s <= s.at_s <= end_s]
@@ -109,7 +124,7 @@ class GroupSampler:
                 self._cpu_base_s += self._last_raw_s - sample.cpu_s
             self._last_raw_s = sample.cpu_s
             total = sample.cpu_s + self._cpu_base_s
-            self.samples.append(Sample(sample.at_s, sample.rss_bytes, total, sample.rss_by_role))
+            self.samples.append(replace(sample, cpu_s=total))
             self._stop.wait(self.interval_s)
 
 
@@ -120,16 +135,21 @@ def read_group(root: int, also: Iterable[int] = ()) -> Sample:
     rss = 0
     cpu_ticks = 0
     by_role = [0] * len(ROLES)
+    ticks_by_role = [0] * len(ROLES)
     members = set(tree(root, stats))
     for other in also:
         members.update(tree(other, stats))
     for pid in sorted(members):
         fields = stats[pid]
-        cpu_ticks += int(fields[11]) + int(fields[12])
+        ticks = int(fields[11]) + int(fields[12])
+        cpu_ticks += ticks
         pages = int(fields[21]) * _PAGE
         rss += pages
-        by_role[ROLES.index(_role(pid, root, fields[19]))] += pages
-    return Sample(time.time(), rss, cpu_ticks / _TICKS, tuple(by_role))
+        role = ROLES.index(_role(pid, root, fields[19]))
+        by_role[role] += pages
+        ticks_by_role[role] += ticks
+    cpu_by_role = tuple(t / _TICKS for t in ticks_by_role)
+    return Sample(time.time(), rss, cpu_ticks / _TICKS, tuple(by_role), cpu_by_role)
 
 
 def cpu_by_role(root: int) -> dict[str, float]:

@@ -176,9 +176,10 @@ def render_rewrite(schedule: Schedule) -> OutgoingRecord:
 def without_copy_of(headers: Headers) -> Headers:
     """``headers`` less delayline's own marks (``delayline-copy-of``,
     ``delayline-rearm-of``): never delivered, never carried onto another record."""
-    if not any(name in _OWN_MARKS for name, _ in headers):
-        return headers
-    return tuple((name, value) for name, value in headers if name not in _OWN_MARKS)
+    for name, _ in headers:  # a loop: this runs once per delivery
+        if name in _OWN_MARKS:
+            return tuple((name, value) for name, value in headers if name not in _OWN_MARKS)
+    return headers
 
 
 _OWN_MARKS = frozenset({h.COPY_OF, h.REARM_OF})
@@ -287,8 +288,9 @@ def render_cancel(schedule_id: str, schedules_topic: str, partition: int | None)
     return OutgoingRecord(schedules_topic, schedule_id.encode(), None, (), partition)
 
 
-def render_delivery(schedule: Schedule) -> OutgoingRecord:
-    """The record delivered to the target topic when ``schedule`` falls due.
+def render_delivery(schedule: Schedule, timestamp_ms: int | None = None) -> OutgoingRecord:
+    """The record delivered to the target topic when ``schedule`` falls due, stamped
+    ``timestamp_ms`` (``None``: the time of writing).
 
     Key is the target key, value the payload, headers every input header plus
     ``scheduler-timestamp`` (input record timestamp, Unix seconds),
@@ -304,7 +306,10 @@ def render_delivery(schedule: Schedule) -> OutgoingRecord:
         (h.TOPIC, source.topic.encode()),
     )
     headers = (*without_copy_of(schedule.headers), *added)
-    return OutgoingRecord(schedule.target_topic, schedule.target_key, schedule.payload, headers)
+    return OutgoingRecord(
+        schedule.target_topic, schedule.target_key, schedule.payload, headers,
+        timestamp_ms=timestamp_ms,
+    )  # fmt: skip
 
 
 def render_tombstone(schedule: Schedule) -> OutgoingRecord:

@@ -91,12 +91,13 @@ class Firing:
     @property
     def delivery(self) -> OutgoingRecord:
         """The record for the target topic."""
-        return replace(render_delivery(self.schedule), timestamp_ms=self.timestamp_ms)
+        return render_delivery(self.schedule, self.timestamp_ms)
 
-    def records(self) -> list[OutgoingRecord]:
-        """Delivery, tombstone (or re-arm) and history record: the schedule delivered
-        and forgotten (or armed for its next occurrence)."""
-        out = [self.delivery, *self._forget()]
+    def records(self, delivery: OutgoingRecord | None = None) -> list[OutgoingRecord]:
+        """Delivery (``delivery``, if already rendered), tombstone (or re-arm) and
+        history record: the schedule delivered and forgotten (or armed for its next
+        occurrence)."""
+        out = [self.delivery if delivery is None else delivery, *self._forget()]
         if self.rearm is not None:
             out.append(self.rearm)
         if self.history_topic:
@@ -329,7 +330,7 @@ class TransactionalFirer:
         serial: set[str] = set()
         extras = [Sent(record) for record in extra]
         while True:
-            plan = [*_plan(records, refused), *extras]
+            plan = [*_plan(records, refused, deliveries), *extras]
             failed = self._attempt(label, plan, serial, before_commit, frozenset(track))
             if failed is None:
                 return dict(refused)
@@ -464,8 +465,13 @@ class TransactionalFirer:
         self._fatal = False
 
 
-def _plan(records: Sequence[OutgoingRecord | Firing], refused: Mapping[int, str]) -> list[Sent]:
-    """The records to write, in batch order: a refused firing as its dead letter."""
+def _plan(
+    records: Sequence[OutgoingRecord | Firing],
+    refused: Mapping[int, str],
+    deliveries: Mapping[int, OutgoingRecord],
+) -> list[Sent]:
+    """The records to write, in batch order: a refused firing as its dead letter; the
+    others' deliveries as ``deliveries`` rendered them (by position)."""
     plan: list[Sent] = []
     for i, item in enumerate(records):
         if not isinstance(item, Firing):
@@ -473,7 +479,7 @@ def _plan(records: Sequence[OutgoingRecord | Firing], refused: Mapping[int, str]
         elif i in refused:
             plan.extend(Sent(record) for record in item.refused(refused[i]))
         else:
-            delivery, *rest = item.records()
+            delivery, *rest = item.records(deliveries.get(i))
             plan.append(Sent(delivery, i, item.schedule.id))
             plan.extend(Sent(record) for record in rest)
     return plan

@@ -312,7 +312,10 @@ def test_binary_payload_key_and_header_round_trip(api: Api) -> None:
     request = body(
         target,
         id=sid,
-        delay_ms=2_000,
+        # Long enough to be seen pending: ``current`` is the pending version, and a
+        # catalog reading it only after its delivery (2 s with a fresh clone's load)
+        # would never show it.
+        delay_ms=10_000,
         payload=encoded(raw).decode(),
         payload_encoding="base64",
         target_key=encoded(key).decode(),

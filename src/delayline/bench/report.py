@@ -212,10 +212,11 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _roles(rss: dict[str, Any] | None) -> str | None:
-    if not rss:
+def _roles(by_role: dict[str, Any] | None) -> str | None:
+    """A figure per role (RSS or CPU) as ``JVM/driver/workers``."""
+    if not by_role:
         return None
-    return "/".join(fmt(rss.get(role)) for role in ("jvm", "driver", "python workers"))
+    return "/".join(fmt(by_role.get(role)) for role in ("jvm", "driver", "python workers"))
 
 
 def _p50_p99_max(values: dict[str, Any] | None) -> str | None:

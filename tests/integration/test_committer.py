@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from dataclasses import replace
 from itertools import pairwise
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -452,3 +453,60 @@ def test_a_cancel_in_a_transaction_still_open_at_the_due_time_ends_the_series(
     assert seen == [], "delivered although cancelled before the re-arm"
     records = read_all(kafka_bootstrap, schedules)
     assert [r.value for r in records] == [b"tick", None], "re-armed after the cancel"
+
+
+def test_a_cancel_the_pipeline_has_not_read_is_remembered_past_the_memory(
+    kafka_bootstrap: str, topics: dict[str, str], tmp_path: Path
+) -> None:
+    """A pipeline behind its input hands over a version whose cancel was written, and
+    read by the watch, longer ago than the watch's memory: the cancel still wins while
+    the checkpoint's offsets log says the pipeline has not read it. Once the pipeline
+    has read it, the watch forgets it (the hold folds it from then on)."""
+    schedules = unique_topic("schedules")
+    create_topic(kafka_bootstrap, schedules)
+    topology = Topology(bootstrap_servers=kafka_bootstrap, schedules_topics=(schedules,))
+    (at,) = write_schedules(kafka_bootstrap, schedules, [("lagged", b"v1", 0)])
+    offsets = tmp_path / "offsets"
+    offsets.mkdir()
+    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
+    settings = replace(
+        config(kafka_bootstrap, topics, unique_topic("tx")),
+        topology=topology,
+        checkpoint_dir=tmp_path,
+        watch_memory_ms=500,
+    )
+    committer = Committer(settings)
+    with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:
+        committer.start()
+        try:
+            assert committer.wait_ready(30)
+            # The pipeline's first batch (not a restart) reads up to the version only.
+            (offsets / "0").write_text(f'v1\n{meta}\n{{"{schedules}":{{"0":{at.offset + 1}}}}}\n')
+            (cancel,) = write_schedules(kafka_bootstrap, schedules, [("lagged", None, None)])
+            time.sleep(2.5)  # twice the memory and the committer's look at the checkpoint
+            assert committer.status().remembered == 1, "read by the watch, not by the pipeline"
+            due = SystemClock().now_ms() + 1_500
+            version = Schedule("lagged", due, topics["target"], None, b"v1", (), at)
+            control = Schedule(
+                "control",
+                due,
+                topics["target"],
+                None,
+                b"v1",
+                (),
+                replace(at, offset=at.offset + 1_000),
+            )
+            hand_over_versions(kafka_bootstrap, topics["inflight"], [version, control])
+            collector.wait_for(lambda s: len(s) >= 1, timeout_s=30)
+            time.sleep(1)  # a wrongly delivered one would show by now
+            assert by_id(collector.snapshot()) == Counter({"control": 1})
+
+            (offsets / "1").write_text(
+                f'v1\n{meta}\n{{"{schedules}":{{"0":{cancel.offset + 1}}}}}\n'
+            )
+            deadline = time.monotonic() + 10
+            while committer.status().remembered and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert committer.status().remembered == 0, "read by the pipeline: forgotten"
+        finally:
+            committer.stop()

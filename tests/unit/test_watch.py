@@ -18,8 +18,8 @@ from delayline.fire.watch import (
     LaterRecords,
     checkpoint_positions,
     has_read,
+    later_of,
     latest_logged_batch,
-    what_it_names,
 )
 
 TOPIC = "schedules"
@@ -35,10 +35,16 @@ def record(offset: int, value: bytes | None = b"v2", *, partition: int = 0, ts: 
 
 
 def ends(*records: ConsumedRecord, read_ms: int = 0) -> str | None:
-    later = LaterRecords(PARSE, memory_ms=30_000)
+    later = LaterRecords(memory_ms=30_000)
     for r in records:
-        later.note(TOPIC, "a", Later(r, read_ms))
+        remember(later, r, read_ms)
     return later.ends(VERSION)
+
+
+def remember(later: LaterRecords, r: ConsumedRecord, read_ms: int) -> None:
+    found = later_of(r, PARSE, read_ms)
+    if found is not None:
+        later.note(TOPIC, *found)
 
 
 def test_a_later_cancel_or_valid_version_ends_the_handed_over_one() -> None:
@@ -63,14 +69,39 @@ def test_any_of_several_records_ends_it() -> None:
 
 
 def test_records_are_forgotten_after_the_memory() -> None:
-    later = LaterRecords(PARSE, memory_ms=30_000)
-    later.note(TOPIC, "a", Later(record(6, None), 1_000))
-    later.note(TOPIC, "a", Later(record(7), 20_000))
+    later = LaterRecords(memory_ms=30_000)
+    remember(later, record(6, None), 1_000)
+    remember(later, record(7), 20_000)
     later.expire(31_001)
     assert later.ends(VERSION) == UPDATE
     later.expire(50_001)
     assert later.ends(VERSION) is None
     assert len(later) == 0
+
+
+def test_what_the_pipeline_has_not_read_is_kept_past_the_memory() -> None:
+    """Known, the pipeline's progress keeps a record until the pipeline has read it,
+    however long ago it was read; records are forgotten in the order read."""
+    later = LaterRecords(memory_ms=30_000)
+    remember(later, record(6, None), 1_000)  # ends VERSION
+    remember(later, record(7, None, partition=1, ts=500), 2_000)  # older by time: ends nothing
+    later.expire(100_000, {(TOPIC, 0): 6, (TOPIC, 1): 9})
+    assert later.ends(VERSION) == CANCEL, "offset 6 of partition 0 is not read yet: kept"
+    later.expire(100_000, {(TOPIC, 1): 9})
+    assert later.ends(VERSION) == CANCEL, "a partition the pipeline has not read: kept"
+    later.expire(100_000, {(TOPIC, 0): 7, (TOPIC, 1): 7})
+    assert later.ends(VERSION) is None, "read by the pipeline and older than the memory"
+    assert len(later) == 1, "offset 7 of partition 1 is not read yet"
+    later.expire(31_999, {(TOPIC, 1): 8})
+    assert len(later) == 1, "read, but within the memory"
+    later.expire(32_001, {(TOPIC, 1): 8})
+    assert len(later) == 0
+    copy = record(9, headers=((h.EPOCH, b"20"), (h.TARGET_TOPIC, b"t"), (h.COPY_OF, b"5")))
+    remember(later, copy, 0)
+    later.expire(100_000, {(TOPIC, 0): 9})
+    assert len(later) == 1, "a copy is kept by its own offset, not the one it copies"
+    later.expire(100_000, None)
+    assert len(later) == 0, "the pipeline's progress unknown: the time alone decides"
 
 
 def test_the_plan_finds_pending_versions_by_id_until_taken() -> None:
@@ -100,27 +131,29 @@ def test_positions_come_from_the_checkpoints_offsets_log(tmp_path: Path) -> None
     assert latest_logged_batch(tmp_path / "none") is None
 
 
-def test_what_a_record_names_and_what_is_not_remembered() -> None:
-    """A keyed record names its key unparsed; a plain cancel names its id; delayline's
-    own tombstone, a record without an id, and an invalid payload record name nothing."""
-    assert what_it_names(record(6), True, PARSE) == ("a", None)
-    found = what_it_names(record(6, None), True, PARSE)
-    assert found is not None
-    assert found[0] == "a"
-    assert ends(record(6, None)) == CANCEL
-    own = record(6, None, headers=((h.FIRED_OFFSET, b"5"),))
-    assert what_it_names(own, True, PARSE) is None
-    assert what_it_names(own, False, PARSE) is None
-    no_key = ConsumedRecord(TOPIC, 0, 7, 2_000, None, b"v", ())
-    assert what_it_names(no_key, True, PARSE) is None
-    bad_utf8 = ConsumedRecord(TOPIC, 0, 7, 2_000, b"\xff", b"v", ())
-    assert what_it_names(bad_utf8, True, PARSE) is None
-    invalid = record(8, headers=())  # no target topic: invalid
-    assert what_it_names(invalid, False, PARSE) is None
-    parsed = what_it_names(record(9), False, PARSE)
-    assert parsed is not None
-    assert parsed[0] == "a"
-    assert isinstance(parsed[1], Schedule)
+def test_only_what_ends_a_version_is_remembered_and_only_its_kind_and_place() -> None:
+    """A cancel or a valid version is remembered as its kind and its place among its
+    id's versions (a copy: the version it copies); delayline's own tombstone, a record
+    without an id, an invalid record and one whose key is not UTF-8 are not."""
+    assert later_of(record(6, None), PARSE, 7) == (
+        "a",
+        Later(CANCEL, SourceRef(TOPIC, 0, 6, 2_000), 6, 7),
+    )
+    assert later_of(record(9), PARSE, 7) == (
+        "a",
+        Later(UPDATE, SourceRef(TOPIC, 0, 9, 2_000), 9, 7),
+    )
+    copy = record(8, headers=((h.EPOCH, b"20"), (h.TARGET_TOPIC, b"t"), (h.COPY_OF, b"5")))
+    assert later_of(copy, PARSE, 7) == ("a", Later(UPDATE, SourceRef(TOPIC, 0, 5, 2_000), 8, 7))
+    assert later_of(record(6, None, headers=((h.FIRED_OFFSET, b"5"),)), PARSE, 7) is None
+    assert later_of(ConsumedRecord(TOPIC, 0, 7, 2_000, None, b"v", ()), PARSE, 7) is None
+    assert later_of(ConsumedRecord(TOPIC, 0, 7, 2_000, None, None, ()), PARSE, 7) is None
+    assert later_of(ConsumedRecord(TOPIC, 0, 7, 2_000, b"\xff", b"v", ()), PARSE, 7) is None
+    assert later_of(record(8, headers=()), PARSE, 7) is None, "invalid: no target topic"
+    later = LaterRecords(memory_ms=30_000)
+    for r in (record(6, b"bad", headers=()), record(7, None, headers=((h.FIRED_OFFSET, b"5"),))):
+        remember(later, r, 0)
+    assert len(later) == 0
 
 
 def pending(schedule_id: str, offset: int) -> Pending:

@@ -132,7 +132,6 @@ def start_pipeline(env: BenchEnv, *extra: str) -> float:
             "--checkpoint-dir", str(env.work_dir / "checkpoint"),
             "--query-name", f"bench-{env.run}",
             "--progress-file", str(env.progress_file),
-            "--driver-memory-mb", "2048",
             "--hold", env.hold,
             *extra,
         ]  # fmt: skip

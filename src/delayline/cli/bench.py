@@ -190,6 +190,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     env_flag(
         p,
+        "--driver-memory-mb",
+        env="DELAYLINE_BENCH_DRIVER_MEMORY_MB",
+        default=2048,
+        type=positive_int,
+        help="the pipeline's --driver-memory-mb (the Spark JVM's heap; local mode runs "
+        "everything there)",
+    )
+    env_flag(
+        p,
         "--lead",
         env="DELAYLINE_BENCH_LEAD",
         default=None,
@@ -277,6 +286,7 @@ def _bench(args: argparse.Namespace) -> int:
         "machine": report.machine(),
         "trigger_interval": args.trigger_interval,
         "lead": args.lead,
+        "driver_memory_mb": args.driver_memory_mb,
         "inflight_partitions": args.inflight_partitions,
         "committers": args.committers,
         "target_rate_per_s": args.target_rate,
@@ -306,7 +316,10 @@ def _measure(args: argparse.Namespace, size: Size) -> dict[str, Any]:
         hold_baseline = None if env.hold_bench is None else env.hold_bench.baseline(writes)
         if hold_baseline is not None:
             measured["baseline"][args.hold] = hold_baseline
-        extra = ["--trigger-interval", args.trigger_interval]
+        extra = [
+            "--trigger-interval", args.trigger_interval,
+            "--driver-memory-mb", str(args.driver_memory_mb),
+        ]  # fmt: skip
         if args.lead is not None:
             extra += ["--lead", args.lead]
         if args.target_rate is not None:

@@ -95,9 +95,9 @@ from delayline.fire.watch import (
     POLL_MS,
     READ_AHEAD_MS,
     InputWatch,
-    Later,
     checkpoint_positions,
     has_read,
+    later_of,
     latest_logged_batch,
 )
 
@@ -116,6 +116,8 @@ commits anyway (with a warning)."""
 WARM_AHEAD_MS = 20_000
 """Target topic facts are read again when they would expire within this (they live a
 minute): a schedule read waits for its due time a lead at most, usually a few seconds."""
+TAKEN_LOOK_S = 1.0
+"""How often the committer looks for a new batch in the pipeline's checkpoint."""
 RESTART_MEMORY_MS = 90_000
 """After a restart, what the watch read of the input since the checkpoint is kept this
 long at most, until the replayed batch hands over again (a Spark start and a batch:
@@ -177,7 +179,10 @@ class CommitterConfig:
             there withholds a handed-over schedule (:mod:`delayline.fire.watch`).
             ``None`` reads none: every handed-over schedule is delivered.
         checkpoint_dir: The pipeline's checkpoint: after a restart the watch reads the
-            input from where the batches that may hand over again stopped reading.
+            input from where the batches that may hand over again stopped reading, and
+            it forgets a record only once the pipeline has read it.
+        watch_memory_ms: The least time the watch remembers a record that ends a
+            version (:data:`delayline.fire.watch.MEMORY_MS`).
         name: This committer's name in the group, unique among the pipeline's
             committers: restarted under it within ``session_timeout_ms``, a committer
             takes its partitions back at once (a second one under the same name fences
@@ -212,6 +217,7 @@ class CommitterConfig:
     allowed_targets: str | None = None
     topology: Topology | None = None
     checkpoint_dir: Path | None = None
+    watch_memory_ms: int = MEMORY_MS
     name: str = RUN_COMMITTER_NAME
     session_timeout_ms: int = 10_000
     first_assignment_timeout_s: float = 15.0
@@ -229,6 +235,9 @@ class CommitterStatus:
             written).
         delivered: Schedules it delivered since it started.
         pacing: Per target topic paced (a rate, or windowed schedules), what pacing did.
+        remembered: Schedule ids whose later cancel or version its watch remembers
+            (:mod:`delayline.fire.watch`): what it read of the input lately, and
+            everything the pipeline has not read yet.
     """
 
     name: str
@@ -236,6 +245,7 @@ class CommitterStatus:
     pending: int
     delivered: int
     pacing: tuple[tuple[str, TargetPacing], ...] = ()
+    remembered: int = 0
 
 
 @dataclass(slots=True)
@@ -322,6 +332,12 @@ class Committer:
         self._read_to: dict[tuple[str, int], int] = {}
         """The watch's positions, published (under :attr:`_watched`) once what they read
         is noted and has withheld what it ends."""
+        self._taken: tuple[int, dict[tuple[str, int], int], dict[int, int]] | None = None
+        """A batch newly in the checkpoint's offsets log, where it reads its input to,
+        and the in-flight topic's stable ends once it was seen: the watch may forget
+        what the batch reads once those ends are read (:meth:`_follow_pipeline`)."""
+        self._taken_batch: int | None = None
+        self._taken_looked = 0.0
         self._summary_withheld = 0
         self._ready = threading.Event()
         """Set once it has read its partitions to their ends (and again each session)."""
@@ -343,7 +359,11 @@ class Committer:
         """How it is doing (safe from any thread)."""
         pending = len(self._plan) + self._in_lanes
         pacing = tuple(sorted((t, replace(p)) for t, p in list(self._pacer.stats.items())))
-        return CommitterStatus(self.config.name, self._owned, pending, self._delivered, pacing)
+        watch = self._watch
+        remembered = 0 if watch is None else len(watch.later)
+        return CommitterStatus(
+            self.config.name, self._owned, pending, self._delivered, pacing, remembered
+        )
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Wait, at most ``timeout_s``, until the committer has read its partitions to
@@ -409,6 +429,7 @@ class Committer:
         self._ready.clear()
         self._in_lanes = 0
         self._withheld.clear()
+        self._taken = self._taken_batch = None
         reader = self._reader = InflightReader(
             config.bootstrap_servers,
             config.inflight_topic,
@@ -561,7 +582,10 @@ class Committer:
             return True
         now = self.clock.now_ms()
         self._watch = InputWatch(
-            config.bootstrap_servers, InputParser(config.topology), self.clock.now_ms
+            config.bootstrap_servers,
+            InputParser(config.topology),
+            self.clock.now_ms,
+            config.watch_memory_ms,
         )
         self._ranges = RangeReader(config.bootstrap_servers)
         positions: dict[tuple[str, int], int] = {}
@@ -573,7 +597,7 @@ class Committer:
             ]
             if batches:
                 positions = checkpoint_positions(config.checkpoint_dir, min(batches))
-        since = min(now, self._plan.earliest_handed_ms() or now) - MEMORY_MS
+        since = min(now, self._plan.earliest_handed_ms() or now) - config.watch_memory_ms
         if self._replayed is not None:  # a restart: the replay may hand over again
             self._watch.later.keep_until = now + RESTART_MEMORY_MS
         if not self._watch.start(since, self._drained_out, positions):
@@ -596,7 +620,43 @@ class Committer:
             if replay and later.keep_until is not None:
                 # The batch a restart replays has handed over again: what was read of the
                 # input since the checkpoint may be forgotten in the usual time.
-                later.keep_until = min(later.keep_until, self.clock.now_ms() + MEMORY_MS)
+                later.keep_until = min(
+                    later.keep_until, self.clock.now_ms() + self.config.watch_memory_ms
+                )
+
+    def _follow_pipeline(self, reader: InflightReader) -> None:
+        """Let the watch forget what the pipeline has read (:meth:`LaterRecords.expire`).
+
+        A batch in the checkpoint's offsets log reads its input up to the offsets logged
+        there, and Spark logs a batch only once the one before it committed, so every
+        version handed over by a batch that did not read a record was committed to the
+        in-flight topic before the log named a batch that did. Once the in-flight
+        partitions are read up to their stable ends as of then, each such version has
+        been checked against what the watch remembers, and the records that batch reads
+        are the hold's to fold. Looked at once a second; a committer without the
+        checkpoint forgets by time alone."""
+        checkpoint = self.config.checkpoint_dir
+        if checkpoint is None or self._watch is None:
+            return
+        if self._taken is None:
+            if time.monotonic() < self._taken_looked + TAKEN_LOOK_S:
+                return
+            self._taken_looked = time.monotonic()
+            batch = latest_logged_batch(checkpoint)
+            if batch is None or batch == self._taken_batch:
+                return
+            positions = checkpoint_positions(checkpoint, batch)
+            try:
+                ends = reader.stable_ends()
+            except KafkaUnavailableError as exc:
+                log.debug("committer: in-flight ends unknown (%s); looked at again later", exc)
+                return
+            self._taken = (batch, positions, ends)
+        batch, positions, ends = self._taken
+        if reader.has_read(ends):
+            self._taken = None
+            self._taken_batch = batch
+            self._watch.taken = positions
 
     def _watch_input(self) -> None:
         """Read the input topics; withhold what a new record ends, pending or being
@@ -677,7 +737,8 @@ class Committer:
             pending = rearmed.get((found.topic, found.key.decode("utf-8", "replace")))
             if pending is None:
                 continue
-            kind = Later(found, now).ends(pending.schedule, self._watch.later.parse)
+            ended = later_of(found, self._watch.parse, now)
+            kind = None if ended is None else ended[1].ends(pending.schedule)
             if kind is not None:
                 self._withhold(pending, kind)
 
@@ -743,6 +804,7 @@ class Committer:
         reader.poll(min(max(wait_ms, 0), self.config.poll_ms) / 1000)
         self._take_fenced()
         self._check_new()
+        self._follow_pipeline(reader)
         self._watch_input()
         self._warm(reader)
         self._report()

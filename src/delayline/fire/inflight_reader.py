@@ -30,13 +30,14 @@ from confluent_kafka import (
     Message,
     TopicPartition,
 )
+from confluent_kafka.admin import AdminClient
 
 from delayline.core.clock import Clock
 from delayline.errors import DelaylineError
 from delayline.fire.due_plan import DuePlan
 from delayline.fire.inflight import InflightRecordError, read_inflight
 from delayline.kafka.config import kafka_client_config
-from delayline.kafka.reader import to_consumed_record, watermarks
+from delayline.kafka.reader import stable_ends, to_consumed_record, watermarks
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +138,7 @@ class InflightReader:
                 },
             )
         )
+        self._admin = AdminClient(kafka_client_config(bootstrap_servers))
         try:
             metadata = self._consumer.list_topics(topic, timeout=30)
             found = metadata.topics.get(topic)
@@ -207,6 +209,25 @@ class InflightReader:
             }
         return all(
             self._at_end.get(p, -1) >= end for p, end in self._stop_ends.items() if p in self.owned
+        )
+
+    def stable_ends(self, timeout_s: float = 10.0) -> dict[int, int]:
+        """Each owned partition's last stable offset now: every hand-over committed by
+        now is before it (see :meth:`has_read`).
+
+        Raises:
+            KafkaUnavailableError: the offsets could not be read in time.
+        """
+        places = [(self.topic, p) for p in sorted(self.owned)]
+        return {p: end for (_, p), end in stable_ends(self._admin, places, timeout_s).items()}
+
+    def has_read(self, ends: dict[int, int]) -> bool:
+        """Whether every partition of ``ends`` still owned is read (into the plan) up to
+        its offset there."""
+        return all(
+            max(self._position.get(p, 0), self._at_end.get(p, -1)) >= end
+            for p, end in ends.items()
+            if p in self.owned
         )
 
     def offsets(self, partitions: set[int] | None = None) -> list[TopicPartition]:

@@ -12,8 +12,10 @@ later record of its id ends, by the hold's own rules:
   (:func:`delayline.core.versions.supersedes`) ends it;
 * a valid newer version ends it too; the hold plans the newer one as it would any;
 * an invalid record, an older version, delayline's own tombstones and copies of the
-  version itself end nothing (the watch does not even remember its own tombstones: one
-  follows every delivery).
+  version itself end nothing.
+
+Each record is parsed as it is read, and only what ends a version is remembered: its
+kind and its place among its id's versions (:class:`Later`), not the record.
 
 A withheld version is not delivered: its group's transaction writes only its in-flight
 tombstone. The guarantee: a cancel or update acknowledged by Kafka at least
@@ -24,10 +26,13 @@ one written later wins when the watch has read it by the
 commit (it polls at least every :data:`POLL_MS` while anything is pending).
 ``delayline bench --scenario cancels`` measures how close to the due time that is.
 
-The watch remembers, per id, the newest record that ends something for
-:data:`MEMORY_MS`: a record written while the batch that hands a version over runs is
-read before the hand-over. A restarted committer reads the input topics from that long
-before the oldest hand-over it finds pending, so a withheld version stays withheld.
+The watch remembers what a record ends for at least :data:`MEMORY_MS` and, in a
+committer that can read the pipeline's checkpoint, until the pipeline has read that
+record and the committer has checked every version handed over before
+(:meth:`LaterRecords.expire`): a pipeline however far behind its input hands over
+nothing whose cancel the watch has forgotten. A restarted committer reads the input
+topics from that long before the oldest hand-over it finds pending, and from where the
+batch that handed it over stopped reading, so a withheld version stays withheld.
 """
 
 from __future__ import annotations
@@ -44,9 +49,8 @@ from confluent_kafka import OFFSET_END, KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from delayline.contract import ConsumedRecord
-from delayline.contract.contracts import HEADER, InputParser
-from delayline.contract.records import parse_tombstone
-from delayline.core.model import Cancel, Parsed, Schedule
+from delayline.contract.contracts import InputParser
+from delayline.core.model import Cancel, Parsed, Schedule, SourceRef
 from delayline.core.versions import supersedes
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import private_consumer, stable_ends, to_consumed_record, watermarks
@@ -58,8 +62,10 @@ CANCEL = "cancel"
 UPDATE = "update"
 """A later valid version withholds it (and is planned by the hold)."""
 MEMORY_MS = 30_000
-"""How long the watch remembers a record that ends a version not (yet) handed over:
-longer than a micro-batch takes, from reading its input to handing over."""
+"""How long the watch remembers a record that ends a version not (yet) handed over, at
+least: longer than a micro-batch takes, from reading its input to handing over. It is
+all a committer without the pipeline's checkpoint has: there, a pipeline further behind
+its input than this can hand over a schedule whose cancel the watch has forgotten."""
 POLL_MS = 10
 """The longest the committer waits on the in-flight topic before it polls the watch
 again while anything is pending."""
@@ -71,30 +77,30 @@ READ_AHEAD_MS = 20
 """How long before a delivery's commit time the committer reads the input to its end."""
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(frozen=True, slots=True)
 class Later:
-    """A record of the input topics, read by the watch, parsed only when it is compared
-    with a handed-over version of its id (most never are).
+    """A record of the input topics that would end an older version of its id, as the
+    watch read it: only what deciding that takes, not the record (the watch remembers
+    every input record for :data:`MEMORY_MS`; a whole record held that long cost the
+    driver about 1.2 GiB per million read in that time).
 
     Attributes:
-        record: The record as read.
+        kind: :data:`CANCEL` or :data:`UPDATE`.
+        at: Where it sits in the order of its id's versions (a copy: the version it
+            copies, :func:`delayline.contract.records.version_source`).
+        offset: Its own offset, in ``at``'s topic and partition.
         read_ms: When the watch read it (host clock).
-        parsed: What the input parser makes of it, once asked (:meth:`ends`).
     """
 
-    record: ConsumedRecord
+    kind: str
+    at: SourceRef
+    offset: int
     read_ms: int
-    parsed: Parsed | None = None
 
-    def ends(self, version: Schedule, parse: Callable[[ConsumedRecord], Parsed]) -> str | None:
-        """How this record ends ``version``: :data:`CANCEL`, :data:`UPDATE` or ``None``."""
-        if self.parsed is None:
-            self.parsed = parse(self.record)
-        kind = ending(self.parsed)
-        if kind is None or not isinstance(self.parsed, Cancel | Schedule):
-            return None
-        at = self.parsed.source or self.record.source
-        return kind if supersedes(at, version.require_source()) else None
+    def ends(self, version: Schedule) -> str | None:
+        """How this record ends ``version``: :attr:`kind`, or ``None`` when it is not
+        later than ``version``."""
+        return self.kind if supersedes(self.at, version.require_source()) else None
 
 
 def ending(parsed: Parsed) -> str | None:
@@ -107,21 +113,35 @@ def ending(parsed: Parsed) -> str | None:
     return None
 
 
+def later_of(
+    record: ConsumedRecord, parse: Callable[[ConsumedRecord], Parsed], read_ms: int
+) -> tuple[str, Later] | None:
+    """The schedule id ``record`` would end an older version of, and how; ``None`` when
+    it ends nothing: an invalid record (the hold dead-letters it), one without an id,
+    or delayline's own tombstone (one follows every delivery)."""
+    parsed = parse(record)
+    kind = ending(parsed)
+    if kind is None or not isinstance(parsed, Cancel | Schedule) or not parsed.id:
+        return None
+    return parsed.id, Later(kind, parsed.source or record.source, record.offset, read_ms)
+
+
 class LaterRecords:
-    """The records of each (topic, schedule id) read in the last ``memory_ms``. Pure:
-    no Kafka, the caller passes the time. Not thread-safe.
+    """What each (topic, schedule id) read lately ends. Pure: no Kafka, the caller
+    passes the time and the pipeline's progress. Not thread-safe.
+
+    A record is forgotten once it was read more than ``memory_ms`` ago *and*, when the
+    pipeline's progress is known (:meth:`expire`), the pipeline has read it: until its
+    hold has read a cancel or a newer version, only the watch can withhold what that
+    ends, however far behind its input the pipeline is.
 
     Args:
-        parse: The input topics' parser (for :meth:`ends`).
-        memory_ms: How long a record is kept.
+        memory_ms: How long a record is kept at least.
     """
 
-    def __init__(
-        self, parse: Callable[[ConsumedRecord], Parsed], memory_ms: int = MEMORY_MS
-    ) -> None:
-        self.parse = parse
+    def __init__(self, memory_ms: int = MEMORY_MS) -> None:
         self.memory_ms = memory_ms
-        self._by_id: dict[tuple[str, str], list[Later]] = {}
+        self._by_id: dict[tuple[str, str], tuple[Later, ...]] = {}
         self._order: deque[tuple[tuple[str, str], Later]] = deque()
         self.keep_until: int | None = None
         """Nothing is forgotten before this time: what a restarted committer read of the
@@ -134,25 +154,34 @@ class LaterRecords:
     def note(self, topic: str, schedule_id: str, later: Later) -> None:
         """Remember ``later``, a record of ``schedule_id`` in ``topic``."""
         key = (topic, schedule_id)
-        self._by_id.setdefault(key, []).append(later)
+        self._by_id[key] = (*self._by_id.get(key, ()), later)
         self._order.append((key, later))
 
     def ends(self, version: Schedule) -> str | None:
         """How a remembered record ends ``version`` (``None``: none does)."""
         source = version.require_source()
         for later in self._by_id.get((source.topic, version.id), ()):
-            kind = later.ends(version, self.parse)
+            kind = later.ends(version)
             if kind is not None:
                 return kind
         return None
 
-    def expire(self, now_ms: int) -> None:
-        """Forget what was read more than :attr:`memory_ms` before ``now_ms``."""
+    def expire(self, now_ms: int, taken: Mapping[tuple[str, int], int] | None = None) -> None:
+        """Forget, in the order read, what was read more than :attr:`memory_ms` before
+        ``now_ms`` and lies before ``taken``: by (topic, partition), the offset up to
+        which the pipeline has read its input and the versions handed over before have
+        been checked (a partition missing from it: nothing of it is forgotten);
+        ``None``: the pipeline's progress is unknown, the time alone decides."""
         if self.keep_until is not None and now_ms < self.keep_until:
             return
-        while self._order and self._order[0][1].read_ms < now_ms - self.memory_ms:
-            key, later = self._order.popleft()
-            kept = [x for x in self._by_id.get(key, ()) if x is not later]
+        while self._order:
+            key, later = self._order[0]
+            if later.read_ms >= now_ms - self.memory_ms:
+                return
+            if taken is not None and later.offset >= taken.get((key[0], later.at.partition), 0):
+                return
+            self._order.popleft()
+            kept = tuple(x for x in self._by_id.get(key, ()) if x is not later)
             if kept:
                 self._by_id[key] = kept
             else:
@@ -181,10 +210,7 @@ class InputWatch:
     ) -> None:
         self.parse = parse
         self.now_ms = now_ms
-        self.later = LaterRecords(parse, memory_ms)
-        self._by_key = {t for t in parse.topology.input_topics
-                        if parse.topology.contract_of(t) == HEADER}  # fmt: skip
-        """Topics whose record key is the schedule id: nothing is parsed on reading."""
+        self.later = LaterRecords(memory_ms)
         self.read = 0
         """Records read since the start (for the committer's summary)."""
         self._consumer = private_consumer(
@@ -198,6 +224,9 @@ class InputWatch:
         self.positions: dict[tuple[str, int], int] = {}
         """Per input partition, the offset up to which everything was read (the next
         to read): moved on by each record and each end of partition seen."""
+        self.taken: dict[tuple[str, int], int] | None = None
+        """The pipeline's progress, as :meth:`LaterRecords.expire` takes it (set by the
+        committer); ``None``: unknown."""
         self._assigned: list[tuple[str, int]] = []
 
     def start(
@@ -233,12 +262,14 @@ class InputWatch:
             if high > tp.offset:
                 ends[(tp.topic, tp.partition)] = high
         while ends and not give_up():
-            for msg in self._consumer.consume(BATCH, 0.2):
+            msgs = self._consumer.consume(BATCH, 0.2)
+            now = self.now_ms()
+            for msg in msgs:
                 place = (msg.topic() or "", msg.partition() or 0)
                 error = msg.error()
                 self._advance(msg)
                 if error is None:
-                    self._note(to_consumed_record(msg))
+                    self._note(to_consumed_record(msg), now)
                 elif error.code() != KafkaError._PARTITION_EOF:
                     log.warning("committer watch: %s", error)
                     continue
@@ -258,18 +289,19 @@ class InputWatch:
         out: list[tuple[str, str]] = []
         while True:
             msgs = self._consumer.consume(BATCH, 0)
+            now = self.now_ms()
             for msg in msgs:
                 error = msg.error()
                 self._advance(msg)
                 if error is None:
-                    noted = self._note(to_consumed_record(msg))
+                    noted = self._note(to_consumed_record(msg), now)
                     if noted is not None:
                         out.append(noted)
                 elif error.code() != KafkaError._PARTITION_EOF:
                     log.warning("committer watch: %s", error)
             if len(msgs) < BATCH:
                 break
-        self.later.expire(self.now_ms())
+        self.later.expire(self.now_ms(), self.taken)
         return out
 
     def stable_ends(self, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
@@ -296,41 +328,16 @@ class InputWatch:
         if offset > self.positions.get(place, -1):
             self.positions[place] = offset
 
-    def _note(self, record: ConsumedRecord) -> tuple[str, str] | None:
-        """Remember ``record`` under its schedule id; (topic, id), or ``None`` for a record
-        that could end nothing."""
+    def _note(self, record: ConsumedRecord, now_ms: int) -> tuple[str, str] | None:
+        """Remember what ``record`` ends, read at ``now_ms``: (topic, id), or ``None``
+        for a record that ends nothing."""
         self.read += 1
-        found = what_it_names(record, record.topic in self._by_key, self.parse)
+        found = later_of(record, self.parse, now_ms)
         if found is None:
             return None
-        schedule_id, parsed = found
-        self.later.note(record.topic, schedule_id, Later(record, self.now_ms(), parsed))
+        schedule_id, later = found
+        self.later.note(record.topic, schedule_id, later)
         return record.topic, schedule_id
-
-
-def what_it_names(
-    record: ConsumedRecord, keyed: bool, parse: Callable[[ConsumedRecord], Parsed]
-) -> tuple[str, Parsed | None] | None:
-    """The schedule id an input record could end a version of, and what it parses to
-    when that was needed to find the id; ``None`` when it can end nothing (no id, an
-    invalid record of a payload contract, or delayline's own tombstone: one follows
-    every delivery). A record of a topic ``keyed`` by schedule id (the header contract)
-    is not parsed: most are never compared with a handed-over version."""
-    if record.value is None:
-        tombstone = parse_tombstone(record)
-        if not isinstance(tombstone, Cancel) or tombstone.fired_offset is not None:
-            return None
-        return tombstone.id, tombstone
-    if keyed:
-        try:
-            schedule_id = (record.key or b"").decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        return (schedule_id, None) if schedule_id else None
-    parsed = parse(record)
-    if not isinstance(parsed, Cancel | Schedule) or not parsed.id:
-        return None
-    return parsed.id, parsed
 
 
 def has_read(positions: Mapping[tuple[str, int], int], ends: Mapping[tuple[str, int], int]) -> bool:

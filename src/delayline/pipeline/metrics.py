@@ -158,6 +158,12 @@ class PipelineMetrics:
             ["committer"],
             registry=self.registry,
         )
+        self.committer_remembered = Gauge(
+            "delayline_committer_watch_remembered",
+            "Schedule ids whose later cancel or version a committer's watch remembers.",
+            ["committer"],
+            registry=self.registry,
+        )
         self._lock = threading.Lock()
         self._committers: Callable[[], dict[str, Any]] | None = None
         self._last_report: dict[str, Any] | None = None
@@ -210,6 +216,7 @@ class PipelineMetrics:
         name = status().name
         self.committer_partitions.labels(name).set_function(lambda: len(status().partitions))
         self.committer_pending.labels(name).set_function(lambda: status().pending)
+        self.committer_remembered.labels(name).set_function(lambda: status().remembered)
         self.registry.register(_PacingCollector(status))
         with self._lock:
             self._committers = group

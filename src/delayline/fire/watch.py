@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import OFFSET_END, KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from delayline.contract import ConsumedRecord
@@ -250,7 +250,19 @@ class InputWatch:
         ]
         found_at = self._consumer.offsets_for_times(wanted, timeout=30) if wanted else []
         starts = [_earliest(tp, (positions or {}).get((tp.topic, tp.partition))) for tp in found_at]
-        self._consumer.assign([_start(tp) for tp in starts])
+        # A partition with no record that recent is read from its stable end as of now,
+        # named, not from "the end" the client resolves later: a record written between
+        # the two would be skipped.
+        recent = [(tp.topic, tp.partition) for tp in starts if tp.offset < 0]
+        stable = stable_ends(self._admin, recent, 30) if recent else {}
+        self._consumer.assign(
+            [
+                TopicPartition(tp.topic, tp.partition, stable[(tp.topic, tp.partition)])
+                if tp.offset < 0
+                else tp
+                for tp in starts
+            ]
+        )
         self.positions = {}
         self._assigned = [(tp.topic, tp.partition) for tp in starts]
         ends: dict[tuple[str, int], int] = {}
@@ -390,10 +402,3 @@ def latest_logged_batch(checkpoint_dir: Path) -> int | None:
     """The newest batch in the checkpoint's offsets log (planned; committed or not)."""
     logged = [int(p.name) for p in (checkpoint_dir / "offsets").glob("*") if p.name.isdigit()]
     return max(logged, default=None)
-
-
-def _start(found: TopicPartition) -> TopicPartition:
-    """Where to read a partition from: the offset found for the time, or its end when no
-    record is that recent."""
-    offset = found.offset if found.offset >= 0 else OFFSET_END
-    return TopicPartition(found.topic, found.partition, offset)

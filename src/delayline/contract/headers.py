@@ -94,9 +94,9 @@ def parse_epoch_ms(text: str) -> int:
     stripped = text.strip(WHITESPACE)
     if not stripped:
         raise EpochError("empty")
-    if _NOT_FINITE.fullmatch(stripped):
-        raise EpochError(f"not a finite number: {clip(stripped)}")
     if not _DECIMAL.fullmatch(stripped):
+        if _NOT_FINITE.fullmatch(stripped):
+            raise EpochError(f"not a finite number: {clip(stripped)}")
         raise EpochError(f"not a decimal number of seconds: {clip(stripped)}")
     try:
         seconds = Decimal(stripped)

@@ -29,8 +29,11 @@ def topic_name_problem(name: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=4_096)
 def target_topic_problem(name: str) -> str | None:
-    """Return why delayline will not deliver to ``name``, or ``None`` if it may.
+    """Return why delayline will not deliver to ``name``, or ``None`` if it may
+    (remembered for the last 4,096 names: a deployment's targets are few, and every
+    schedule read is checked).
 
     A target must satisfy :func:`topic_name_problem` and must not be internal to
     Kafka (a name starting with ``__``): the broker refuses records produced to

@@ -214,6 +214,27 @@ def test_read_group_counts_every_process_in_one_role() -> None:
     assert sample.rss_by_role[s.ROLES.index("driver")] > 0  # the root is the driver
 
 
+def test_a_command_the_jvm_spawns_counts_its_cpu_not_the_jvms_memory_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A child of the JVM that is neither Java nor Python (a command it spawns, sharing
+    its memory until it runs) adds CPU, not RSS; anything else's RSS counts."""
+
+    def stat(ppid: int, ticks: int, pages: int) -> list[str]:
+        return ["S", str(ppid), *["0"] * 9, str(ticks), "0", *["0"] * 6, "1", "0", str(pages)]
+
+    stats = {1: stat(0, 1, 10), 2: stat(1, 5, 1_000), 3: stat(2, 2, 1_000), 4: stat(1, 3, 7)}
+    roles = {1: "driver", 2: "jvm", 3: "other", 4: "other"}
+    monkeypatch.setattr(s, "proc_stats", lambda: stats)
+    monkeypatch.setattr(s, "tree", lambda root, _stats: [1, 2, 3, 4])
+    monkeypatch.setattr(s, "_role", lambda pid, _root, _started: roles[pid])
+    sample = s.read_group(1)
+    page = os.sysconf("SC_PAGE_SIZE")
+    assert sample.rss_bytes == (10 + 1_000 + 7) * page, "the spawned command's RSS left out"
+    assert sample.rss_by_role[s.ROLES.index("other")] == 7 * page
+    assert sample.cpu_s * os.sysconf("SC_CLK_TCK") == 11, "its CPU counted"
+
+
 def test_rss_spread_is_relative_to_the_lowest_run() -> None:
     assert rss_spread_pct([2000, 2100, 2200]) == 10.0
     assert rss_spread_pct([1800, 3100, 2500]) == 72.2

@@ -138,7 +138,10 @@ class InflightReader:
                 },
             )
         )
-        self._admin = AdminClient(kafka_client_config(bootstrap_servers))
+        self._bootstrap_servers = bootstrap_servers
+        self._admin: AdminClient | None = None
+        """Made on the first :meth:`stable_ends` (only a committer with the pipeline's
+        checkpoint asks)."""
         try:
             metadata = self._consumer.list_topics(topic, timeout=30)
             found = metadata.topics.get(topic)
@@ -218,6 +221,8 @@ class InflightReader:
         Raises:
             KafkaUnavailableError: the offsets could not be read in time.
         """
+        if self._admin is None:
+            self._admin = AdminClient(kafka_client_config(self._bootstrap_servers))
         places = [(self.topic, p) for p in sorted(self.owned)]
         return {p: end for (_, p), end in stable_ends(self._admin, places, timeout_s).items()}
 

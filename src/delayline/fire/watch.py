@@ -103,16 +103,6 @@ class Later:
         return self.kind if supersedes(self.at, version.require_source()) else None
 
 
-def ending(parsed: Parsed) -> str | None:
-    """What ``parsed`` would do to an older version of its id: :data:`CANCEL`,
-    :data:`UPDATE`, or ``None`` (it ends nothing)."""
-    if isinstance(parsed, Cancel):
-        return CANCEL if parsed.fired_offset is None else None
-    if isinstance(parsed, Schedule):
-        return UPDATE
-    return None
-
-
 def later_of(
     record: ConsumedRecord, parse: Callable[[ConsumedRecord], Parsed], read_ms: int
 ) -> tuple[str, Later] | None:
@@ -120,8 +110,13 @@ def later_of(
     it ends nothing: an invalid record (the hold dead-letters it), one without an id,
     or delayline's own tombstone (one follows every delivery)."""
     parsed = parse(record)
-    kind = ending(parsed)
-    if kind is None or not isinstance(parsed, Cancel | Schedule) or not parsed.id:
+    if isinstance(parsed, Cancel) and parsed.fired_offset is None:
+        kind = CANCEL
+    elif isinstance(parsed, Schedule):
+        kind = UPDATE
+    else:
+        return None
+    if not parsed.id:
         return None
     return parsed.id, Later(kind, parsed.source or record.source, record.offset, read_ms)
 

@@ -480,10 +480,12 @@ def test_a_cancel_the_pipeline_has_not_read_is_remembered_past_the_memory(
         committer.start()
         try:
             assert committer.wait_ready(30)
+            (cancel,) = write_schedules(kafka_bootstrap, schedules, [("lagged", None, None)])
+            time.sleep(1.5)  # three times the memory
+            assert committer.status().remembered == 1, "the pipeline has logged no batch yet"
             # The pipeline's first batch (not a restart) reads up to the version only.
             (offsets / "0").write_text(f'v1\n{meta}\n{{"{schedules}":{{"0":{at.offset + 1}}}}}\n')
-            (cancel,) = write_schedules(kafka_bootstrap, schedules, [("lagged", None, None)])
-            time.sleep(2.5)  # twice the memory and the committer's look at the checkpoint
+            time.sleep(2.5)  # the committer looks at the checkpoint once a second
             assert committer.status().remembered == 1, "read by the watch, not by the pipeline"
             due = SystemClock().now_ms() + 1_500
             version = Schedule("lagged", due, topics["target"], None, b"v1", (), at)

@@ -600,6 +600,10 @@ class Committer:
         since = min(now, self._plan.earliest_handed_ms() or now) - config.watch_memory_ms
         if self._replayed is not None:  # a restart: the replay may hand over again
             self._watch.later.keep_until = now + RESTART_MEMORY_MS
+        if config.checkpoint_dir is not None:
+            # Until a logged batch is seen and checked, the pipeline has read nothing the
+            # watch may forget: a first batch can take longer than the memory.
+            self._watch.taken = {}
         if not self._watch.start(since, self._drained_out, positions):
             return False
         self._check_new()

@@ -221,7 +221,8 @@ class InputWatch:
         to read): moved on by each record and each end of partition seen."""
         self.taken: dict[tuple[str, int], int] | None = None
         """The pipeline's progress, as :meth:`LaterRecords.expire` takes it (set by the
-        committer); ``None``: unknown."""
+        committer: empty, nothing forgotten, until it has seen a logged batch); ``None``:
+        not followed, the time alone decides."""
         self._assigned: list[tuple[str, int]] = []
 
     def start(

@@ -32,7 +32,9 @@ record and the committer has checked every version handed over before
 (:meth:`LaterRecords.expire`): a pipeline however far behind its input hands over
 nothing whose cancel the watch has forgotten. A restarted committer reads the input
 topics from that long before the oldest hand-over it finds pending, and from where the
-batch that handed it over stopped reading, so a withheld version stays withheld.
+batch that handed it over stopped reading, so a withheld version stays withheld; one
+that takes an in-flight partition over mid-run reads the input again likewise for the
+versions pending there (:meth:`InputWatch.reread`) before it delivers any of them.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from delayline.contract import ConsumedRecord
 from delayline.contract.contracts import InputParser
 from delayline.core.model import Cancel, Parsed, Schedule, SourceRef
 from delayline.core.versions import supersedes
+from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import private_consumer, stable_ends, to_consumed_record, watermarks
 
@@ -149,7 +152,10 @@ class LaterRecords:
     def note(self, topic: str, schedule_id: str, later: Later) -> None:
         """Remember ``later``, a record of ``schedule_id`` in ``topic``."""
         key = (topic, schedule_id)
-        self._by_id[key] = (*self._by_id.get(key, ()), later)
+        known = self._by_id.get(key, ())
+        if any(k.at == later.at and k.offset == later.offset for k in known):
+            return  # read again (:meth:`InputWatch.reread`): remembered already
+        self._by_id[key] = (*known, later)
         self._order.append((key, later))
 
     def ends(self, version: Schedule) -> str | None:
@@ -205,6 +211,7 @@ class InputWatch:
     ) -> None:
         self.parse = parse
         self.now_ms = now_ms
+        self._bootstrap_servers = bootstrap_servers
         self.later = LaterRecords(memory_ms)
         self.read = 0
         """Records read since the start (for the committer's summary)."""
@@ -236,16 +243,7 @@ class InputWatch:
         when ``give_up()`` cut it short. What is read now is remembered until
         :data:`MEMORY_MS` after the first batch hands something over again
         (:meth:`LaterRecords.keep_until`)."""
-        topics = self.parse.topology.input_topics
-        metadata = self._consumer.list_topics(timeout=30)
-        wanted = [
-            TopicPartition(topic, p, since_ms)
-            for topic in topics
-            if (found := metadata.topics.get(topic)) is not None and found.error is None
-            for p in sorted(found.partitions)
-        ]
-        found_at = self._consumer.offsets_for_times(wanted, timeout=30) if wanted else []
-        starts = [_earliest(tp, (positions or {}).get((tp.topic, tp.partition))) for tp in found_at]
+        starts = self._starts(since_ms, positions)
         # A partition with no record that recent is read from its stable end as of now,
         # named, not from "the end" the client resolves later: a record written between
         # the two would be skipped.
@@ -292,6 +290,64 @@ class InputWatch:
             )
         return not ends
 
+    def reread(
+        self,
+        since_ms: int,
+        positions: Mapping[tuple[str, int], int] | None,
+        give_up: Callable[[], bool],
+        timeout_s: float = 60.0,
+    ) -> list[tuple[str, str]] | None:
+        """Read again, with a consumer of its own, each input partition from
+        ``since_ms`` (record time) or, where earlier, from ``positions``, up to where
+        this watch has read it: what was forgotten there is remembered again (read now,
+        for :attr:`LaterRecords.memory_ms` at least). Returns the (topic, schedule id) of
+        each record noted, as :meth:`poll` does; ``None`` if ``give_up()`` cut it short.
+
+        Raises:
+            KafkaUnavailableError: not read within ``timeout_s``.
+        """
+        todo = {
+            (tp.topic, tp.partition): (tp.offset, self.positions[(tp.topic, tp.partition)])
+            for tp in self._starts(since_ms, positions)
+            if 0 <= tp.offset < self.positions.get((tp.topic, tp.partition), -1)
+        }
+        if not todo:
+            return []
+        out: list[tuple[str, str]] = []
+        consumer = private_consumer(
+            self._bootstrap_servers,
+            "delayline-watch-reread",
+            overrides={"enable.partition.eof": True, "fetch.wait.max.ms": FETCH_WAIT_MS},
+        )
+        try:
+            consumer.assign([TopicPartition(t, p, low) for (t, p), (low, _) in todo.items()])
+            deadline = time.monotonic() + timeout_s
+            while todo and not give_up():
+                if time.monotonic() > deadline:
+                    raise KafkaUnavailableError(
+                        f"committer watch: {len(todo)} input partition(s) not read again "
+                        f"in {timeout_s:g} s"
+                    )
+                now = self.now_ms()
+                for msg in consumer.consume(BATCH, 0.2):
+                    place = (msg.topic() or "", msg.partition() or 0)
+                    error = msg.error()
+                    if place not in todo:
+                        continue
+                    if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                        log.warning("committer watch: %s", error)
+                        continue
+                    offset = msg.offset() or 0
+                    if error is None and offset < todo[place][1]:
+                        noted = self._note(to_consumed_record(msg), now)
+                        if noted is not None:
+                            out.append(noted)
+                    if offset + (error is None) >= todo[place][1]:
+                        del todo[place]
+        finally:
+            consumer.close()
+        return None if todo else out
+
     def poll(self) -> list[tuple[str, str]]:
         """Read what arrived since the last call: the (topic, schedule id) of each."""
         out: list[tuple[str, str]] = []
@@ -324,6 +380,21 @@ class InputWatch:
     def close(self) -> None:
         """Release the consumer."""
         self._consumer.close()
+
+    def _starts(
+        self, since_ms: int, positions: Mapping[tuple[str, int], int] | None
+    ) -> list[TopicPartition]:
+        """Each input partition's first offset at or after ``since_ms``, or its offset
+        in ``positions`` where earlier (-1: no record that recent, no position)."""
+        metadata = self._consumer.list_topics(timeout=30)
+        wanted = [
+            TopicPartition(topic, p, since_ms)
+            for topic in self.parse.topology.input_topics
+            if (found := metadata.topics.get(topic)) is not None and found.error is None
+            for p in sorted(found.partitions)
+        ]
+        found_at = self._consumer.offsets_for_times(wanted, timeout=30) if wanted else []
+        return [_earliest(tp, (positions or {}).get((tp.topic, tp.partition))) for tp in found_at]
 
     def _advance(self, msg: Message) -> None:
         """Move the partition's position past ``msg`` (a record, or the end of the

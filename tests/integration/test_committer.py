@@ -519,12 +519,13 @@ def test_a_cancel_the_pipeline_has_not_read_is_remembered_past_the_memory(
 def test_a_committer_taking_over_a_partition_reads_again_the_cancels_it_forgot(
     kafka_bootstrap: str, topics: dict[str, str], tmp_path: Path
 ) -> None:
-    """Committer a owns the in-flight partition and withholds a version whose cancel its
-    watch read; b, a standby, reads the same cancel and forgets it once the pipeline has
-    read it. a is SIGKILLed before the due time: b takes the partition over with the
-    version pending there, reads the input again from where the batch that handed it
-    over stopped reading, and withholds it too. The other schedule of the partition is
-    delivered once."""
+    """A pipeline behind its input hands over a version whose cancel was written before
+    (outside the watch's memory of the hand-over): committer a, which owns the in-flight
+    partition, withholds it; b, a standby, forgets the cancel once the pipeline has read
+    it. a is SIGKILLed before the due time: b takes the partition over with the version
+    pending there, reads the input again from where the batch that handed it over
+    stopped reading (the checkpoint's offsets log), and withholds it too. The other
+    schedule of the partition is delivered once."""
     schedules = unique_topic("schedules")
     create_topic(kafka_bootstrap, schedules)
     (at,) = write_schedules(kafka_bootstrap, schedules, [("gone", b"v1", 0)])
@@ -578,7 +579,14 @@ def test_a_committer_taking_over_a_partition_reads_again_the_cancels_it_forgot(
             b.start()
             assert b.wait_ready(30)
             assert b.status().partitions == (), "b is a standby"
-            due = SystemClock().now_ms() + 15_000
+            pipeline_read_to(0, at.offset + 1)
+            (cancel,) = write_schedules(kafka_bootstrap, schedules, [("gone", None, None)])
+            wait_until_remembered = time.monotonic() + 10
+            while b.status().remembered == 0 and time.monotonic() < wait_until_remembered:
+                time.sleep(0.1)
+            assert b.status().remembered == 1, "b's watch read the cancel"
+            time.sleep(1)  # the hand-over comes later than the watch's memory
+            due = SystemClock().now_ms() + 20_000
             version = Schedule("gone", due, topics["target"], None, b"v1", (), at)
             control = replace(version, id="control", source=replace(at, offset=at.offset + 1_000))
             producer = Producer(
@@ -589,17 +597,13 @@ def test_a_committer_taking_over_a_partition_reads_again_the_cancels_it_forgot(
             for schedule in (version, control):  # handed over by batch 0
                 produce(producer, render_inflight(schedule, topics["inflight"], 0), None)
             producer.commit_transaction(30)
-            pipeline_read_to(0, at.offset + 1)
-            (cancel,) = write_schedules(kafka_bootstrap, schedules, [("gone", None, None)])
-            wait_until_remembered = time.monotonic() + 10
-            while b.status().remembered == 0 and time.monotonic() < wait_until_remembered:
-                time.sleep(0.1)
-            assert b.status().remembered == 1, "b's watch read the cancel"
+            time.sleep(1.5)  # a reads them and withholds the version
             pipeline_read_to(1, cancel.offset + 1)
             forgotten_by = time.monotonic() + 10
             while b.status().remembered and time.monotonic() < forgotten_by:
                 time.sleep(0.1)
             assert b.status().remembered == 0, "read by the pipeline: b forgot it"
+            assert SystemClock().now_ms() < due - 12_000, "too slow to test a take-over"
             os.killpg(child.pid, signal.SIGKILL)
             child.wait()
             collector.wait_for(lambda s: len(s) >= 1, timeout_s=60)

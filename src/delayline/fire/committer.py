@@ -660,7 +660,7 @@ class Committer:
         since, positions = self._watch_from(self.clock.now_ms(), None, gained)
         began = time.monotonic()
         read = self._watch.read
-        noted = self._watch.reread(since, positions, self._drained_out)
+        noted = self._watch.reread(since, positions, self._drained_out, self._watch_input)
         if noted is None:
             return  # stopped meanwhile: not deliverable
         self._withhold_ended(set(noted))

@@ -249,15 +249,15 @@ class InputWatch:
         # the two would be skipped.
         recent = [(tp.topic, tp.partition) for tp in starts if tp.offset < 0]
         stable = stable_ends(self._admin, recent, 30) if recent else {}
-        self._consumer.assign(
-            [
-                TopicPartition(tp.topic, tp.partition, stable[(tp.topic, tp.partition)])
-                if tp.offset < 0
-                else tp
-                for tp in starts
-            ]
-        )
-        self.positions = {}
+        assigned = [
+            TopicPartition(tp.topic, tp.partition, stable[(tp.topic, tp.partition)])
+            if tp.offset < 0
+            else tp
+            for tp in starts
+        ]
+        self._consumer.assign(assigned)
+        # Read from there: what comes before is not the watch's (a re-read reaches back).
+        self.positions = {(tp.topic, tp.partition): tp.offset for tp in assigned}
         self._assigned = [(tp.topic, tp.partition) for tp in starts]
         ends: dict[tuple[str, int], int] = {}
         deadline = time.monotonic() + 30
@@ -295,16 +295,20 @@ class InputWatch:
         since_ms: int,
         positions: Mapping[tuple[str, int], int] | None,
         give_up: Callable[[], bool],
-        timeout_s: float = 60.0,
+        between: Callable[[], None],
+        timeout_s: float = 30.0,
     ) -> list[tuple[str, str]] | None:
         """Read again, with a consumer of its own, each input partition from
         ``since_ms`` (record time) or, where earlier, from ``positions``, up to where
-        this watch has read it: what was forgotten there is remembered again (read now,
-        for :attr:`LaterRecords.memory_ms` at least). Returns the (topic, schedule id) of
-        each record noted, as :meth:`poll` does; ``None`` if ``give_up()`` cut it short.
+        this watch had read it at the call: what was forgotten there is remembered again
+        (as read now, for :attr:`LaterRecords.memory_ms` at least; what is still
+        remembered stays as first read). ``between()`` is called after each slice read
+        (the committer keeps the watch itself polled meanwhile). Returns the (topic,
+        schedule id) of each record noted, as :meth:`poll` does; ``None`` if
+        ``give_up()`` cut it short.
 
         Raises:
-            KafkaUnavailableError: not read within ``timeout_s``.
+            KafkaUnavailableError: nothing more was read for ``timeout_s``.
         """
         todo = {
             (tp.topic, tp.partition): (tp.offset, self.positions[(tp.topic, tp.partition)])
@@ -325,8 +329,8 @@ class InputWatch:
             while todo and not give_up():
                 if time.monotonic() > deadline:
                     raise KafkaUnavailableError(
-                        f"committer watch: {len(todo)} input partition(s) not read again "
-                        f"in {timeout_s:g} s"
+                        f"committer watch: {len(todo)} input partition(s) read again "
+                        f"stalled for {timeout_s:g} s"
                     )
                 now = self.now_ms()
                 for msg in consumer.consume(BATCH, 0.2):
@@ -334,6 +338,7 @@ class InputWatch:
                     error = msg.error()
                     if place not in todo:
                         continue
+                    deadline = time.monotonic() + timeout_s
                     if error is not None and error.code() != KafkaError._PARTITION_EOF:
                         log.warning("committer watch: %s", error)
                         continue
@@ -344,6 +349,7 @@ class InputWatch:
                             out.append(noted)
                     if offset + (error is None) >= todo[place][1]:
                         del todo[place]
+                between()
         finally:
             consumer.close()
         return None if todo else out

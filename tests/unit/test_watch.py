@@ -168,14 +168,14 @@ def test_only_what_ends_a_version_is_remembered_and_only_its_kind_and_place() ->
     without an id, an invalid record and one whose key is not UTF-8 are not."""
     assert later_of(record(6, None), PARSE, 7) == (
         "a",
-        Later(CANCEL, SourceRef(TOPIC, 0, 6, 2_000), 6, 7),
+        Later(CANCEL, 0, 6, 2_000, 6, 7),
     )
     assert later_of(record(9), PARSE, 7) == (
         "a",
-        Later(UPDATE, SourceRef(TOPIC, 0, 9, 2_000), 9, 7),
+        Later(UPDATE, 0, 9, 2_000, 9, 7),
     )
     copy = record(8, headers=((h.EPOCH, b"20"), (h.TARGET_TOPIC, b"t"), (h.COPY_OF, b"5")))
-    assert later_of(copy, PARSE, 7) == ("a", Later(UPDATE, SourceRef(TOPIC, 0, 5, 2_000), 8, 7))
+    assert later_of(copy, PARSE, 7) == ("a", Later(UPDATE, 0, 5, 2_000, 8, 7))
     assert later_of(record(6, None, headers=((h.FIRED_OFFSET, b"5"),)), PARSE, 7) is None
     assert later_of(ConsumedRecord(TOPIC, 0, 7, 2_000, None, b"v", ()), PARSE, 7) is None
     assert later_of(ConsumedRecord(TOPIC, 0, 7, 2_000, None, None, ()), PARSE, 7) is None

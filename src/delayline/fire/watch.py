@@ -83,27 +83,33 @@ READ_AHEAD_MS = 20
 @dataclass(frozen=True, slots=True)
 class Later:
     """A record of the input topics that would end an older version of its id, as the
-    watch read it: only what deciding that takes, not the record (the watch remembers
-    every input record for :data:`MEMORY_MS`; a whole record held that long cost the
-    driver about 1.2 GiB per million read in that time).
+    watch read it: only what deciding that takes, not the record (the watch may keep a
+    record long: a whole record cost the driver about 1.5 KiB, a :class:`SourceRef`
+    beside it 0.6 KiB).
 
     Attributes:
         kind: :data:`CANCEL` or :data:`UPDATE`.
-        at: Where it sits in the order of its id's versions (a copy: the version it
-            copies, :func:`delayline.contract.records.version_source`).
-        offset: Its own offset, in ``at``'s topic and partition.
+        partition: Its partition.
+        version_offset: Its place among its id's versions: its offset (a copy: the
+            offset of the version it copies, :func:`delayline.contract.records.version_source`).
+        version_timestamp_ms: The timestamp that goes with :attr:`version_offset`.
+        offset: Its own offset.
         read_ms: When the watch read it (host clock).
     """
 
     kind: str
-    at: SourceRef
+    partition: int
+    version_offset: int
+    version_timestamp_ms: int
     offset: int
     read_ms: int
 
     def ends(self, version: Schedule) -> str | None:
-        """How this record ends ``version``: :attr:`kind`, or ``None`` when it is not
-        later than ``version``."""
-        return self.kind if supersedes(self.at, version.require_source()) else None
+        """How this record (of ``version``'s topic and id) ends ``version``:
+        :attr:`kind`, or ``None`` when it is not later than ``version``."""
+        source = version.require_source()
+        at = SourceRef(source.topic, self.partition, self.version_offset, self.version_timestamp_ms)
+        return self.kind if supersedes(at, source) else None
 
 
 def later_of(
@@ -121,7 +127,8 @@ def later_of(
         return None
     if not parsed.id:
         return None
-    return parsed.id, Later(kind, parsed.source or record.source, record.offset, read_ms)
+    at = parsed.source or record.source
+    return parsed.id, Later(kind, at.partition, at.offset, at.timestamp_ms, record.offset, read_ms)
 
 
 class LaterRecords:
@@ -133,35 +140,42 @@ class LaterRecords:
     hold has read a cancel or a newer version, only the watch can withhold what that
     ends, however far behind its input the pipeline is.
 
+    Kept small (a million may be remembered while the pipeline reads a backlog): by
+    topic, each id to its record or, rarely, its records in the order read, and each
+    topic's ids in the order read (an id once per record).
+
     Args:
         memory_ms: How long a record is kept at least.
     """
 
     def __init__(self, memory_ms: int = MEMORY_MS) -> None:
         self.memory_ms = memory_ms
-        self._by_id: dict[tuple[str, str], tuple[Later, ...]] = {}
-        self._order: deque[tuple[tuple[str, str], Later]] = deque()
+        self._by_id: dict[str, dict[str, Later | tuple[Later, ...]]] = {}
+        self._order: dict[str, deque[str]] = {}
         self.keep_until: int | None = None
         """Nothing is forgotten before this time: what a restarted committer read of the
         input since the checkpoint stays until a batch hands over again (then plus
         :attr:`memory_ms`); ``None``: no such wait."""
 
     def __len__(self) -> int:
-        return len(self._by_id)
+        return sum(len(ids) for ids in self._by_id.values())
 
     def note(self, topic: str, schedule_id: str, later: Later) -> None:
         """Remember ``later``, a record of ``schedule_id`` in ``topic``."""
-        key = (topic, schedule_id)
-        known = self._by_id.get(key, ())
-        if any(k.at == later.at and k.offset == later.offset for k in known):
+        ids = self._by_id.get(topic)
+        if ids is None:
+            ids = self._by_id[topic] = {}
+            self._order[topic] = deque()
+        known = _laters(ids.get(schedule_id))
+        if any(k.partition == later.partition and k.offset == later.offset for k in known):
             return  # read again (:meth:`InputWatch.reread`): remembered already
-        self._by_id[key] = (*known, later)
-        self._order.append((key, later))
+        ids[schedule_id] = (*known, later) if known else later
+        self._order[topic].append(schedule_id)
 
     def ends(self, version: Schedule) -> str | None:
         """How a remembered record ends ``version`` (``None``: none does)."""
         source = version.require_source()
-        for later in self._by_id.get((source.topic, version.id), ()):
+        for later in _laters(self._by_id.get(source.topic, {}).get(version.id)):
             kind = later.ends(version)
             if kind is not None:
                 return kind
@@ -175,18 +189,33 @@ class LaterRecords:
         ``None``: the pipeline's progress is unknown, the time alone decides."""
         if self.keep_until is not None and now_ms < self.keep_until:
             return
-        while self._order:
-            key, later = self._order[0]
-            if later.read_ms >= now_ms - self.memory_ms:
-                return
-            if taken is not None and later.offset >= taken.get((key[0], later.at.partition), 0):
-                return
-            self._order.popleft()
-            kept = tuple(x for x in self._by_id.get(key, ()) if x is not later)
-            if kept:
-                self._by_id[key] = kept
-            else:
-                self._by_id.pop(key, None)
+        for topic, order in self._order.items():
+            ids = self._by_id[topic]
+            while order:
+                schedule_id = order[0]
+                laters = _laters(ids.get(schedule_id))
+                if not laters:  # cannot happen: each record is in both, or in neither
+                    order.popleft()
+                    continue
+                first = laters[0]  # an id's records are in the order read, as its places
+                if first.read_ms >= now_ms - self.memory_ms:
+                    break
+                if taken is not None and first.offset >= taken.get((topic, first.partition), 0):
+                    break
+                order.popleft()
+                if len(laters) > 2:
+                    ids[schedule_id] = laters[1:]
+                elif len(laters) == 2:
+                    ids[schedule_id] = laters[1]
+                else:
+                    del ids[schedule_id]
+
+
+def _laters(found: Later | tuple[Later, ...] | None) -> tuple[Later, ...]:
+    """What :class:`LaterRecords` keeps for an id, as a tuple."""
+    if found is None:
+        return ()
+    return (found,) if isinstance(found, Later) else found
 
 
 class InputWatch:

@@ -158,7 +158,8 @@ class LaterRecords:
         :attr:`memory_ms`); ``None``: no such wait."""
 
     def __len__(self) -> int:
-        return sum(len(ids) for ids in self._by_id.values())
+        """How many ids are remembered (read from any thread: a copy of the topics)."""
+        return sum(len(ids) for ids in list(self._by_id.values()))
 
     def note(self, topic: str, schedule_id: str, later: Later) -> None:
         """Remember ``later``, a record of ``schedule_id`` in ``topic``."""

@@ -24,6 +24,7 @@ from delayline.contract.records import build_schedule
 from delayline.contract.recurring import own_headers
 from delayline.contract.topology import Topology
 from delayline.core.clock import SystemClock
+from delayline.core.identifiers import committer_group
 from delayline.core.model import Schedule, SourceRef
 from delayline.core.recurrence import Recurrence
 from delayline.dev.harness import Delivery, DeliveryCollector
@@ -31,6 +32,7 @@ from delayline.dev.testing import unique_topic
 from delayline.fire.committer import Committer, CommitterConfig
 from delayline.fire.inflight import render_inflight
 from delayline.kafka.config import kafka_client_config
+from delayline.kafka.groups import group_members
 from delayline.kafka.produce import produce
 from delayline.kafka.reader import read_topic
 from delayline.kafka.topics import create_topic, ensure_inflight_topic
@@ -512,3 +514,106 @@ def test_a_cancel_the_pipeline_has_not_read_is_remembered_past_the_memory(
             assert committer.status().remembered == 0, "read by the pipeline: forgotten"
         finally:
             committer.stop()
+
+
+def test_a_committer_taking_over_a_partition_reads_again_the_cancels_it_forgot(
+    kafka_bootstrap: str, topics: dict[str, str], tmp_path: Path
+) -> None:
+    """A pipeline behind its input hands over a version whose cancel was written before
+    (outside the watch's memory of the hand-over): committer a, which owns the in-flight
+    partition, withholds it; b, a standby, forgets the cancel once the pipeline has read
+    it. a is SIGKILLed before the due time: b takes the partition over with the version
+    pending there, reads the input again from where the batch that handed it over
+    stopped reading (the checkpoint's offsets log), and withholds it too. The other
+    schedule of the partition is delivered once."""
+    schedules = unique_topic("schedules")
+    create_topic(kafka_bootstrap, schedules)
+    (at,) = write_schedules(kafka_bootstrap, schedules, [("gone", b"v1", 0)])
+    (tmp_path / "offsets").mkdir()
+    tx_id = unique_topic("tx")
+    args = [kafka_bootstrap, topics["inflight"], topics["commits"], tx_id, topics["dead"]]
+    session_ms = 6_000  # Kafka's least: the dead one's partition moves on after it
+    script = textwrap.dedent(
+        f"""
+        import logging, sys, time
+        from pathlib import Path
+        from delayline.contract.topology import Topology
+        from delayline.fire.committer import Committer, CommitterConfig
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+        topology = Topology(bootstrap_servers={kafka_bootstrap!r},
+                            schedules_topics=({schedules!r},))
+        Committer(CommitterConfig(*{args!r}, name="a", topology=topology,
+                                  checkpoint_dir=Path({str(tmp_path)!r}),
+                                  watch_memory_ms=500, session_timeout_ms={session_ms})).start()
+        time.sleep(600)
+        """
+    )
+    standby = replace(
+        config(kafka_bootstrap, topics, tx_id),
+        topology=Topology(bootstrap_servers=kafka_bootstrap, schedules_topics=(schedules,)),
+        checkpoint_dir=tmp_path,
+        watch_memory_ms=500,
+        name="b",
+        session_timeout_ms=session_ms,
+        first_assignment_timeout_s=2,
+    )
+    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
+
+    def pipeline_read_to(batch: int, offset: int) -> None:
+        text = f'v1\n{meta}\n{{"{schedules}":{{"0":{offset}}}}}\n'
+        (tmp_path / "offsets" / str(batch)).write_text(text)
+
+    with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:
+        with (tmp_path / "a.log").open("w") as log:
+            child = subprocess.Popen(
+                [sys.executable, "-c", script], start_new_session=True, stderr=log
+            )
+        b = Committer(standby)
+        try:
+            owned_by = time.monotonic() + 30
+            while not any(
+                m.partitions for m in group_members(kafka_bootstrap, committer_group(tx_id), 10)
+            ):
+                assert time.monotonic() < owned_by, "a never owned the partition"
+                time.sleep(0.2)
+            b.start()
+            assert b.wait_ready(30)
+            assert b.status().partitions == (), "b is a standby"
+            pipeline_read_to(0, at.offset + 1)
+            (cancel,) = write_schedules(kafka_bootstrap, schedules, [("gone", None, None)])
+            wait_until_remembered = time.monotonic() + 10
+            while b.status().remembered == 0 and time.monotonic() < wait_until_remembered:
+                time.sleep(0.1)
+            assert b.status().remembered == 1, "b's watch read the cancel"
+            time.sleep(1)  # the hand-over comes later than the watch's memory
+            due = SystemClock().now_ms() + 20_000
+            version = Schedule("gone", due, topics["target"], None, b"v1", (), at)
+            control = replace(version, id="control", source=replace(at, offset=at.offset + 1_000))
+            producer = Producer(
+                kafka_client_config(kafka_bootstrap, **{"transactional.id": unique_topic("ho")})
+            )
+            producer.init_transactions(30)
+            producer.begin_transaction()
+            for schedule in (version, control):  # handed over by batch 0
+                produce(producer, render_inflight(schedule, topics["inflight"], 0), None)
+            producer.commit_transaction(30)
+            time.sleep(1.5)  # a reads them and withholds the version
+            pipeline_read_to(1, cancel.offset + 1)
+            forgotten_by = time.monotonic() + 10
+            while b.status().remembered and time.monotonic() < forgotten_by:
+                time.sleep(0.1)
+            assert b.status().remembered == 0, "read by the pipeline: b forgot it"
+            assert SystemClock().now_ms() < due - 12_000, "too slow to test a take-over"
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            collector.wait_for(lambda s: len(s) >= 1, timeout_s=60)
+            time.sleep(max(0, due + 2_000 - SystemClock().now_ms()) / 1000)
+            assert b.status().partitions == (0,), "b took the partition over"
+            seen = collector.snapshot()
+        finally:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+            b.stop()
+    assert by_id(seen) == Counter({"control": 1}), "the cancel read before the take-over lost"
+    assert all(d.arrival_ms >= due for d in seen), "early"

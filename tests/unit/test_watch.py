@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from delayline.contract import ConsumedRecord
@@ -117,6 +118,36 @@ def test_the_plan_finds_pending_versions_by_id_until_taken() -> None:
     assert plan.pending_of(TOPIC, "a") == []
 
 
+def test_the_earliest_hand_over_of_some_partitions_only() -> None:
+    """A committer taking a partition over reads the input again for that partition's
+    pending schedules only: from the batch and the time of their earliest hand-over."""
+    plan = DuePlan()
+    for partition, offset, at_ms, batch in ((0, 0, 5_000, 3), (1, 0, 9_000, 7), (1, 1, 8_000, 8)):
+        handed = render_inflight(replace(VERSION, id=f"s{partition}{offset}"), "inflight", batch)
+        plan.read(
+            ConsumedRecord("inflight", partition, offset, at_ms, handed.key, handed.value,
+                           handed.headers),
+            read_inflight(ConsumedRecord("inflight", partition, offset, at_ms, handed.key,
+                                         handed.value, handed.headers)),
+            now_ms=at_ms,
+        )  # fmt: skip
+    assert (plan.earliest_handed_batch(), plan.earliest_handed_ms()) == (3, 5_000)
+    assert (plan.earliest_handed_batch([1]), plan.earliest_handed_ms([1])) == (7, 8_000)
+    assert (plan.earliest_handed_batch([2]), plan.earliest_handed_ms([2])) == (None, None)
+
+
+def test_a_record_read_again_is_remembered_once() -> None:
+    later = LaterRecords(memory_ms=30_000)
+    remember(later, record(6, None), 1_000)
+    remember(later, record(6, None), 50_000)  # read again after a take-over
+    remember(later, record(7), 50_000)
+    assert later.ends(VERSION) == CANCEL
+    later.expire(31_001)
+    assert later.ends(VERSION) == UPDATE, "offset 6 is forgotten as first read; 7 is kept"
+    later.expire(80_001)
+    assert len(later) == 0
+
+
 def test_positions_come_from_the_checkpoints_offsets_log(tmp_path: Path) -> None:
     offsets = tmp_path / "offsets"
     offsets.mkdir()
@@ -137,14 +168,14 @@ def test_only_what_ends_a_version_is_remembered_and_only_its_kind_and_place() ->
     without an id, an invalid record and one whose key is not UTF-8 are not."""
     assert later_of(record(6, None), PARSE, 7) == (
         "a",
-        Later(CANCEL, SourceRef(TOPIC, 0, 6, 2_000), 6, 7),
+        Later(CANCEL, 0, 6, 2_000, 6, 7),
     )
     assert later_of(record(9), PARSE, 7) == (
         "a",
-        Later(UPDATE, SourceRef(TOPIC, 0, 9, 2_000), 9, 7),
+        Later(UPDATE, 0, 9, 2_000, 9, 7),
     )
     copy = record(8, headers=((h.EPOCH, b"20"), (h.TARGET_TOPIC, b"t"), (h.COPY_OF, b"5")))
-    assert later_of(copy, PARSE, 7) == ("a", Later(UPDATE, SourceRef(TOPIC, 0, 5, 2_000), 8, 7))
+    assert later_of(copy, PARSE, 7) == ("a", Later(UPDATE, 0, 5, 2_000, 8, 7))
     assert later_of(record(6, None, headers=((h.FIRED_OFFSET, b"5"),)), PARSE, 7) is None
     assert later_of(ConsumedRecord(TOPIC, 0, 7, 2_000, None, b"v", ()), PARSE, 7) is None
     assert later_of(ConsumedRecord(TOPIC, 0, 7, 2_000, None, None, ()), PARSE, 7) is None

@@ -52,7 +52,7 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -249,6 +249,28 @@ class CommitterStatus:
 
 
 @dataclass(slots=True)
+class _WatchSession:
+    """What a session's watch has made sure of, beyond what it read (reset each session).
+
+    Attributes:
+        taken: A batch newly in the checkpoint's offsets log, where it reads its input
+            to, and the in-flight topic's stable ends once it was seen: the watch may
+            forget what the batch reads once those ends are read
+            (:meth:`Committer._follow_pipeline`).
+        taken_batch: The batch whose reads the watch may forget.
+        looked: When the checkpoint was last looked at (monotonic seconds).
+        read_for: The in-flight partitions whose pending schedules the watch has read
+            the input for: those caught up when it started, and each taken over since
+            (:meth:`Committer._watch_gained`).
+    """
+
+    taken: tuple[int, dict[tuple[str, int], int], dict[int, int]] | None = None
+    taken_batch: int | None = None
+    looked: float = 0.0
+    read_for: set[int] = field(default_factory=set)
+
+
+@dataclass(slots=True)
 class _Slot:
     """One owned in-flight partition: its lanes (its producers), the groups in them, and
     the offsets to commit after each."""
@@ -332,12 +354,7 @@ class Committer:
         self._read_to: dict[tuple[str, int], int] = {}
         """The watch's positions, published (under :attr:`_watched`) once what they read
         is noted and has withheld what it ends."""
-        self._taken: tuple[int, dict[tuple[str, int], int], dict[int, int]] | None = None
-        """A batch newly in the checkpoint's offsets log, where it reads its input to,
-        and the in-flight topic's stable ends once it was seen: the watch may forget
-        what the batch reads once those ends are read (:meth:`_follow_pipeline`)."""
-        self._taken_batch: int | None = None
-        self._taken_looked = 0.0
+        self._sure = _WatchSession()
         self._summary_withheld = 0
         self._ready = threading.Event()
         """Set once it has read its partitions to their ends (and again each session)."""
@@ -429,7 +446,7 @@ class Committer:
         self._ready.clear()
         self._in_lanes = 0
         self._withheld.clear()
-        self._taken = self._taken_batch = None
+        self._sure = _WatchSession()
         reader = self._reader = InflightReader(
             config.bootstrap_servers,
             config.inflight_topic,
@@ -551,6 +568,7 @@ class Committer:
             finally:
                 self._slots.pop(partition, None)
                 self._owned = tuple(sorted(self._slots))
+                self._sure.read_for.discard(partition)
         return complete and not lost
 
     def _close_slots(self, *, report: bool) -> None:
@@ -588,16 +606,13 @@ class Committer:
             config.watch_memory_ms,
         )
         self._ranges = RangeReader(config.bootstrap_servers)
-        positions: dict[tuple[str, int], int] = {}
         self._replayed = None
         if config.checkpoint_dir is not None:
             self._replayed = latest_logged_batch(config.checkpoint_dir)
-            batches = [
-                b for b in (self._replayed, self._plan.earliest_handed_batch()) if b is not None
-            ]
-            if batches:
-                positions = checkpoint_positions(config.checkpoint_dir, min(batches))
-        since = min(now, self._plan.earliest_handed_ms() or now) - config.watch_memory_ms
+        since, positions = self._watch_from(now, self._replayed, None)
+        if self._reader is not None:
+            reader = self._reader
+            self._sure.read_for = {p for p in self._slots if reader.caught_up(p)}
         if self._replayed is not None:  # a restart: the replay may hand over again
             self._watch.later.keep_until = now + RESTART_MEMORY_MS
         if config.checkpoint_dir is not None:
@@ -609,6 +624,55 @@ class Committer:
         self._check_new()
         self._publish_read()
         return True
+
+    def _watch_from(
+        self, now: int, replayed: int | None, partitions: Collection[int] | None
+    ) -> tuple[int, dict[tuple[str, int], int]]:
+        """Where the watch reads the input from for the schedules pending (in
+        ``partitions`` only, if given): :attr:`CommitterConfig.watch_memory_ms` before the
+        earliest hand-over, and from where the earliest batch that handed one over, or
+        ``replayed``, stopped reading (:func:`checkpoint_positions`). Returns the time
+        and the positions."""
+        config = self.config
+        positions: dict[tuple[str, int], int] = {}
+        if config.checkpoint_dir is not None:
+            handed = self._plan.earliest_handed_batch(partitions)
+            batches = [b for b in (replayed, handed) if b is not None]
+            if batches:
+                positions = checkpoint_positions(config.checkpoint_dir, min(batches))
+        earliest = self._plan.earliest_handed_ms(partitions)
+        return min(now, earliest or now) - config.watch_memory_ms, positions
+
+    def _watch_gained(self, reader: InflightReader) -> None:
+        """A partition caught up after the watch started (taken over from a committer
+        that stopped or died) holds schedules handed over while this watch kept the
+        input only for its own: it may have forgotten a cancel of one. Before anything
+        of it is delivered, read the input again from where a start would
+        (:meth:`_watch_from`) and withhold what that ends."""
+        if self._watch is None:
+            return
+        read_for = self._sure.read_for
+        gained = [p for p in self._slots if reader.caught_up(p) and p not in read_for]
+        pending = sum(self._plan.pending_in(p) for p in gained)
+        if not pending:
+            read_for.update(gained)
+            return
+        since, positions = self._watch_from(self.clock.now_ms(), None, gained)
+        began = time.monotonic()
+        read = self._watch.read
+        noted = self._watch.reread(since, positions, self._drained_out, self._watch_input)
+        if noted is None:
+            return  # stopped meanwhile: not deliverable
+        self._withhold_ended(set(noted))
+        read_for.update(gained)
+        log.info(
+            "committer: in-flight partition(s) %s taken over with %d schedule(s) pending: "
+            "%d input record(s) read again in %.1f s",
+            ",".join(map(str, gained)),
+            pending,
+            self._watch.read - read,
+            time.monotonic() - began,
+        )
 
     def _check_new(self) -> None:
         """Withhold what a remembered record ends among the schedules just read."""
@@ -642,12 +706,13 @@ class Committer:
         checkpoint = self.config.checkpoint_dir
         if checkpoint is None or self._watch is None:
             return
-        if self._taken is None:
-            if time.monotonic() < self._taken_looked + TAKEN_LOOK_S:
+        sure = self._sure
+        if sure.taken is None:
+            if time.monotonic() < sure.looked + TAKEN_LOOK_S:
                 return
-            self._taken_looked = time.monotonic()
+            sure.looked = time.monotonic()
             batch = latest_logged_batch(checkpoint)
-            if batch is None or batch == self._taken_batch:
+            if batch is None or batch == sure.taken_batch:
                 return
             positions = checkpoint_positions(checkpoint, batch)
             try:
@@ -655,11 +720,11 @@ class Committer:
             except KafkaUnavailableError as exc:
                 log.debug("committer: in-flight ends unknown (%s); looked at again later", exc)
                 return
-            self._taken = (batch, positions, ends)
-        batch, positions, ends = self._taken
+            sure.taken = (batch, positions, ends)
+        batch, positions, ends = sure.taken
         if reader.has_read(ends):
-            self._taken = None
-            self._taken_batch = batch
+            sure.taken = None
+            sure.taken_batch = batch
             self._watch.taken = positions
 
     def _watch_input(self) -> None:
@@ -807,6 +872,7 @@ class Committer:
             wait_ms = min(wait_ms, POLL_MS)  # a fence done makes a partition deliverable
         reader.poll(min(max(wait_ms, 0), self.config.poll_ms) / 1000)
         self._take_fenced()
+        self._watch_gained(reader)
         self._check_new()
         self._follow_pipeline(reader)
         self._watch_input()
@@ -881,8 +947,12 @@ class Committer:
         return max(sum(ms for _, ms in self._item_writes), 1) / count * ITEM_MARGIN
 
     def _deliverable(self, reader: InflightReader) -> list[int]:
-        """The partitions owned and caught up: their schedules may be delivered."""
-        return [p for p in self._slots if reader.caught_up(p)]
+        """The partitions owned, caught up and, with a watch, read for by it
+        (:meth:`_watch_gained`): their schedules may be delivered."""
+        read_for = None if self._watch is None else self._sure.read_for
+        return [
+            p for p in self._slots if reader.caught_up(p) and (read_for is None or p in read_for)
+        ]
 
     def _report(self) -> None:
         """Take the reports of the groups done, partition by partition (raises what

@@ -8,7 +8,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from delayline.contract import ConsumedRecord
@@ -205,16 +205,21 @@ class DuePlan:
         places = self._by_id.get((topic, schedule_id), ())
         return [self._pending[at] for at in places if at in self._pending]
 
-    def earliest_handed_batch(self) -> int | None:
+    def earliest_handed_batch(self, partitions: Collection[int] | None = None) -> int | None:
         """The earliest Spark batch that handed over a schedule pending (of those whose
-        in-flight record says)."""
-        batches = [p.batch for p in self._pending.values() if p.batch is not None]
+        in-flight record says), in ``partitions`` only if given."""
+        batches = [p.batch for p in self._pending_in(partitions) if p.batch is not None]
         return min(batches, default=None)
 
-    def earliest_handed_ms(self) -> int | None:
+    def earliest_handed_ms(self, partitions: Collection[int] | None = None) -> int | None:
         """The earliest in-flight record time (its hand-over, stamped on append) of the
-        schedules pending."""
-        return min((p.record.timestamp_ms for p in self._pending.values()), default=None)
+        schedules pending, in ``partitions`` only if given."""
+        return min((p.record.timestamp_ms for p in self._pending_in(partitions)), default=None)
+
+    def _pending_in(self, partitions: Collection[int] | None) -> Iterator[Pending]:
+        if partitions is None:
+            return iter(self._pending.values())
+        return (p for (part, _), p in self._pending.items() if part in partitions)
 
     def next_release_ms(self, partitions: Iterable[int] | None = None) -> int | None:
         """The earliest release time pending (in ``partitions`` only, if given), if any."""

@@ -32,7 +32,9 @@ record and the committer has checked every version handed over before
 (:meth:`LaterRecords.expire`): a pipeline however far behind its input hands over
 nothing whose cancel the watch has forgotten. A restarted committer reads the input
 topics from that long before the oldest hand-over it finds pending, and from where the
-batch that handed it over stopped reading, so a withheld version stays withheld.
+batch that handed it over stopped reading, so a withheld version stays withheld; one
+that takes an in-flight partition over mid-run reads the input again likewise for the
+versions pending there (:meth:`InputWatch.reread`) before it delivers any of them.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from delayline.contract import ConsumedRecord
 from delayline.contract.contracts import InputParser
 from delayline.core.model import Cancel, Parsed, Schedule, SourceRef
 from delayline.core.versions import supersedes
+from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import private_consumer, stable_ends, to_consumed_record, watermarks
 
@@ -80,27 +83,33 @@ READ_AHEAD_MS = 20
 @dataclass(frozen=True, slots=True)
 class Later:
     """A record of the input topics that would end an older version of its id, as the
-    watch read it: only what deciding that takes, not the record (the watch remembers
-    every input record for :data:`MEMORY_MS`; a whole record held that long cost the
-    driver about 1.2 GiB per million read in that time).
+    watch read it: only what deciding that takes, not the record (the watch may keep a
+    record long: a whole record cost the driver about 1.5 KiB, a :class:`SourceRef`
+    beside it 0.6 KiB).
 
     Attributes:
         kind: :data:`CANCEL` or :data:`UPDATE`.
-        at: Where it sits in the order of its id's versions (a copy: the version it
-            copies, :func:`delayline.contract.records.version_source`).
-        offset: Its own offset, in ``at``'s topic and partition.
+        partition: Its partition.
+        version_offset: Its place among its id's versions: its offset (a copy: the
+            offset of the version it copies, :func:`delayline.contract.records.version_source`).
+        version_timestamp_ms: The timestamp that goes with :attr:`version_offset`.
+        offset: Its own offset.
         read_ms: When the watch read it (host clock).
     """
 
     kind: str
-    at: SourceRef
+    partition: int
+    version_offset: int
+    version_timestamp_ms: int
     offset: int
     read_ms: int
 
     def ends(self, version: Schedule) -> str | None:
-        """How this record ends ``version``: :attr:`kind`, or ``None`` when it is not
-        later than ``version``."""
-        return self.kind if supersedes(self.at, version.require_source()) else None
+        """How this record (of ``version``'s topic and id) ends ``version``:
+        :attr:`kind`, or ``None`` when it is not later than ``version``."""
+        source = version.require_source()
+        at = SourceRef(source.topic, self.partition, self.version_offset, self.version_timestamp_ms)
+        return self.kind if supersedes(at, source) else None
 
 
 def later_of(
@@ -118,7 +127,8 @@ def later_of(
         return None
     if not parsed.id:
         return None
-    return parsed.id, Later(kind, parsed.source or record.source, record.offset, read_ms)
+    at = parsed.source or record.source
+    return parsed.id, Later(kind, at.partition, at.offset, at.timestamp_ms, record.offset, read_ms)
 
 
 class LaterRecords:
@@ -130,32 +140,43 @@ class LaterRecords:
     hold has read a cancel or a newer version, only the watch can withhold what that
     ends, however far behind its input the pipeline is.
 
+    Kept small (a million may be remembered while the pipeline reads a backlog): by
+    topic, each id to its record or, rarely, its records in the order read, and each
+    topic's ids in the order read (an id once per record).
+
     Args:
         memory_ms: How long a record is kept at least.
     """
 
     def __init__(self, memory_ms: int = MEMORY_MS) -> None:
         self.memory_ms = memory_ms
-        self._by_id: dict[tuple[str, str], tuple[Later, ...]] = {}
-        self._order: deque[tuple[tuple[str, str], Later]] = deque()
+        self._by_id: dict[str, dict[str, Later | tuple[Later, ...]]] = {}
+        self._order: dict[str, deque[str]] = {}
         self.keep_until: int | None = None
         """Nothing is forgotten before this time: what a restarted committer read of the
         input since the checkpoint stays until a batch hands over again (then plus
         :attr:`memory_ms`); ``None``: no such wait."""
 
     def __len__(self) -> int:
-        return len(self._by_id)
+        """How many ids are remembered (read from any thread: a copy of the topics)."""
+        return sum(len(ids) for ids in list(self._by_id.values()))
 
     def note(self, topic: str, schedule_id: str, later: Later) -> None:
         """Remember ``later``, a record of ``schedule_id`` in ``topic``."""
-        key = (topic, schedule_id)
-        self._by_id[key] = (*self._by_id.get(key, ()), later)
-        self._order.append((key, later))
+        ids = self._by_id.get(topic)
+        if ids is None:
+            ids = self._by_id[topic] = {}
+            self._order[topic] = deque()
+        known = _laters(ids.get(schedule_id))
+        if any(k.partition == later.partition and k.offset == later.offset for k in known):
+            return  # read again (:meth:`InputWatch.reread`): remembered already
+        ids[schedule_id] = (*known, later) if known else later
+        self._order[topic].append(schedule_id)
 
     def ends(self, version: Schedule) -> str | None:
         """How a remembered record ends ``version`` (``None``: none does)."""
         source = version.require_source()
-        for later in self._by_id.get((source.topic, version.id), ()):
+        for later in _laters(self._by_id.get(source.topic, {}).get(version.id)):
             kind = later.ends(version)
             if kind is not None:
                 return kind
@@ -169,18 +190,33 @@ class LaterRecords:
         ``None``: the pipeline's progress is unknown, the time alone decides."""
         if self.keep_until is not None and now_ms < self.keep_until:
             return
-        while self._order:
-            key, later = self._order[0]
-            if later.read_ms >= now_ms - self.memory_ms:
-                return
-            if taken is not None and later.offset >= taken.get((key[0], later.at.partition), 0):
-                return
-            self._order.popleft()
-            kept = tuple(x for x in self._by_id.get(key, ()) if x is not later)
-            if kept:
-                self._by_id[key] = kept
-            else:
-                self._by_id.pop(key, None)
+        for topic, order in self._order.items():
+            ids = self._by_id[topic]
+            while order:
+                schedule_id = order[0]
+                laters = _laters(ids.get(schedule_id))
+                if not laters:  # cannot happen: each record is in both, or in neither
+                    order.popleft()
+                    continue
+                first = laters[0]  # an id's records are in the order read, as its places
+                if first.read_ms >= now_ms - self.memory_ms:
+                    break
+                if taken is not None and first.offset >= taken.get((topic, first.partition), 0):
+                    break
+                order.popleft()
+                if len(laters) > 2:
+                    ids[schedule_id] = laters[1:]
+                elif len(laters) == 2:
+                    ids[schedule_id] = laters[1]
+                else:
+                    del ids[schedule_id]
+
+
+def _laters(found: Later | tuple[Later, ...] | None) -> tuple[Later, ...]:
+    """What :class:`LaterRecords` keeps for an id, as a tuple."""
+    if found is None:
+        return ()
+    return (found,) if isinstance(found, Later) else found
 
 
 class InputWatch:
@@ -205,6 +241,7 @@ class InputWatch:
     ) -> None:
         self.parse = parse
         self.now_ms = now_ms
+        self._bootstrap_servers = bootstrap_servers
         self.later = LaterRecords(memory_ms)
         self.read = 0
         """Records read since the start (for the committer's summary)."""
@@ -236,30 +273,21 @@ class InputWatch:
         when ``give_up()`` cut it short. What is read now is remembered until
         :data:`MEMORY_MS` after the first batch hands something over again
         (:meth:`LaterRecords.keep_until`)."""
-        topics = self.parse.topology.input_topics
-        metadata = self._consumer.list_topics(timeout=30)
-        wanted = [
-            TopicPartition(topic, p, since_ms)
-            for topic in topics
-            if (found := metadata.topics.get(topic)) is not None and found.error is None
-            for p in sorted(found.partitions)
-        ]
-        found_at = self._consumer.offsets_for_times(wanted, timeout=30) if wanted else []
-        starts = [_earliest(tp, (positions or {}).get((tp.topic, tp.partition))) for tp in found_at]
+        starts = self._starts(since_ms, positions)
         # A partition with no record that recent is read from its stable end as of now,
         # named, not from "the end" the client resolves later: a record written between
         # the two would be skipped.
         recent = [(tp.topic, tp.partition) for tp in starts if tp.offset < 0]
         stable = stable_ends(self._admin, recent, 30) if recent else {}
-        self._consumer.assign(
-            [
-                TopicPartition(tp.topic, tp.partition, stable[(tp.topic, tp.partition)])
-                if tp.offset < 0
-                else tp
-                for tp in starts
-            ]
-        )
-        self.positions = {}
+        assigned = [
+            TopicPartition(tp.topic, tp.partition, stable[(tp.topic, tp.partition)])
+            if tp.offset < 0
+            else tp
+            for tp in starts
+        ]
+        self._consumer.assign(assigned)
+        # Read from there: what comes before is not the watch's (a re-read reaches back).
+        self.positions = {(tp.topic, tp.partition): tp.offset for tp in assigned}
         self._assigned = [(tp.topic, tp.partition) for tp in starts]
         ends: dict[tuple[str, int], int] = {}
         deadline = time.monotonic() + 30
@@ -291,6 +319,70 @@ class InputWatch:
                 len(self.later),
             )
         return not ends
+
+    def reread(
+        self,
+        since_ms: int,
+        positions: Mapping[tuple[str, int], int] | None,
+        give_up: Callable[[], bool],
+        between: Callable[[], None],
+        timeout_s: float = 30.0,
+    ) -> list[tuple[str, str]] | None:
+        """Read again, with a consumer of its own, each input partition from
+        ``since_ms`` (record time) or, where earlier, from ``positions``, up to where
+        this watch had read it at the call: what was forgotten there is remembered again
+        (as read now, for :attr:`LaterRecords.memory_ms` at least; what is still
+        remembered stays as first read). ``between()`` is called after each slice read
+        (the committer keeps the watch itself polled meanwhile). Returns the (topic,
+        schedule id) of each record noted, as :meth:`poll` does; ``None`` if
+        ``give_up()`` cut it short.
+
+        Raises:
+            KafkaUnavailableError: nothing more was read for ``timeout_s``.
+        """
+        todo = {
+            (tp.topic, tp.partition): (tp.offset, self.positions[(tp.topic, tp.partition)])
+            for tp in self._starts(since_ms, positions)
+            if 0 <= tp.offset < self.positions.get((tp.topic, tp.partition), -1)
+        }
+        if not todo:
+            return []
+        out: list[tuple[str, str]] = []
+        consumer = private_consumer(
+            self._bootstrap_servers,
+            "delayline-watch-reread",
+            overrides={"enable.partition.eof": True, "fetch.wait.max.ms": FETCH_WAIT_MS},
+        )
+        try:
+            consumer.assign([TopicPartition(t, p, low) for (t, p), (low, _) in todo.items()])
+            deadline = time.monotonic() + timeout_s
+            while todo and not give_up():
+                if time.monotonic() > deadline:
+                    raise KafkaUnavailableError(
+                        f"committer watch: {len(todo)} input partition(s) read again "
+                        f"stalled for {timeout_s:g} s"
+                    )
+                now = self.now_ms()
+                for msg in consumer.consume(BATCH, 0.2):
+                    place = (msg.topic() or "", msg.partition() or 0)
+                    error = msg.error()
+                    if place not in todo:
+                        continue
+                    deadline = time.monotonic() + timeout_s
+                    if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                        log.warning("committer watch: %s", error)
+                        continue
+                    offset = msg.offset() or 0
+                    if error is None and offset < todo[place][1]:
+                        noted = self._note(to_consumed_record(msg), now)
+                        if noted is not None:
+                            out.append(noted)
+                    if offset + (error is None) >= todo[place][1]:
+                        del todo[place]
+                between()
+        finally:
+            consumer.close()
+        return None if todo else out
 
     def poll(self) -> list[tuple[str, str]]:
         """Read what arrived since the last call: the (topic, schedule id) of each."""
@@ -324,6 +416,21 @@ class InputWatch:
     def close(self) -> None:
         """Release the consumer."""
         self._consumer.close()
+
+    def _starts(
+        self, since_ms: int, positions: Mapping[tuple[str, int], int] | None
+    ) -> list[TopicPartition]:
+        """Each input partition's first offset at or after ``since_ms``, or its offset
+        in ``positions`` where earlier (-1: no record that recent, no position)."""
+        metadata = self._consumer.list_topics(timeout=30)
+        wanted = [
+            TopicPartition(topic, p, since_ms)
+            for topic in self.parse.topology.input_topics
+            if (found := metadata.topics.get(topic)) is not None and found.error is None
+            for p in sorted(found.partitions)
+        ]
+        found_at = self._consumer.offsets_for_times(wanted, timeout=30) if wanted else []
+        return [_earliest(tp, (positions or {}).get((tp.topic, tp.partition))) for tp in found_at]
 
     def _advance(self, msg: Message) -> None:
         """Move the partition's position past ``msg`` (a record, or the end of the

@@ -124,13 +124,10 @@ def test_the_earliest_hand_over_of_some_partitions_only() -> None:
     plan = DuePlan()
     for partition, offset, at_ms, batch in ((0, 0, 5_000, 3), (1, 0, 9_000, 7), (1, 1, 8_000, 8)):
         handed = render_inflight(replace(VERSION, id=f"s{partition}{offset}"), "inflight", batch)
-        plan.read(
-            ConsumedRecord("inflight", partition, offset, at_ms, handed.key, handed.value,
-                           handed.headers),
-            read_inflight(ConsumedRecord("inflight", partition, offset, at_ms, handed.key,
-                                         handed.value, handed.headers)),
-            now_ms=at_ms,
-        )  # fmt: skip
+        record = ConsumedRecord(
+            "inflight", partition, offset, at_ms, handed.key, handed.value, handed.headers
+        )
+        plan.read(record, read_inflight(record), now_ms=at_ms)
     assert (plan.earliest_handed_batch(), plan.earliest_handed_ms()) == (3, 5_000)
     assert (plan.earliest_handed_batch([1]), plan.earliest_handed_ms([1])) == (7, 8_000)
     assert (plan.earliest_handed_batch([2]), plan.earliest_handed_ms([2])) == (None, None)

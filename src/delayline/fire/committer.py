@@ -653,6 +653,8 @@ class Committer:
             return
         read_for = self._sure.read_for
         gained = [p for p in self._slots if reader.caught_up(p) and p not in read_for]
+        if not gained:
+            return
         pending = sum(self._plan.pending_in(p) for p in gained)
         if not pending:
             read_for.update(gained)

@@ -194,20 +194,15 @@ class LaterRecords:
             ids = self._by_id[topic]
             while order:
                 schedule_id = order[0]
-                laters = _laters(ids.get(schedule_id))
-                if not laters:  # cannot happen: each record is in both, or in neither
-                    order.popleft()
-                    continue
-                first = laters[0]  # an id's records are in the order read, as its places
+                # An id's records are in the order read, as its places in the order.
+                first, *rest = _laters(ids[schedule_id])
                 if first.read_ms >= now_ms - self.memory_ms:
                     break
                 if taken is not None and first.offset >= taken.get((topic, first.partition), 0):
                     break
                 order.popleft()
-                if len(laters) > 2:
-                    ids[schedule_id] = laters[1:]
-                elif len(laters) == 2:
-                    ids[schedule_id] = laters[1]
+                if rest:
+                    ids[schedule_id] = rest[0] if len(rest) == 1 else tuple(rest)
                 else:
                     del ids[schedule_id]
 

@@ -4,6 +4,7 @@ SIGKILL, and targets stamped on append (``LogAppendTime``) never stamped early."
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -121,16 +122,44 @@ def test_delivers_each_at_its_due_time_never_early(
         assert d.arrival_ms - due_ms < ON_TIME_MS, f"{d.schedule_id} late"
 
 
-def test_a_burst_is_written_ahead_and_committed_at_its_due_time(
+def test_by_default_a_burst_is_written_once_due_and_no_reader_sees_it_early(
     kafka_bootstrap: str, topics: dict[str, str]
 ) -> None:
-    """6,000 due within 300 ms, handed over 6 s ahead: written before they are due in
-    groups larger than ``max_group_size`` (a burst), each visible once, none early."""
+    """6,000 due within 300 ms, handed over 6 s ahead, no ``write_ahead_topics``: each
+    group is written only once due, so a ``read_uncommitted`` reader (Kafka's Java
+    default) sees nothing early, and neither does a ``read_committed`` one."""
     now = SystemClock().now_ms()
     dues = {f"b{i:04d}": (now + 6_000 + i // 20, topics["target"]) for i in range(6_000)}
     sizes: list[int] = []
     committer = Committer(
         config(kafka_bootstrap, topics, unique_topic("tx")),
+        on_delivered=lambda d: sizes.append(d.delivered),
+    )
+    target = [topics["target"]]
+    with DeliveryCollector(kafka_bootstrap, target, read_committed=False) as uncommitted:
+        seen = deliver(kafka_bootstrap, topics, committer, dues, target)
+        seen_uncommitted = uncommitted.wait_for(lambda s: len(s) >= len(dues), timeout_s=30)
+    assert by_id(seen) == Counter(dict.fromkeys(dues, 1))
+    assert set(by_id(seen_uncommitted)) == set(dues)
+    assert max(sizes) <= committer.config.max_group_size, f"written as a burst: {sizes}"
+    for reader, deliveries in (("read_committed", seen), ("read_uncommitted", seen_uncommitted)):
+        early = [d.schedule_id for d in deliveries if d.arrival_ms < dues[d.schedule_id or ""][0]]
+        assert not early, f"{reader}: {len(early)} seen before their due time, e.g. {early[:3]}"
+
+
+def test_a_burst_to_a_write_ahead_target_is_written_ahead_and_committed_at_its_due_time(
+    kafka_bootstrap: str, topics: dict[str, str]
+) -> None:
+    """6,000 due within 300 ms, handed over 6 s ahead, to a topic named by
+    ``write_ahead_topics``: written before they are due in groups larger than
+    ``max_group_size`` (a burst), each visible once to a ``read_committed`` reader,
+    none early."""
+    now = SystemClock().now_ms()
+    dues = {f"b{i:04d}": (now + 6_000 + i // 20, topics["target"]) for i in range(6_000)}
+    sizes: list[int] = []
+    settings = config(kafka_bootstrap, topics, unique_topic("tx"))
+    committer = Committer(
+        replace(settings, write_ahead_topics=re.escape(topics["target"])),
         on_delivered=lambda d: sizes.append(d.delivered),
     )
     seen = deliver(kafka_bootstrap, topics, committer, dues, [topics["target"]])
@@ -328,7 +357,11 @@ def test_a_cancel_or_update_read_before_the_commit_withholds_the_delivery(
     write_schedules(kafka_bootstrap, schedules, [("early", None, None)])
     settings = replace(config(kafka_bootstrap, topics, unique_topic("tx")), topology=topology)
     committer = Committer(settings)
-    with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:
+    target = [topics["target"]]
+    with (
+        DeliveryCollector(kafka_bootstrap, target) as collector,
+        DeliveryCollector(kafka_bootstrap, target, read_committed=False) as uncommitted,
+    ):
         committer.start()
         try:
             hand_over_versions(kafka_bootstrap, topics["inflight"], list(versions.values()))
@@ -344,11 +377,15 @@ def test_a_cancel_or_update_read_before_the_commit_withholds_the_delivery(
             collector.wait_for(lambda s: len(s) >= 3, timeout_s=30)
             time.sleep(1)  # anything withheld wrongly would show up by now
             seen = collector.snapshot()
+            seen_uncommitted = uncommitted.snapshot()
         finally:
             committer.stop()
-    assert by_id(seen) == Counter({"keep": 1, "own": 1, "bad": 1})
-    for d in seen:
-        assert d.arrival_ms >= due, "early"
+    # Nothing a cancel or update ends is written at all: a read_uncommitted reader
+    # (Kafka's Java default) sees no more than a read_committed one.
+    for deliveries in (seen, seen_uncommitted):
+        assert by_id(deliveries) == Counter({"keep": 1, "own": 1, "bad": 1})
+        for d in deliveries:
+            assert d.arrival_ms >= due, "early"
 
     again = Committer(replace(settings, transactional_id=unique_topic("tx")))
     with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:

@@ -7,6 +7,7 @@ open hides later deliveries to the same target partitions until it is fenced).""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -17,11 +18,11 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from delayline.contract.pacing import TargetRates
 from delayline.core.clock import SystemClock
-from delayline.core.identifiers import committer_group, committer_name
+from delayline.core.identifiers import committer_group, committer_instance_id, committer_name
 from delayline.core.model import Schedule, SourceRef
 from delayline.dev.harness import Delivery, DeliveryCollector
 from delayline.dev.testing import unique_topic
@@ -101,11 +102,16 @@ def committer(
     )
 
 
-def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
+def wait_until(
+    check: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    meanwhile: Callable[[], object] = lambda: time.sleep(0.2),
+) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
+        meanwhile()
 
 
 def by_id(seen: list[Delivery]) -> Counter[str]:
@@ -226,3 +232,82 @@ def test_two_committers_together_keep_a_targets_rate(
     assert span_ms >= (count / rate - 1) * 1000, f"over {span_ms} ms: faster than the rate"
     held = sum(p.held for c in committers for _, p in c.status().pacing)
     assert held >= count - 10, f"only {held} held back"
+
+
+def test_a_committer_fenced_once_under_its_name_starts_afresh(
+    kafka_bootstrap: str, topics: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A consumer joining once under a committer's name (what the committer's own
+    consumer does when it joins again after a broker freeze swallowed an answer; the
+    group cannot tell the two apart) fences it: the committer starts afresh, takes its
+    name back and delivers; it does not stop."""
+    caplog.set_level(logging.INFO, logger="delayline")
+    tx_id = unique_topic("tx")
+    a = committer(kafka_bootstrap, topics, tx_id, "a")
+    a.start()
+    try:
+        assert a.wait_ready(30), "not ready"
+        wait_until(lambda: bool(owners(kafka_bootstrap, tx_id).get("a")), 30, "a's partitions")
+        itself = Consumer(
+            kafka_client_config(
+                kafka_bootstrap,
+                **{
+                    "group.id": committer_group(tx_id),
+                    "group.instance.id": committer_instance_id(tx_id, "a"),
+                    "partition.assignment.strategy": "cooperative-sticky",
+                    "session.timeout.ms": SESSION_TIMEOUT_MS,
+                },
+            )
+        )
+        itself.subscribe([topics["inflight"]])
+        try:
+            wait_until(
+                lambda: "starting afresh" in caplog.text,
+                30,
+                "the committer fenced",
+                lambda: itself.poll(0.1),
+            )
+        finally:
+            itself.close()
+        assert a.wait_ready(30), "not ready again"
+        now = SystemClock().now_ms()
+        dues = {f"s{i}": now + 2_000 + 10 * i for i in range(20)}
+        with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:
+            hand_over(kafka_bootstrap, topics["inflight"], dues, topics["target"])
+            seen = collector.wait_for(lambda s: len(s) >= len(dues), timeout_s=60)
+        assert by_id(seen) == Counter(dict.fromkeys(dues, 1))
+        assert not a.wait(0), "the committer stopped"
+        assert a.failure is None
+    finally:
+        a.stop()
+
+
+def test_a_committer_whose_name_another_takes_stops_and_says_so(
+    kafka_bootstrap: str, topics: dict[str, str]
+) -> None:
+    """A second committer started under a taken name fences the first, which starts
+    afresh and fences the second, which does the same: the first, fenced twice within
+    a minute, stops with an error saying why (its process then exits); the second
+    delivers what is handed over."""
+    tx_id = unique_topic("tx")
+    first = committer(kafka_bootstrap, topics, tx_id, "a")
+    second = committer(kafka_bootstrap, topics, tx_id, "a")
+    first.start()
+    try:
+        assert first.wait_ready(30), "first not ready"
+        second.start()
+        assert first.wait(60), "the first committer kept running beside its namesake"
+        assert first.failure is not None
+        assert "runs under this one's name (a)" in str(first.failure)
+        assert not second.wait(0), "the second committer stopped too"
+        assert second.wait_ready(30), "second not ready"
+        now = SystemClock().now_ms()
+        dues = {f"s{i}": now + 2_000 + 10 * i for i in range(20)}
+        with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:
+            hand_over(kafka_bootstrap, topics["inflight"], dues, topics["target"])
+            seen = collector.wait_for(lambda s: len(s) >= len(dues), timeout_s=60)
+        assert by_id(seen) == Counter(dict.fromkeys(dues, 1))
+        assert second.failure is None
+    finally:
+        second.stop()
+        first.stop()

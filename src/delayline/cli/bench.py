@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+import re
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -205,6 +207,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the pipeline's --lead (default: delayline run's); 0 makes the executors write "
         "the deliveries themselves",
     )
+    p.add_argument(
+        "--write-ahead",
+        action="store_true",
+        default=os.environ.get("DELAYLINE_BENCH_WRITE_AHEAD", "") == "1",
+        help="start the pipeline with --write-ahead for the bench's target topic (its "
+        "readers read committed) [env DELAYLINE_BENCH_WRITE_AHEAD=1]",
+    )
     env_flag(
         p,
         "--warm-up",
@@ -322,6 +331,8 @@ def _measure(args: argparse.Namespace, size: Size) -> dict[str, Any]:
         ]  # fmt: skip
         if args.lead is not None:
             extra += ["--lead", args.lead]
+        if args.write_ahead:
+            extra += ["--write-ahead", re.escape(env.target_topic)]
         if args.target_rate is not None:
             extra += ["--target-rate", f"{env.target_topic}={args.target_rate:g}/s"]
         progress(f"starting the pipeline (log {env.work_dir / 'pipeline.log'})")

@@ -115,6 +115,7 @@ def _committer(args: argparse.Namespace) -> int:
         max_lateness_ms=args.max_lateness_ms,
         inflight_partitions=args.inflight_partitions,
         target_rates=target_rates_from(args),
+        write_ahead_topics=args.write_ahead_topics or None,
         checkpoint_dir=checkpoint or Path(".delayline/checkpoint"),
     )
     settings = committer_config(

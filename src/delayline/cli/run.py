@@ -285,6 +285,19 @@ def add_delivery_flags(p: argparse.ArgumentParser) -> None:
         help="partitions of the in-flight topic, which the committers split: how many "
         "committers can share precise delivery (grown at start, never shrunk)",
     )
+    env_flag(
+        p,
+        "--write-ahead",
+        env="DELAYLINE_WRITE_AHEAD",
+        default=None,
+        dest="write_ahead_topics",
+        metavar="TOPIC|REGEX",
+        help="target topics (a regular expression matched against the whole name) whose "
+        "deliveries may be written before their due time and committed at it: bursts "
+        "on time, but a read_uncommitted consumer sees them early; only for targets "
+        "whose every consumer reads read_committed (default: none, every delivery is "
+        "written once due; see docs/pipeline.md)",
+    )
     p.add_argument(
         "--target-rate",
         action="append",
@@ -344,6 +357,7 @@ def _run(args: argparse.Namespace) -> int:
         lead_ms=args.lead_ms,
         inflight_partitions=args.inflight_partitions,
         target_rates=target_rates_from(args),
+        write_ahead_topics=args.write_ahead_topics or None,
         engine_nice=args.engine_nice,
         deliver_first=args.deliver_first,
         hold_settings=hold_settings_from(args),

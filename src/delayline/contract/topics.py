@@ -74,6 +74,12 @@ def target_not_allowed(name: str, pattern: str | None) -> str | None:
     return f"not allowed: {_shown(name)} does not match --allowed-target-topics '{pattern}'"
 
 
+def topic_matches(name: str, pattern: str | None) -> bool:
+    """Whether ``name`` matches ``pattern`` as a whole (a regular expression checked by
+    :func:`allowed_targets_problem`); no pattern matches nothing."""
+    return pattern is not None and _compiled(pattern).fullmatch(name) is not None
+
+
 @functools.lru_cache(maxsize=16)
 def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)

@@ -167,7 +167,8 @@ beyond the one it waited for (all stamped with the time they arrived)."""
 
 
 class DeliveryCollector:
-    """Consumes topics from the beginning with ``read_committed`` in a thread; each
+    """Consumes topics from the beginning with ``read_committed`` (or, not
+    ``read_committed``, as Kafka's Java consumer does by default) in a thread; each
     delivery is stamped with its arrival time from ``clock``. A record read again (the
     consumer group rewound by a broker restart) is kept once: a duplicate counted here
     is a second record, never the same one twice.
@@ -177,11 +178,19 @@ class DeliveryCollector:
     itself a second behind a burst of 50,000 deliveries."""
 
     def __init__(
-        self, bootstrap_servers: str, topics: Sequence[str], clock: Clock | None = None
+        self,
+        bootstrap_servers: str,
+        topics: Sequence[str],
+        clock: Clock | None = None,
+        *,
+        read_committed: bool = True,
     ) -> None:
         self.clock = clock or SystemClock()
         self._consumer = private_consumer(
-            bootstrap_servers, "collector", overrides={"topic.metadata.refresh.interval.ms": 1000}
+            bootstrap_servers,
+            "collector",
+            read_committed=read_committed,
+            overrides={"topic.metadata.refresh.interval.ms": 1000},
         )
         self._consumer.subscribe(list(topics))
         self._arrived: list[tuple[list[Any], int]] = []

@@ -70,6 +70,7 @@ from delayline.contract.pacing import (
     window_of,
 )
 from delayline.contract.recurring import is_recurring
+from delayline.contract.topics import topic_matches
 from delayline.contract.topology import Topology
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.identifiers import (
@@ -124,6 +125,10 @@ long at most, until the replayed batch hands over again (a Spark start and a bat
 12-25 s measured here)."""
 CAUGHT_UP_POLL_S = 0.02
 """How often :meth:`Committer.wait_caught_up` looks."""
+FENCES_WINDOW_MS = 60_000
+"""A committer fenced under its name twice within this stops: another committer runs
+under the same name (the two would fence each other at every start). Once is taken for
+its own consumer joining again after a broker pause, and it starts afresh."""
 RUN_COMMITTER_NAME = "pipeline"
 """The name of the committer ``delayline run`` keeps in its process."""
 WRITE_SAMPLES = 50
@@ -195,6 +200,14 @@ class CommitterConfig:
         target_rates: ``--target-rate``: deliveries to a topic beyond its rate wait for
             a slot of it (:mod:`delayline.fire.pacing`); every committer of the
             pipeline must be given the same.
+        write_ahead_topics: ``--write-ahead``: a regular expression of the target topics
+            (matched as a whole) whose groups may be written before they are due and
+            committed at the due time: bursts on time, small groups a few milliseconds
+            sooner. A ``read_uncommitted`` reader of such a topic sees a delivery up to
+            that much early (a burst: seconds), and sees what a cancel read after the
+            write withholds (its transaction is aborted and written again). ``None``:
+            every group is written once due, after the watch has read the input to
+            20 ms before it, so no reader sees anything early or cancelled.
     """
 
     bootstrap_servers: str
@@ -222,6 +235,7 @@ class CommitterConfig:
     session_timeout_ms: int = 10_000
     first_assignment_timeout_s: float = 15.0
     target_rates: TargetRates = field(default_factory=TargetRates)
+    write_ahead_topics: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,6 +353,8 @@ class Committer:
         self._reader: InflightReader | None = None
         self._delivered = 0
         self._sessions = 0
+        self._fenced_at: float | None = None
+        """When the group last fenced this committer's name (monotonic seconds)."""
         self.failure: DelaylineError | None = None
         """Why the committer stopped by itself, if it did (it starts afresh after any
         other failure)."""
@@ -418,10 +434,24 @@ class Committer:
             try:
                 self._session()
                 return
-            except CommitterNameTakenError as exc:  # starting afresh would fence the other
-                log.error("committer %s stopped: %s", self.config.name, exc)
-                self.failure = exc
-                return
+            except CommitterNameTakenError as exc:
+                if self._fenced_again():  # starting afresh would fence the other one
+                    self.failure = CommitterNameTakenError(
+                        f"{exc} twice within {FENCES_WINDOW_MS // 1000} s: another committer "
+                        f"of the group runs under this one's name ({self.config.name}); this "
+                        "one stops: give each committer its own --name"
+                    )
+                    log.error("committer %s stopped: %s", self.config.name, self.failure)
+                    return
+                log.warning(
+                    "committer %s: %s (its own consumer joining again after a broker pause, "
+                    "or a namesake: fenced again within %d s, it stops); starting afresh in "
+                    "%d ms",
+                    self.config.name,
+                    exc,
+                    FENCES_WINDOW_MS // 1000,
+                    RETRY_MS,
+                )
             except Exception as exc:  # any failure: start afresh, nothing is lost
                 log.warning(
                     "committer failed (%s: %s); starting afresh in %d ms",
@@ -431,6 +461,15 @@ class Committer:
                 )
             if self._stop.wait(RETRY_MS / 1000):
                 return
+
+    def _fenced_again(self) -> bool:
+        """Note a fence of this committer's name; whether one came within
+        :data:`FENCES_WINDOW_MS` before it (a namesake: two committers under one name
+        fence each other at every start, its own consumer's new join does not)."""
+        now = time.monotonic()
+        again = self._fenced_at is not None and now - self._fenced_at < FENCES_WINDOW_MS / 1000
+        self._fenced_at = now
+        return again
 
     def _session(self) -> None:
         """One life of the committer: join the group, catch up, deliver until stopped."""
@@ -931,9 +970,10 @@ class Committer:
         if start is None or self._host_time(max(start, due - config.max_burst_ahead_ms)) > now:
             return None
         first = self._plan.next_pending(slot.partition)
-        facts = None if first is None else slot.lanes.topics.cached(first.schedule.target_topic)
-        if facts is None or facts.log_append_time:
-            return None  # its group would be written only once due (the broker stamps it)
+        if first is None or not _may_write_ahead(
+            first.schedule.target_topic, config.write_ahead_topics, slot.lanes.topics
+        ):
+            return None  # its group would be written only once due
         if first is not None and (
             first.paced_ms is not None or self._pacer.rated(first.schedule.target_topic)
         ):
@@ -1047,10 +1087,22 @@ class Committer:
         done_writing: Callable[[], None],
         settle: Callable[[], None],
     ) -> Delivered:
-        """One attempt at a group: what is withheld by now is left out; raises
-        :class:`_Withdrawn` (the transaction aborted) when more is withheld before the
-        commit. Calls ``settle`` when about to commit (it writes nothing more)."""
+        """One attempt at a group: what is withheld by now is left out. Calls ``settle``
+        when about to commit (it writes nothing more).
+
+        Unless every target of the group may be written ahead (:meth:`_writes_ahead`),
+        the group is written only once due, after the watch has read every input record
+        acknowledged 20 ms before: no reader, ``read_uncommitted`` ones included, sees a
+        delivery early or one that such a cancel or update ends. A group written ahead
+        (or held back by a rate past its due time) reads the watch again 20 ms before
+        its commit and raises :class:`_Withdrawn` (the transaction aborted) when more
+        is withheld by then."""
         config = self.config
+        ahead = self._writes_ahead(group, firer)
+        if not ahead:
+            self._wait_until(group.commit_ms - READ_AHEAD_MS)
+            self._read_input_to_now()
+            self._wait_until(group.commit_ms)
         now = self.clock.now_ms()
         live, expired, withheld = self._split(group, now)
 
@@ -1066,12 +1118,6 @@ class Committer:
         # Live firings first: a refusal's position is then its item's in ``delivering``.
         delivering, records, rearms, skipped = self._turns(live, firing, now)
 
-        # Unknown facts count as stamped on append: better late than stamped early.
-        if any(
-            (facts := firer.topics.cached(p.schedule.target_topic)) is None or facts.log_append_time
-            for p in live
-        ):
-            self._wait_until(group.commit_ms)  # the broker stamps the write itself
         began = self.clock.now_ms()
         marks: list[int] = [began]
 
@@ -1081,12 +1127,16 @@ class Committer:
             after_before()
             marks.append(self.clock.now_ms())
             commit_ms = self._rate_commit_ms(group, live)
-            self._wait_until(commit_ms - READ_AHEAD_MS)
-            self._read_input_to_now()
+            again = ahead or commit_ms > group.commit_ms
+            if again:
+                self._wait_until(commit_ms - READ_AHEAD_MS)
+                self._read_input_to_now()
             self._check_rearms(rearms, placed)
             self._wait_until(commit_ms)
             marks.append(self.clock.now_ms())
-            if any(self._withheld.get(p.record.key or b"") is not None for p in live):
+            if (again or rearms) and any(
+                self._withheld.get(p.record.key or b"") is not None for p in live
+            ):
                 raise _Withdrawn
             settle()
 
@@ -1183,6 +1233,17 @@ class Committer:
             return is_recurring(p.schedule.headers)
         return topology.recurs(p.schedule)
 
+    def _writes_ahead(self, group: Group, firer: TransactionalFirer) -> bool:
+        """Whether ``group`` may be written before it is due: every target of it is named
+        by :attr:`CommitterConfig.write_ahead_topics` and known not to be stamped on
+        append (unknown facts count as stamped: better late than stamped early)."""
+        pattern = self.config.write_ahead_topics
+        if pattern is None:
+            return False
+        return all(
+            _may_write_ahead(p.schedule.target_topic, pattern, firer.topics) for p in group.items
+        )
+
     def _rate_commit_ms(self, group: Group, live: list[Pending]) -> int:
         """When ``group`` commits (broker time): at its commit time, or later when the
         rates of ``live``'s target topics hold it back
@@ -1278,6 +1339,15 @@ class Committer:
         self._arrived_due = 0
         self._summary_withheld = 0
         self._summary_at = time.monotonic()
+
+
+def _may_write_ahead(topic: str, pattern: str | None, topics: TopicCatalog) -> bool:
+    """Whether deliveries to ``topic`` may be written before they are due: ``pattern``
+    (``--write-ahead``) names it and the broker is known not to stamp it on append."""
+    if not topic_matches(topic, pattern):
+        return False
+    facts = topics.cached(topic)
+    return facts is not None and not facts.log_append_time
 
 
 def _warm_all(lanes: list[Lanes], targets: set[str]) -> None:

@@ -56,8 +56,10 @@ with more ``--inflight-partitions``): until then nobody delivers what is handed 
 
 
 class CommitterNameTakenError(DelaylineError):
-    """Another committer joined the group under this one's name (its static member id):
-    the group fenced this one, which stops. Give every committer its own name."""
+    """The group fenced this committer's consumer: a member joined under its name (its
+    static member id). That member is another committer started under the same name,
+    or this very consumer, which joined again after a broker pause swallowed an answer
+    (the group shows the two alike: a static member keeps its first client id)."""
 
 
 class Ownership(Protocol):
@@ -343,8 +345,8 @@ class InflightReader:
         elif error.code() == KafkaError._FATAL or error.fatal():
             if "group.instance.id" in error.str():
                 raise CommitterNameTakenError(
-                    f"another committer of the group joined under this one's name "
-                    f"({self.instance_id}); this one stops: give each committer its own --name"
+                    f"the group fenced this committer: a member joined under its name "
+                    f"({self.instance_id})"
                 )
             raise InflightRecordError(f"reading {self.topic}: {error}")
         else:

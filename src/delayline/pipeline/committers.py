@@ -55,6 +55,7 @@ def committer_config(
         name=name,
         session_timeout_ms=session_timeout_ms,
         target_rates=config.target_rates,
+        write_ahead_topics=config.write_ahead_topics,
     )
 
 

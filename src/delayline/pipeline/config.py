@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from delayline.contract.pacing import TargetRates
+from delayline.contract.topics import allowed_targets_problem
 from delayline.contract.topology import Topology
 from delayline.core.identifiers import inflight_topic, transactional_id, wake_topic
 from delayline.errors import ConfigError
@@ -132,6 +133,13 @@ class PipelineConfig:
             out) by starting the streaming query again, before it exits with the error.
             Timed from the first failure after a completed batch; 0 exits at once.
             Nothing is lost either way: the failed batch is replayed.
+        write_ahead_topics: ``--write-ahead``: a regular expression (matched against
+            the whole name) of the target topics whose deliveries a committer may write
+            before their due time, in a transaction it commits at the due time (bursts
+            on time; see :attr:`delayline.fire.committer.CommitterConfig.write_ahead_topics`).
+            Only for targets whose every consumer reads ``read_committed``: a
+            ``read_uncommitted`` reader sees such a delivery early. ``None`` (the
+            default): every delivery is written once due.
     """
 
     topology: Topology = field(default_factory=Topology)
@@ -161,6 +169,7 @@ class PipelineConfig:
     hold_settings: Any = None
     outage_timeout_ms: int = 300_000
     target_rates: TargetRates = field(default_factory=TargetRates)
+    write_ahead_topics: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.lead_ms <= MAX_LEAD_MS:
@@ -191,10 +200,16 @@ class PipelineConfig:
         if self.outage_timeout_ms < 0:
             raise ConfigError("outage timeout must not be negative")
         self._check_hold()
+        self._check_write_ahead()
         if self.wake and self.wake_topic_name in self.topology.input_topics:
             raise ConfigError(
                 "the wake topic must not be a schedules, envelope or timer-request topic"
             )
+
+    def _check_write_ahead(self) -> None:
+        pattern = self.write_ahead_topics
+        if pattern is not None and (problem := allowed_targets_problem(pattern)):
+            raise ConfigError(f"--write-ahead {pattern!r}: {problem}")
 
     def _check_hold(self) -> None:
         kind = hold_kind(self.hold)

@@ -210,6 +210,7 @@ class Pipeline:
                 self.metrics,
                 self._kafka_probe,
                 max_batch_age_ms=max(READY_BATCH_AGE_MS, 2 * config.heartbeat_interval_ms),
+                stopped=self._committer_stopped,
             )
             self._metrics_server = MetricsServer(
                 self.metrics, config.metrics_host, config.metrics_port, readiness
@@ -285,6 +286,12 @@ class Pipeline:
                     finally:
                         if self._progress is not None:
                             self._progress.drain()
+                    if (stopped := self._committer_stopped()) is not None:
+                        # Handing over to nobody would leave every schedule undelivered.
+                        raise PipelineError(
+                            f"{stopped}; the pipeline stops with it (a supervisor that "
+                            "restarts it restarts the committer)"
+                        )
                     if not progressed and query.lastProgress is not None:
                         progressed = True
                         recovery.progressed()
@@ -377,6 +384,14 @@ class Pipeline:
             self._metrics_server = None
         self._lease.release()
         self._lock.release()
+
+    def _committer_stopped(self) -> str | None:
+        """Why this process's committer stopped for good, if it did (it restarts itself
+        after any failure but a namesake in its group)."""
+        committer = self._committer
+        if committer is None or committer.failure is None:
+            return None
+        return f"the committer stopped: {committer.failure}"
 
     def _start_committer(self) -> tuple[Committer, bool]:
         """Started whatever the lead: an earlier run may have handed schedules over.

@@ -317,6 +317,9 @@ class Readiness:
             it above the heartbeat interval: an idle pipeline runs a batch that often).
         clock: "Now".
         probe_every_ms: How long a probe's answer stands.
+        stopped: Why a part of the process that cannot restart by itself (its
+            committer) stopped, if one did: the process exits on it, and until then it
+            is not ready.
     """
 
     def __init__(
@@ -327,8 +330,10 @@ class Readiness:
         max_batch_age_ms: int,
         clock: Clock | None = None,
         probe_every_ms: int = 5_000,
+        stopped: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.metrics = metrics
+        self.stopped = stopped
         self.kafka_probe = kafka_probe
         self.max_batch_age_ms = max_batch_age_ms
         self.clock = clock or SystemClock()
@@ -351,6 +356,9 @@ class Readiness:
         kafka = self._kafka(now_ms)
         if kafka is not None:
             reasons.append(kafka)
+        stopped = self.stopped()
+        if stopped is not None:
+            reasons.append(stopped)
         return reasons
 
     def _kafka(self, now_ms: int) -> str | None:

@@ -71,8 +71,8 @@ def test_cancels_and_updates_just_before_the_due_time_win(pipeline: RunningPipel
         for i, ahead in enumerate(AHEAD_MS):  # in the order of their writing times
             at = start + i * 3_000
             wait_until(at - ahead)
-            for n in range(EACH):
-                client.cancel(f"c{ahead}-{n}")
+            for n in range(EACH):  # queued together, acknowledged by the flush
+                client.cancel(f"c{ahead}-{n}", wait=False)
                 client.schedule(f"u{ahead}-{n}", b"v2", target,
                                 at=ms_to_datetime(at + MOVED_MS))  # fmt: skip
             client.flush()

@@ -1,6 +1,7 @@
-"""The commands that ask ``delayline api`` (show, dead-letters, cancel's pending check,
-list's error) against an API served in this process over fresh topics. No pipeline:
-the API's catalog follows the topics by itself."""
+"""The commands that ask ``delayline api`` (show, dead-letters, where cancel writes,
+list's error), and the API's answers that its catalog's lag must not change, against an
+API served in this process over fresh topics. No pipeline: the API's catalog follows
+the topics by itself."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from tests.support import eventually
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
-from delayline.client import ClientConfig, Scheduler, partition_for
+from delayline.client import ApiClient, ApiError, ClientConfig, Scheduler, partition_for
 from delayline.contract import parse_record
 from delayline.contract.topology import Topology
 from delayline.core.model import Cancel
@@ -172,18 +173,73 @@ def test_dead_letters_for_people_and_machines(api: Api) -> None:
     )
 
 
-def test_cancel_of_an_id_not_pending_is_refused_unless_forced(api: Api) -> None:
-    refused = api.cli("cancel", "not-pending-1")
-    assert (refused.returncode, refused.stdout) == (1, "")
-    assert refused.stderr == (
-        "delayline: error: no pending schedule with id 'not-pending-1' "
-        "(nothing cancelled; --force writes the cancel anyway)\n"
+def test_cancel_of_an_id_not_pending_is_written_and_says_so(api: Api) -> None:
+    """Not pending in the catalog (not read yet, or gone): written all the same, to the
+    id's own partition, with a note; --force is still accepted."""
+    sid = "not-pending-1"
+    own = partition_for(sid.encode(), PARTITIONS)
+    written = api.cli("cancel", sid)
+    assert written.returncode == 0, written.stderr
+    assert written.stderr == ""
+    match = re.fullmatch(
+        rf"cancelled 'not-pending-1' \({api.schedules}/{own}@(\d+)\): delayline api's catalog "
+        r"had no pending version of it \(not read yet, or already delivered or cancelled\); "
+        r"the cancel was written anyway\n",
+        written.stdout,
     )
-    forced = api.cli("cancel", "not-pending-1", "--force")
+    assert match is not None, written.stdout
+    forced = api.cli("cancel", sid, "--force")
     assert forced.returncode == 0, forced.stderr
-    assert forced.stdout.startswith("cancelled 'not-pending-1' (")
-    keys = [r.key for r in read_topic(api.bootstrap, api.schedules)]
-    assert keys.count(b"not-pending-1") == 1  # only the forced one
+    assert forced.stdout.startswith(f"cancelled 'not-pending-1' ({api.schedules}/{own}@")
+    records = [r for r in read_topic(api.bootstrap, api.schedules) if r.key == sid.encode()]
+    assert [(r.partition, type(parse_record(r))) for r in records] == [(own, Cancel)] * 2
+    assert records[0].offset == int(match.group(1))
+
+
+def test_delete_of_an_id_the_catalog_never_saw_is_written_where_its_own_record_goes(
+    api: Api,
+) -> None:
+    """The API's cancel never 404s: the tombstone goes where ``cancel_place`` says (the
+    first schedules topic, the id's own partition), answered 202 with a note."""
+    sid = "never-seen-by-the-catalog"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    answer = httpx.delete(f"{api.url}/schedules/{sid}", headers=auth, timeout=30)
+    assert answer.status_code == 202, answer.text
+    body = answer.json()
+    assert body["note"] == (
+        "the catalog had no pending version of this id (not read yet, or already delivered "
+        "or cancelled); the cancel was written anyway"
+    )
+    (record,) = body["records"]
+    own = partition_for(sid.encode(), PARTITIONS)
+    assert (record["topic"], record["partition"]) == (api.schedules, own)
+    (tombstone,) = [r for r in read_topic(api.bootstrap, api.schedules) if r.key == sid.encode()]
+    assert isinstance(parse_record(tombstone), Cancel)
+    assert (tombstone.partition, tombstone.offset) == (own, record["offset"])
+    forced = httpx.delete(
+        f"{api.url}/schedules/{sid}", params={"force": "true"}, headers=auth, timeout=30
+    )
+    assert forced.status_code == 202, forced.text  # older callers keep working
+    noted = ApiClient(api.url, TOKEN).cancel(sid)
+    assert noted["note"] == body["note"]
+
+
+def test_pause_right_after_the_write_reads_it_and_404_means_not_pending(api: Api) -> None:
+    """Pause, resume and a group's cancel decide once the catalog has read what was
+    written before the request: one written a moment ago is found, not a 404."""
+    client = ApiClient(api.url, TOKEN)
+    for n in range(3):
+        sid = f"fresh-{n}"
+        with Scheduler(ClientConfig(api.bootstrap, api.schedules)) as writer:
+            writer.schedule(sid, b"p", "t", delay=3600, group=f"fresh-group-{n}")
+        paused = client.pause(sid)  # no wait for the catalog in between
+        assert paused["id"] == sid
+        resumed = client.resume(sid)
+        assert resumed["id"] == sid
+        assert client.cancel_group(f"fresh-group-{n}")["schedules"] == 1
+    with pytest.raises(ApiError) as missing:
+        client.pause("never-written-anywhere")
+    assert missing.value.status == 404
 
 
 def test_cancel_writes_the_tombstone_into_the_partition_of_the_pending_version(
@@ -204,9 +260,9 @@ def test_cancel_writes_the_tombstone_into_the_partition_of_the_pending_version(
         (other, "Cancel"),
     ]
     api.known(sid, pending=False)
-    again = api.cli("cancel", sid)
-    assert again.returncode == 1
-    assert "no pending schedule with id 'cancel-elsewhere'" in again.stderr
+    again = api.cli("cancel", sid)  # cancelled already: written again, harmless, and said
+    assert again.returncode == 0, again.stderr
+    assert "catalog had no pending version of it" in again.stdout
 
 
 def test_cancel_without_the_api_writes_anyway_and_says_it_could_not_check(api: Api) -> None:

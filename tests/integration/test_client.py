@@ -182,6 +182,25 @@ def test_async_client_reports_where_each_record_landed(
             assert parse_record(record) == w.schedule
 
 
+def test_a_cancel_returns_once_kafka_holds_it(kafka_bootstrap: str, schedules: str) -> None:
+    """The blocking client's cancel is durable when it returns: read back before
+    anything else is flushed, the tombstone is at the offset it answered, after its
+    schedule (queued before it, in the same partition)."""
+    with Scheduler(config(kafka_bootstrap, schedules)) as client:
+        client.schedule("durable", b"p", "t", delay=3600)
+        written = client.cancel("durable")
+        records = [r for r in read_topic(kafka_bootstrap, schedules) if r.key == b"durable"]
+        assert client.cancel("queued", wait=False) is None
+    own = partition_for(b"durable", PARTITIONS)
+    assert written == Written("durable", schedules, own, written.offset, None)
+    assert [(r.partition, type(parse_record(r))) for r in records] == [
+        (own, Schedule),
+        (own, Cancel),
+    ]
+    assert records[1].offset == written.offset
+    assert b"queued" in {r.key for r in read_topic(kafka_bootstrap, schedules)}  # flushed
+
+
 def test_missing_schedules_topic_is_a_clear_error(kafka_bootstrap: str, topic_name: str) -> None:
     client = Scheduler(config(kafka_bootstrap, topic_name))
     with pytest.raises(TopicConfigError, match=f"topic '{topic_name}' does not exist"):

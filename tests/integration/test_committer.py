@@ -92,10 +92,17 @@ def deliver(
     dues: dict[str, tuple[int, str]],
     read: list[str],
 ) -> list[Delivery]:
-    """Start ``committer``, hand ``dues`` over and read ``read`` until each is delivered."""
+    """Start ``committer``, hand ``dues`` over and read ``read`` until each is delivered.
+    ``dues`` are moved later, in place, by the time the committer took to be ready (a
+    fresh broker's first consumer group takes seconds): its deliveries are measured,
+    not its start."""
     with DeliveryCollector(bootstrap, read) as collector:
+        started = SystemClock().now_ms()
         committer.start()
         try:
+            assert committer.wait_ready(60), "the committer is not ready"
+            shift = SystemClock().now_ms() - started
+            dues.update({sid: (due + shift, target) for sid, (due, target) in dues.items()})
             hand_over(bootstrap, topics, dues)
             return collector.wait_for(lambda s: len(s) >= len(dues), timeout_s=60)
         finally:

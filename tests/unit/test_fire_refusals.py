@@ -466,3 +466,43 @@ def test_a_new_writer_reads_the_markers_only_when_the_batch_may_be_a_replay(
     # Perhaps a replay (first batch after a start, a retried task): read, and skip it.
     assert firer.commit_batch("other/p1", 7, batch, refresh=True) == Committed(replay=True)
     assert reads == ["commits"]
+
+
+class OrderProducer(FakeProducer):
+    """Notes, at each record produced, how many records were acknowledged before it."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__(config)
+        self.produced: list[tuple[str, int]] = []
+
+    def produce(
+        self, topic: str, key: Any, value: Any, headers: Any, on_delivery: Any, **kw: Any
+    ) -> None:
+        self.produced.append((topic, len(self.open)))
+        super().produce(topic, key, value, headers, on_delivery, **kw)
+
+
+def test_records_to_the_last_topics_are_written_after_the_others_are_acknowledged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch's tombstones to the schedules topic go last, once every other record of
+    the transaction is acknowledged: the transaction holds the schedules partition (its
+    ``read_committed`` readers, the committers' watch) for its last moments only."""
+    monkeypatch.setattr(tx, "Producer", OrderProducer)
+    facts: dict[str, TopicFacts | None] = {"good": TopicFacts()}
+    config = FireConfig("kafka:9092", "commits", "tx", last_topics=frozenset({"sched"}))
+    firer = TransactionalFirer(config, FakeDescribe(facts))
+    firer._committed["run"] = 4
+    batch: list[OutgoingRecord | Firing] = [
+        Firing(schedule(f"s{i}", "good"), "dlq", "hist") for i in range(3)
+    ]
+    assert firer.commit_batch("run", 5, batch) == Committed(replay=False)
+    producer: OrderProducer = firer._producer  # type: ignore[assignment]
+    topics = [topic for topic, _ in producer.produced]
+    first_last = topics.index("sched")
+    assert set(topics[first_last:]) == {"sched"}, topics
+    assert len(topics) - first_last == 3  # each schedule's tombstone
+    acknowledged = producer.produced[first_last][1]
+    assert acknowledged == first_last, "a tombstone was written before the rest was acknowledged"
+    out = committed(firer)
+    assert [o.key for o in out if o.topic == "sched"] == [b"s0", b"s1", b"s2"]  # in order

@@ -148,6 +148,12 @@ class WrittenMany(BaseModel):
 
     id: str
     records: list[Written]
+    note: str | None = Field(
+        default=None,
+        description="Present when the catalog had no pending version of the id (not read "
+        "yet, or already delivered or cancelled): the cancel was written anyway, where the "
+        "id's own record goes. Absent otherwise.",
+    )
 
 
 class HeaderOut(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import (
@@ -36,7 +37,9 @@ class FollowConfig:
         topology: The cluster and the topics followed: every input topic, the
             history topic (when the pipeline writes one) and the dead-letter topic.
         batch_size: Records applied per store transaction at most.
-        poll_timeout_ms: Longest wait for records before looking around again.
+        poll_timeout_ms: Longest wait for records before looking around again; also how
+            long a batch may wait for more records, so about what a request that reads
+            its own writes (:meth:`CatalogFollower.wait_read`) waits after a write.
         metadata_refresh_ms: How often to look for new topics and partitions.
         retention_ms: Forget versions of finished ids and dead letters older than
             this (checked hourly); ``None`` keeps everything.
@@ -44,7 +47,7 @@ class FollowConfig:
 
     topology: Topology
     batch_size: int = 5_000
-    poll_timeout_ms: int = 500
+    poll_timeout_ms: int = 100
     metadata_refresh_ms: int = 10_000
     retention_ms: int | None = 7 * 86_400_000
 
@@ -101,7 +104,8 @@ class CatalogFollower:
 
     Every batch of records is applied together with the new positions, so after
     a crash or restart it resumes where the store left off: no record is applied
-    twice or skipped.
+    twice or skipped. :meth:`wait_read` lets a caller read its own writes: it waits
+    until every record below given offsets is in the store.
     """
 
     def __init__(
@@ -120,6 +124,8 @@ class CatalogFollower:
         self._skipped = 0
         self._last_error: str | None = None
         self._unreachable: tuple[int, str] | None = None  # (since, reason)
+        self._read: dict[Position, int] = {}  # every record below it is in the store
+        self._read_changed = threading.Condition()
 
     def start(self) -> None:
         """Start following in a daemon thread."""
@@ -145,6 +151,23 @@ class CatalogFollower:
             unreachable_since_ms=None if unreachable is None else unreachable[0],
             unreachable_reason=None if unreachable is None else unreachable[1],
         )
+
+    def wait_read(self, ends: Mapping[Position, int], timeout_s: float) -> bool:
+        """Wait until every record below ``ends`` (per partition, the next offset) is
+        applied to the store and visible to readers; returns whether it was within
+        ``timeout_s`` (never longer, whether the follower runs or not)."""
+
+        def reached() -> bool:
+            return all(self._read.get(p, 0) >= end for p, end in ends.items())
+
+        with self._read_changed:
+            return self._read_changed.wait_for(reached, max(0.0, timeout_s))
+
+    def followed_inputs(self) -> list[Position]:
+        """The partitions of input topics (schedules, envelopes, timer requests) the
+        follower has found so far."""
+        with self._read_changed:
+            return [p for p in self._read if self._roles.get(p[0]) == Role.SCHEDULES]
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -187,8 +210,8 @@ class CatalogFollower:
                 messages = consumer.consume(
                     self.config.batch_size, self.config.poll_timeout_ms / 1000
                 )
-                self._apply(messages, assigned, at_end)
-                self._measure_lag(consumer, assigned)
+                eof = self._apply(messages, assigned, at_end)
+                self._publish_read(self._measure_lag(consumer, assigned), eof)
                 if assigned and not self.caught_up.is_set() and at_end >= set(assigned):
                     log.info("catalog caught up (%d records applied)", self._applied)
                     self.store.optimize()
@@ -225,8 +248,12 @@ class CatalogFollower:
 
     def _apply(
         self, messages: list[Message], assigned: dict[Position, int], at_end: set[Position]
-    ) -> None:
+    ) -> dict[Position, int]:
+        """Apply a batch of ``messages``; returns the offsets the partitions that reached
+        their end in it ended at (a partition whose tail is only transaction markers
+        has no record to say it was read past them)."""
         batch: list[tuple[Position, int, list[Change]]] = []
+        eof: dict[Position, int] = {}
         skipped_before = self._skipped
         history_followed = self.config.topology.history_topic is not None
         parse = InputParser(self.config.topology)
@@ -238,6 +265,7 @@ class CatalogFollower:
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
                     at_end.add(where)
+                    eof[where] = msg.offset() or 0
                 else:
                     self._last_error = str(error)
                     log.warning("catalog read error on %s[%d]: %s", *where, error)
@@ -256,7 +284,7 @@ class CatalogFollower:
                 self._skip(where, offset, exc)
             batch.append((where, offset, found))
         if not batch:
-            return
+            return eof
         positions = {where: offset + 1 for where, offset, _ in batch}
         try:
             self.store.apply([c for _, _, found in batch for c in found], positions)
@@ -267,6 +295,7 @@ class CatalogFollower:
         self._applied += len(batch)
         if self._skipped == skipped_before:
             self._last_error = None  # a clean batch: whatever went wrong before is over
+        return eof
 
     def _apply_one_by_one(self, batch: list[tuple[Position, int, list[Change]]]) -> None:
         """Find the record the store refuses, skip it, keep every other one."""
@@ -305,7 +334,21 @@ class CatalogFollower:
             consumer.incremental_assign(new)
             log.info("catalog follows %d new partition(s)", len(new))
 
-    def _measure_lag(self, consumer: Consumer, assigned: dict[Position, int]) -> None:
+    def _publish_read(self, read: Mapping[Position, int], eof: Mapping[Position, int]) -> None:
+        """Add ``read`` and ``eof`` (every record below them applied, per partition) to
+        what :meth:`wait_read` sees, and wake its waiters. Called after each batch is
+        applied; it never goes back (an applied record stays applied)."""
+        with self._read_changed:
+            merged = dict(self._read)
+            for where, offset in [*read.items(), *eof.items()]:
+                merged[where] = max(merged.get(where, 0), offset)
+            self._read = merged
+            self._read_changed.notify_all()
+
+    def _measure_lag(
+        self, consumer: Consumer, assigned: dict[Position, int]
+    ) -> dict[Position, int]:
+        """Measure the lag per topic; returns where each partition was applied up to."""
         # The consumer's position steps over transaction markers; the last record's
         # offset + 1 does not, and would leave a lag of one after every transaction.
         read = {
@@ -313,7 +356,10 @@ class CatalogFollower:
             for tp in consumer.position([TopicPartition(t, p) for t, p in assigned])
         }
         lag: dict[str, int] = {}
+        done: dict[Position, int] = {}
         for (topic, partition), applied in assigned.items():
+            position = max(applied, read.get((topic, partition), 0))
+            done[(topic, partition)] = position
             # Cached: from the last fetch response. Asking the broker costs ~0.4 s per
             # partition while the consumer starts up.
             _low, high = consumer.get_watermark_offsets(
@@ -321,6 +367,6 @@ class CatalogFollower:
             )
             if high < 0:
                 continue  # no fetch answered yet
-            position = max(applied, read.get((topic, partition), 0))
             lag[topic] = lag.get(topic, 0) + max(0, high - position)
         self._lag = lag
+        return done

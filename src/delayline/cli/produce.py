@@ -12,7 +12,6 @@ import urllib.parse
 
 from delayline.cli._common import (
     API_TIMEOUT_S,
-    NotFoundError,
     add_api,
     add_bootstrap,
     add_schedules_topic,
@@ -110,10 +109,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cancel = sub.add_parser(
         "cancel",
         help="cancel a pending schedule",
-        description="Write a tombstone for schedule ID. delayline api (--api-url) is asked "
-        "first: an id it does not know as pending is refused unless --force, and the "
-        "tombstone goes to the partition holding the pending version. When the API does "
-        "not answer, the cancel is written to the id's own partition with a warning.",
+        description="Write a tombstone for schedule ID, always, and print where Kafka "
+        "stored it once acknowledged. delayline api (--api-url) is asked where the id is "
+        "pending: the tombstone goes to the partition holding the pending version. An id "
+        "it has no pending version of (written a moment ago and not read yet, or "
+        "delivered or cancelled already) is cancelled in the id's own partition, and "
+        "the output says so; when the API does not answer, likewise with a warning.",
     )
     cancel.add_argument("id", metavar="ID", nargs="?", help="schedule id to cancel")
     cancel.add_argument(
@@ -122,8 +123,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cancel.add_argument(
         "--force",
         action="store_true",
-        help="write the cancel even if the API knows no pending schedule with this id "
-        "(and say nothing when the API cannot be asked)",
+        help="no longer needed (the cancel is always written); still accepted: say "
+        "nothing when the API cannot be asked, and write a derived id of another topic "
+        "to --schedules-topic",
     )
     add_api(cancel)
     for p in (schedule, cancel):
@@ -266,35 +268,46 @@ def _cancel(args: argparse.Namespace) -> int:
     if args.group is not None:
         return act_on_group(args, "cancel")
     check_kafka(args)
-    topic, partition = _pending_place(args)
+    topic, partition, known = _pending_place(args)
     args.schedules_topic = topic
 
     async def write() -> None:
         async with AsyncScheduler(_client_config(args)) as client:
             written = await client.cancel(args.id, partition=partition)
-        say(f"cancelled {args.id!r} ({written.topic}/{written.partition}@{written.offset})")
+        place = f"{written.topic}/{written.partition}@{written.offset}"
+        note = f": {NOT_PENDING_NOTE}" if known is False else ""
+        say(f"cancelled {args.id!r} ({place}){note}")
 
     asyncio.run(write())
     return 0
 
 
-def _pending_place(args: argparse.Namespace) -> tuple[str, int | None]:
+NOT_PENDING_NOTE = (
+    "delayline api's catalog had no pending version of it (not read yet, or already "
+    "delivered or cancelled); the cancel was written anyway"
+)
+"""What ``delayline cancel`` adds when the API did not know the id as pending."""
+
+
+def _pending_place(args: argparse.Namespace) -> tuple[str, int | None, bool | None]:
     """Ask the API where ``args.id`` is pending: the topic and partition of its newest
     pending version, whatever contract it came in by (an envelope or a timer request is
-    cancelled by a tombstone in its own topic and partition).
+    cancelled by a tombstone in its own topic and partition). The answer never stops
+    the cancel: it only says where it goes.
 
     Returns:
-        That place; else (the API cannot tell, or ``--force`` writes a cancel it does not
-        know of) ``--schedules-topic`` and the id's own partition (``None``), or the
-        partition a derived id (``<topic>:<partition>:<offset>``) names in that topic.
+        That place and ``True``; else (the API knows no pending version: ``False``; it
+        cannot tell: ``None``) ``--schedules-topic`` and the id's own partition
+        (``None``), or the partition a derived id (``<topic>:<partition>:<offset>``)
+        names in that topic.
 
     Raises:
-        NotFoundError: the API knows no pending version and ``--force`` is off.
-        ConfigError: without the API's answer, a derived id naming another topic than
-            ``--schedules-topic`` (and no ``--force``).
+        ConfigError: without the API's pending version, a derived id naming another
+            topic than ``--schedules-topic`` (and no ``--force``).
     """
     path = "/schedules/" + urllib.parse.quote(args.id, safe="")
     timeout_s = min(API_TIMEOUT_S, args.timeout_ms / 1000)
+    known: bool | None = None
     try:
         status, body = api_get(args, path, timeout_s=timeout_s)
         if status not in (200, 404):
@@ -302,14 +315,12 @@ def _pending_place(args: argparse.Namespace) -> tuple[str, int | None]:
             raise ApiUnavailableError(f"delayline api answered {status}: {detail or 'no detail'}")
         current = body.get("current") if status == 200 and isinstance(body, dict) else None
         if current is not None:
-            return str(current["topic"]), int(current["partition"])
-        if not args.force:
-            _require_caught_up(args, timeout_s)
-            raise NotFoundError(_not_pending(args))
+            return str(current["topic"]), int(current["partition"]), True
+        known = False
     except ApiUnavailableError as exc:
         if not args.force:  # --force asked for no check: only the partition is lost
             warn(f"could not check that {args.id!r} is pending: {exc}; writing the cancel anyway")
-    return _fallback_place(args)
+    return (*_fallback_place(args), known)
 
 
 def _fallback_place(args: argparse.Namespace) -> tuple[str, int | None]:
@@ -326,21 +337,3 @@ def _fallback_place(args: argparse.Namespace) -> tuple[str, int | None]:
             f"there, or --force to write the cancel to {args.schedules_topic} anyway"
         )
     return args.schedules_topic, None
-
-
-def _require_caught_up(args: argparse.Namespace, timeout_s: float) -> None:
-    """Before trusting "not pending": the API has read the topics to their end.
-
-    Raises:
-        ApiUnavailableError: not yet (so "not pending" may mean "not read yet").
-    """
-    status, _body = api_get(args, "/readyz", timeout_s=timeout_s)
-    if status != 200:
-        raise ApiUnavailableError("delayline api's catalog is still reading the topics")
-
-
-def _not_pending(args: argparse.Namespace) -> str:
-    return (
-        f"no pending schedule with id {args.id!r} "
-        "(nothing cancelled; --force writes the cancel anyway)"
-    )

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
 from delayline.client._core import HeadersArg, SchedulerCore, own_of
 from delayline.client.config import ClientConfig, RetryPolicy
+from delayline.client.written import Written
 from delayline.contract import OutgoingRecord
 from delayline.core.clock import Clock
 from delayline.core.model import Schedule
@@ -19,24 +19,7 @@ from delayline.core.recurrence import Recurrence
 from delayline.errors import DeliveryError, KafkaUnavailableError
 from delayline.kafka.produce import produce
 
-
-@dataclass(frozen=True, slots=True)
-class Written:
-    """Where Kafka stored a record.
-
-    Attributes:
-        id: Schedule id.
-        topic: Schedules topic.
-        partition: Partition written to.
-        offset: Offset assigned by the broker.
-        schedule: The schedule written, or ``None`` for a cancel.
-    """
-
-    id: str
-    topic: str
-    partition: int
-    offset: int
-    schedule: Schedule | None = None
+__all__ = ["AsyncScheduler", "Written"]  # Written: defined in delayline.client.written
 
 
 class AsyncScheduler:
@@ -115,7 +98,13 @@ class AsyncScheduler:
         return await self._send(version.id, record, schedule)
 
     async def cancel(self, id: str, *, partition: int | None = None) -> Written:
-        """Write a cancel (tombstone) for ``id``; see :meth:`Scheduler.cancel`."""
+        """Write a cancel (tombstone) for ``id``; returns once Kafka acknowledged it, so
+        the cancel is durable. See :meth:`Scheduler.cancel`.
+
+        Raises:
+            DeliveryError: Kafka refused the record or did not acknowledge it within
+                ``config.delivery_timeout_ms``.
+        """
         await self._ensure_partitions()
         return await self._send(id, self._core.cancel_record(id, partition), None)
 

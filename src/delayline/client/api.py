@@ -65,15 +65,22 @@ class ApiClient:
         return self._call("GET", f"/schedules/{_quote(schedule_id)}")
 
     def cancel(self, schedule_id: str) -> dict[str, Any]:
-        """Cancel a pending schedule."""
+        """Cancel a schedule: the API writes the cancel whatever its catalog has read
+        and answers once Kafka acknowledged it (``records``: where). An id the catalog
+        has no pending version of (written a moment ago and not read yet, or delivered
+        or cancelled already) is cancelled all the same, never a 404: the answer's
+        ``note`` then says so."""
         return self._call("DELETE", f"/schedules/{_quote(schedule_id)}")
 
     def pause(self, schedule_id: str) -> dict[str, Any]:
-        """Pause a pending schedule (one-off or recurring)."""
+        """Pause a pending schedule (one-off or recurring). The API decides once its
+        catalog has read every schedule written before the call (a 404 means not
+        pending; a 503, retriable, that the catalog could not get there in time)."""
         return self._call("POST", f"/schedules/{_quote(schedule_id)}/pause")
 
     def resume(self, schedule_id: str) -> dict[str, Any]:
-        """Resume a paused schedule; what fell due meanwhile follows its catch-up policy."""
+        """Resume a paused schedule; what fell due meanwhile follows its catch-up policy.
+        Decided as :meth:`pause` is, once the catalog has read the call's past."""
         return self._call("POST", f"/schedules/{_quote(schedule_id)}/resume")
 
     def cancel_group(self, group: str) -> dict[str, Any]:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal, overload
 
 from delayline.client._core import HeadersArg, SchedulerCore, own_of
 from delayline.client.config import ClientConfig, RetryPolicy
+from delayline.client.written import Written
 from delayline.contract import OutgoingRecord
 from delayline.core.clock import Clock
 from delayline.core.model import Schedule
@@ -24,9 +26,11 @@ log = logging.getLogger(__name__)
 class Scheduler:
     """Writes schedules and cancels to the schedules topic.
 
-    Writes are asynchronous: each call queues a record and returns; :meth:`flush`
-    (also run on close) waits until Kafka acknowledged every queued record and
-    raises :class:`~delayline.errors.DeliveryError` naming the ids that failed.
+    Schedules are written asynchronously: each call queues a record and returns;
+    :meth:`flush` (also run on close) waits until Kafka acknowledged every queued record
+    and raises :class:`~delayline.errors.DeliveryError` naming the ids that failed.
+    :meth:`cancel` waits for its own record's acknowledgement by default, so a cancel
+    that returned is durable.
     Records are idempotent and acknowledged by all in-sync replicas. A schedule and
     its cancel always land in the same partition (Java-compatible murmur2).
 
@@ -135,16 +139,43 @@ class Scheduler:
         self._send(schedule.id, record)
         return schedule_id
 
-    def cancel(self, id: str, *, partition: int | None = None) -> None:
-        """Queue a cancel (tombstone) for ``id``. Cancelling an unknown id is harmless.
+    @overload
+    def cancel(
+        self, id: str, *, partition: int | None = None, wait: Literal[True] = True
+    ) -> Written: ...
+    @overload
+    def cancel(self, id: str, *, partition: int | None = None, wait: Literal[False]) -> None: ...
+    @overload
+    def cancel(self, id: str, *, partition: int | None = None, wait: bool) -> Written | None: ...
+    def cancel(self, id: str, *, partition: int | None = None, wait: bool = True) -> Written | None:
+        """Write a cancel (tombstone) for ``id`` and, by default, wait until Kafka
+        acknowledged it (every in-sync replica): once it returns the cancel is durable.
+        Cancelling an unknown id is harmless.
 
         Args:
             id: Schedule id.
             partition: Write to this partition instead of the id's own (Java's murmur2
                 partitioner): to replace or cancel a version another partitioner wrote,
                 so that compaction removes it.
+            wait: ``False`` queues the cancel and returns at once, as schedules are
+                (:meth:`flush` then reports a failure).
+
+        Returns:
+            Where Kafka stored the cancel; ``None`` with ``wait=False``.
+
+        Raises:
+            InvalidScheduleError: an empty id, or ``partition`` is not one of the topic's.
+            DeliveryError: Kafka refused or lost the cancel (nothing is left to flush
+                for it).
+            KafkaUnavailableError: no acknowledgement within
+                ``config.delivery_timeout_ms``; the cancel stays queued and may still be
+                written (a failure then shows in :meth:`flush`). Repeating it is harmless.
         """
-        self._send(id, self._core.cancel_record(id, partition))
+        record = self._core.cancel_record(id, partition)
+        if not wait:
+            self._send(id, record)
+            return None
+        return self._send_and_wait(id, record)
 
     def schedule_retry(
         self,
@@ -211,12 +242,47 @@ class Scheduler:
             # Do not hide the original error behind a flush failure.
             self._core.producer.flush(self.config.delivery_timeout_ms / 1000)
 
+    def _send_and_wait(self, schedule_id: str, record: OutgoingRecord) -> Written:
+        """Produce ``record`` and serve delivery reports until Kafka answered for it, at
+        most ``config.delivery_timeout_ms``."""
+        answered = threading.Event()
+        outcome: list[tuple[Any, Any]] = []  # (error, message), once answered
+        waiting = [True]  # under self._lock: False once this call stopped waiting
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            with self._lock:
+                if waiting[0]:
+                    outcome.append((err, msg))
+                    answered.set()
+                    return
+            self._failed(schedule_id, err)  # answered after the caller gave up
+
+        produce(self._core.producer, record, on_delivery)
+        deadline = time.monotonic() + self.config.delivery_timeout_ms / 1000
+        while not answered.is_set() and (left := deadline - time.monotonic()) > 0:
+            self._core.producer.poll(min(left, 0.1))
+        with self._lock:
+            waiting[0] = False
+        if not outcome:
+            raise KafkaUnavailableError(
+                f"the record for schedule {schedule_id!r} was not acknowledged within "
+                f"{self.config.delivery_timeout_ms} ms; it stays queued"
+            )
+        err, msg = outcome[0]
+        if err is not None:
+            log.warning("record for schedule %s not written: %s", schedule_id, err)
+            raise DeliveryError([(schedule_id, str(err))])
+        return Written(schedule_id, msg.topic(), msg.partition(), msg.offset(), None)
+
+    def _failed(self, schedule_id: str, err: Any) -> None:
+        if err is not None:
+            log.warning("record for schedule %s not written: %s", schedule_id, err)
+            with self._lock:
+                self._failures.append((schedule_id, str(err)))
+
     def _send(self, schedule_id: str, record: OutgoingRecord) -> None:
         def on_delivery(err: Any, _msg: Any) -> None:
-            if err is not None:
-                log.warning("record for schedule %s not written: %s", schedule_id, err)
-                with self._lock:
-                    self._failures.append((schedule_id, str(err)))
+            self._failed(schedule_id, err)
 
         produce(self._core.producer, record, on_delivery)
         self._core.producer.poll(0)

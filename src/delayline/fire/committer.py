@@ -550,10 +550,17 @@ class Committer:
         topics = self._topics
         assert topics is not None  # set before the reader that assigns partitions is made
         firers: list[TransactionalFirer] = []
+        inputs = frozenset(() if config.topology is None else config.topology.input_topics)
         try:
             for lane in range(config.lanes):
                 txn = committer_transactional_id(config.transactional_id, partition, lane)
-                fire = FireConfig(config.bootstrap_servers, config.commits_topic, txn, linger_ms=0)
+                fire = FireConfig(
+                    config.bootstrap_servers,
+                    config.commits_topic,
+                    txn,
+                    linger_ms=0,
+                    last_topics=inputs,
+                )
                 firers.append(TransactionalFirer(fire, topics=topics))
         except Exception:
             for firer in firers:
@@ -804,10 +811,11 @@ class Committer:
 
     def _read_input_to_now(self) -> None:
         """Wait (on a lane's thread) until the watch has read, and withheld by, every
-        input record acknowledged by now: a cancel or update written before this wins."""
+        input record acknowledged by now: a cancel or update written before this wins,
+        one behind a transaction open now too (the wait lasts until it ends)."""
         if self._watch is None:
             return
-        ends = self._watch.stable_ends()
+        ends = self._watch.acknowledged_ends()
         with self._watched:
             if not self._watched.wait_for(lambda: has_read(self._read_to, ends), READ_WAIT_S):
                 log.warning(
@@ -1236,12 +1244,15 @@ class Committer:
     def _writes_ahead(self, group: Group, firer: TransactionalFirer) -> bool:
         """Whether ``group`` may be written before it is due: every target of it is named
         by :attr:`CommitterConfig.write_ahead_topics` and known not to be stamped on
-        append (unknown facts count as stamped: better late than stamped early)."""
+        append (unknown facts count as stamped: better late than stamped early), and
+        none of it recurs (a re-arm written ahead would hold its input partition, and
+        the watch of every group due before it, until its commit)."""
         pattern = self.config.write_ahead_topics
         if pattern is None:
             return False
         return all(
-            _may_write_ahead(p.schedule.target_topic, pattern, firer.topics) for p in group.items
+            _may_write_ahead(p.schedule.target_topic, pattern, firer.topics) and not self._recurs(p)
+            for p in group.items
         )
 
     def _rate_commit_ms(self, group: Group, live: list[Pending]) -> int:

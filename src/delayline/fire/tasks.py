@@ -287,6 +287,7 @@ def new_firer(config: RunSettings, tx_id: str) -> TransactionalFirer:
             topology.commits_topic,
             tx_id,
             allowed_targets=topology.allowed_target_topics,
+            last_topics=frozenset(topology.input_topics),
         )
     )
 

@@ -149,6 +149,13 @@ class FireConfig:
         linger_ms: How long the producer gathers records before sending them.
         allowed_targets: ``--allowed-target-topics``: deliveries to other topics are
             dead-lettered (with the topic catalog this writer makes).
+        last_topics: Topics written to last in each transaction, once everything else
+            in it is acknowledged (the input topics: delayline's tombstones and re-arms).
+            A ``read_committed`` reader of a partition cannot read past a transaction
+            open in it, and the committers' watch waits for such a reader to have read
+            every input record acknowledged before a commit: written last, a batch's
+            transaction holds an input partition for its last milliseconds only, not
+            for the whole batch.
     """
 
     bootstrap_servers: str
@@ -158,6 +165,7 @@ class FireConfig:
     timeout_ms: int = 30_000
     linger_ms: int = 5
     allowed_targets: str | None = None
+    last_topics: frozenset[str] = frozenset()
 
 
 class TransactionalFirer:
@@ -387,9 +395,17 @@ class TransactionalFirer:
             return _reporter(k, record, errors, placed, bool(track) and record in track)
 
         txn_error: Failure | None = None
+        last = self.config.last_topics
+        # A stable sort: the records to the last topics after the others, each in order.
+        order = sorted(range(len(plan)), key=lambda k: plan[k].record.topic in last)
+        held = next((i for i, k in enumerate(order) if plan[k].record.topic in last), None)
         try:
             self._producer.begin_transaction()
-            for k, sent in enumerate(plan):
+            for i, k in enumerate(order):
+                sent = plan[k]
+                if i == held and i:
+                    # The first record to an input topic waits for the others' acks.
+                    self._producer.flush(timeout_s)
                 try:
                     produce(self._producer, sent.record, on_delivery(k))
                 except KafkaException as exc:  # judged alone, before queueing

@@ -19,11 +19,16 @@ kind and its place among its id's versions (:class:`Later`), not the record.
 
 A withheld version is not delivered: its group's transaction writes only its in-flight
 tombstone. The guarantee: a cancel or update acknowledged by Kafka at least
-:data:`READ_AHEAD_MS` before the due time wins. Before it commits a delivery the
-committer asks the input partitions' last stable offsets as of that moment and waits
-until the watch has read up to them (:meth:`InputWatch.stable_ends`, :func:`has_read`);
-one written later wins when the watch has read it by the
-commit (it polls at least every :data:`POLL_MS` while anything is pending).
+:data:`READ_AHEAD_MS` before the due time wins. That long before it writes a group
+(one written ahead: before it commits it) the committer asks the input partitions'
+high watermarks, open transactions included, and waits until the watch has read up to
+them (:meth:`InputWatch.acknowledged_ends`, :func:`has_read`): a cancel written while a
+transaction is open in its partition (delayline's own hand-over writes its tombstones
+to the schedules topic) is read once that transaction ends, which delayline's own do
+within milliseconds (their records to input topics go last:
+:attr:`delayline.fire.transactional.FireConfig.last_topics`). One written later wins
+when the watch has read it by then (it polls at least every :data:`POLL_MS` while
+anything is pending).
 ``delayline bench --scenario cancels`` measures how close to the due time that is.
 
 The watch remembers what a record ends for at least :data:`MEMORY_MS` and, in a
@@ -56,7 +61,13 @@ from delayline.core.model import Cancel, Parsed, Schedule, SourceRef
 from delayline.core.versions import supersedes
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
-from delayline.kafka.reader import private_consumer, stable_ends, to_consumed_record, watermarks
+from delayline.kafka.reader import (
+    acknowledged_ends,
+    private_consumer,
+    stable_ends,
+    to_consumed_record,
+    watermarks,
+)
 
 log = logging.getLogger(__name__)
 
@@ -399,14 +410,16 @@ class InputWatch:
         self.later.expire(self.now_ms(), self.taken)
         return out
 
-    def stable_ends(self, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
-        """The end of each input partition read, for a ``read_committed`` reader, now:
-        every record acknowledged by now is before it. Thread-safe (its own client).
+    def acknowledged_ends(self, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+        """The end of each input partition read, open transactions included, now: every
+        record acknowledged by now is before it, and the watch (``read_committed``)
+        reaches it once each transaction open now has ended. Thread-safe (its own
+        client).
 
         Raises:
             KafkaUnavailableError: the offsets could not be read in time.
         """
-        return stable_ends(self._admin, self._assigned, timeout_s)
+        return acknowledged_ends(self._admin, self._assigned, timeout_s)
 
     def close(self) -> None:
         """Release the consumer."""
@@ -451,7 +464,7 @@ class InputWatch:
 
 
 def has_read(positions: Mapping[tuple[str, int], int], ends: Mapping[tuple[str, int], int]) -> bool:
-    """Everything before ``ends`` (:meth:`InputWatch.stable_ends`) is read, by
+    """Everything before ``ends`` (:meth:`InputWatch.acknowledged_ends`) is read, by
     ``positions`` (:attr:`InputWatch.positions`, as published after what they read
     was noted)."""
     return all(positions.get(place, 0) >= end for place, end in ends.items())

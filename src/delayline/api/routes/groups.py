@@ -39,7 +39,11 @@ Group = Annotated[
 )
 async def pause_schedule(request: Request, schedule_id: str) -> Written:
     """Write the pending version again, paused: it waits without a due time (recurring
-    or not) until resumed. Pausing a paused schedule writes nothing more (409)."""
+    or not) until resumed. Pausing a paused schedule writes nothing more (409).
+
+    Decided from the catalog once it has read every schedule written before the request
+    (up to 5 s; 503 past that): a schedule created or changed a moment ago is paused
+    as it now is, and 404 means it is not pending."""
     state = api_state(request)
     version = await _pending(state, schedule_id)
     if version.paused_due_ms is not None:
@@ -59,7 +63,8 @@ async def pause_schedule(request: Request, schedule_id: str) -> Written:
 async def resume_schedule(request: Request, schedule_id: str) -> Written:
     """Write the paused version again, due when it was: a one-off that fell due while
     paused follows its catch-up policy (``latest``: delivered at once; ``none``:
-    cancelled), a recurring one its own for each missed occurrence."""
+    cancelled), a recurring one its own for each missed occurrence. Decided once the
+    catalog has read every schedule written before the request, as a pause is."""
     state = api_state(request)
     version = await _pending(state, schedule_id)
     if version.paused_due_ms is None:
@@ -76,7 +81,8 @@ async def resume_schedule(request: Request, schedule_id: str) -> Written:
     summary="Cancel every pending schedule of a group",
 )
 async def cancel_group(request: Request, group: Group) -> GroupWritten:
-    """One cancel per pending schedule of the group (paused ones included)."""
+    """One cancel per pending schedule of the group (paused ones included), those
+    written just before the request too (see :func:`_members`)."""
     state = api_state(request)
     members = await _members(state, group)
     records = [await state.writers.cancel(p.topic, p.id, p.partition) for p in members]
@@ -138,9 +144,11 @@ async def _resume(state: ApiState, version: Pending) -> Written:
 
 
 async def _pending(state: ApiState, schedule_id: str) -> Pending:
-    """The pending header-contract version of ``schedule_id``, with its body (404 if
-    none, 422 for another contract)."""
+    """The pending header-contract version of ``schedule_id``, with its body, as of the
+    request: the catalog has read every schedule written before it (404 if none, 422
+    for another contract, 503 when the catalog cannot get there in time)."""
     check_id(schedule_id)
+    await run_in_threadpool(state.read_own_writes)
     current, _ = await run_in_threadpool(state.store.get, schedule_id)
     if not current:
         raise HTTPException(
@@ -162,7 +170,9 @@ async def _body(state: ApiState, member: Pending) -> Pending:
 
 async def _members(state: ApiState, group: str) -> list[Pending]:
     """The pending header-contract schedules of ``group``, in due order (at most
-    :data:`MAX_GROUP_SCHEDULES`)."""
+    :data:`MAX_GROUP_SCHEDULES`), as of the request: the catalog has read every schedule
+    written before it (503 when it cannot get there in time)."""
+    await run_in_threadpool(state.read_own_writes)
     found: list[Pending] = []
     cursor = None
     while len(found) < MAX_GROUP_SCHEDULES:

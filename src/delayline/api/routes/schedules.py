@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Literal
@@ -32,6 +33,8 @@ from delayline.contract.topology import Topology, cancel_place
 from delayline.core.clock import datetime_to_ms
 from delayline.errors import InvalidScheduleError, TargetNotAllowedError
 
+log = logging.getLogger(__name__)
+
 router = APIRouter(tags=["schedules"])
 
 ERRORS: dict[int | str, dict[str, object]] = {
@@ -50,6 +53,15 @@ ERRORS: dict[int | str, dict[str, object]] = {
         "description": "Kafka, a topic or the catalog is unavailable; retry after Retry-After.",
     },
 }
+WRITE_ERRORS = {code: answer for code, answer in ERRORS.items() if code != 404}
+"""Creating, replacing and cancelling never answer 404: what the catalog knows (or has
+not read yet) only says where the record goes."""
+
+NOT_SEEN = (
+    "the catalog had no pending version of this id (not read yet, or already delivered "
+    "or cancelled); the cancel was written anyway"
+)
+"""The ``note`` of a cancel written where the id's own record would go."""
 
 
 def _ms(value: datetime | None) -> int | None:
@@ -136,7 +148,7 @@ def get_schedule(request: Request, schedule_id: str) -> ScheduleDetail:
     response_model=Written,
     response_model_exclude_none=True,
     status_code=status.HTTP_202_ACCEPTED,
-    responses=ERRORS,
+    responses=WRITE_ERRORS,
     dependencies=[Depends(require_write)],
     summary="Create a schedule",
 )
@@ -156,12 +168,14 @@ async def create_schedule(request: Request, body: ScheduleCreate) -> Written:
     response_model=Written,
     response_model_exclude_none=True,
     status_code=status.HTTP_202_ACCEPTED,
-    responses=ERRORS,
+    responses=WRITE_ERRORS,
     dependencies=[Depends(require_write)],
     summary="Replace a schedule",
 )
 async def replace_schedule(request: Request, schedule_id: str, body: ScheduleIn) -> Written:
-    """Write a new version of ``schedule_id`` (created if it is not pending)."""
+    """Write a new version of ``schedule_id`` (created if it is not pending): in the topic
+    and partition of the pending version the catalog knows, else where the id's own
+    record goes. Never 404, whatever the catalog has read."""
     check_id(schedule_id)
     state = api_state(request)
     _check_target(state.config.topology, body.target_topic)
@@ -179,8 +193,9 @@ def _check_target(topology: Topology, target_topic: str) -> None:
 @router.delete(
     "/schedules/{schedule_id:path}",
     response_model=WrittenMany,
+    response_model_exclude_none=True,
     status_code=status.HTTP_202_ACCEPTED,
-    responses=ERRORS,
+    responses=WRITE_ERRORS,
     dependencies=[Depends(require_write)],
     summary="Cancel a schedule",
 )
@@ -188,25 +203,36 @@ async def cancel_schedule(
     request: Request,
     schedule_id: str,
     force: Annotated[
-        bool, Query(description="Write the cancel even if the catalog has no pending version.")
+        bool,
+        Query(
+            deprecated=True,
+            description="No longer needed: a cancel is always written. Accepted so that "
+            "older callers keep working; it changes nothing.",
+        ),
     ] = False,
 ) -> WrittenMany:
-    """Write a cancel (tombstone) to each schedules topic where the id is pending."""
+    """Write a cancel (tombstone) to each topic and partition where the catalog knows
+    the id pending. When it knows none (the schedule was written a moment ago and not
+    read yet, or it was delivered or cancelled already) the cancel is written anyway,
+    where the id's own record goes (the partition a derived id names, else the first
+    schedules topic and the id's partition, as any producer places it), and ``note``
+    says so. Answers once Kafka acknowledged every record: a cancel never waits for,
+    nor depends on, the catalog."""
     check_id(schedule_id)
     state = api_state(request)
     current = await run_in_threadpool(state.store.locate, schedule_id)
     # One tombstone in each partition holding a pending version: compaction then removes
     # them all, whichever partitioner wrote them.
     places: list[tuple[str, int | None]] = sorted({(p.topic, p.partition) for p in current})
-    if not places and force:
-        places = [cancel_place(state.config.topology, schedule_id)]
+    note = None
     if not places:
-        raise HTTPException(
-            status.HTTP_404_NOT_FOUND,
-            f"no pending schedule with id {schedule_id!r} (force=true cancels anyway)",
-        )
+        places, note = [cancel_place(state.config.topology, schedule_id)], NOT_SEEN
     records = [await state.writers.cancel(t, schedule_id, p) for t, p in places]
-    return WrittenMany(id=schedule_id, records=records)
+    if note is not None:
+        where = records[0]
+        log.info("cancel of %r: not pending in the catalog; written to %s/%d",
+                 schedule_id, where.topic, where.partition)  # fmt: skip
+    return WrittenMany(id=schedule_id, records=records, note=note)
 
 
 def _topics_of(topology: Topology, contract: str) -> tuple[str, ...]:

@@ -15,19 +15,22 @@ keeps one in the pipeline's process, ``delayline committer`` runs one on its own
   partition to its end before it delivers anything of it.
 
 * Schedules due within :attr:`CommitterConfig.group_width_ms` of each other share a
-  transaction. It is written as long before its first due time as recent writes took
-  (plus :attr:`CommitterConfig.write_ahead_ms`) and committed at its latest due time
-  by the broker's clock
-  (:mod:`delayline.fire.broker_clock`), never before: a ``read_committed`` reader sees each
-  delivery a few milliseconds after it is due, and its record timestamp is the due
-  time. An open transaction holds back ``read_committed`` readers of the partitions it
-  wrote to, which is why it opens only just before its due time, not a lead ahead.
+  transaction, written once its latest due time has passed by the broker's clock
+  (:mod:`delayline.fire.broker_clock`) and committed at once: no reader, whatever its
+  isolation level, sees a delivery before its due time, and its record timestamp is
+  the due time. For a target named by :attr:`CommitterConfig.write_ahead_topics` it is
+  written as long before its first due time as recent writes took (plus
+  :attr:`CommitterConfig.write_ahead_ms`) and committed at its latest due time, never
+  before: a ``read_committed`` reader sees it that much sooner, a ``read_uncommitted``
+  one that much early. An open transaction holds back ``read_committed`` readers of
+  the partitions it wrote to, which is why it opens only just before its due time, not
+  a lead ahead.
 * A burst (more than :attr:`CommitterConfig.max_group_size` schedules due within
-  :attr:`CommitterConfig.burst_width_ms`) cannot be written at its due time: writing
-  takes about 0.15 ms a delivery here. It is written ahead instead, in groups that wide,
-  started as long before the earliest is due as writing the next ``lanes`` groups is
-  expected to take, one group after another (:attr:`_Slot.writing`), each committed at
-  its latest due time, never before.
+  :attr:`CommitterConfig.burst_width_ms`) to a write-ahead target cannot be written at
+  its due time: writing takes about 0.15 ms a delivery here. It is written ahead
+  instead, in groups that wide, started as long before the earliest is due as writing
+  the next ``lanes`` groups is expected to take, one group after another
+  (:attr:`_Slot.writing`), each committed at its latest due time, never before.
 * A group with a target topic stamped on append (``LogAppendTime``) is written only
   once due, so the broker's stamp is never before the due time.
 * Exactly once: the transaction also writes each in-flight record's tombstone. Once a
@@ -37,11 +40,12 @@ keeps one in the pipeline's process, ``delayline committer`` runs one on its own
   fences the old producers, reads the partition from that offset to its end before
   delivering anything of it, and skips what a tombstone shows delivered. What was
   pending is delivered at once if already due.
-* A cancel or an update that the committer reads before it commits a delivery
+* A cancel or an update that the committer reads before it writes a delivery
   *withholds* it (:mod:`delayline.fire.watch`): the committer reads the input topics
-  beside the hold, and a group whose member is withheld while it waits for its due time
-  is aborted and written again without it. A withheld schedule's group writes only its
-  in-flight tombstone.
+  beside the hold, and 20 ms before a group is written waits until it has read every
+  input record acknowledged by then. A group written ahead whose member is withheld
+  while it waits for its due time is aborted and written again without it. A withheld
+  schedule's group writes only its in-flight tombstone.
 * A failure (Kafka away, a fatal producer error) starts the committer afresh after
   :data:`RETRY_MS`: nothing is lost, deliveries are only late.
 """

@@ -35,6 +35,8 @@ TARGETS: dict[str, list[tuple[str, str, float, str]]] = {
 }  # fmt: skip
 ZERO = [("early (record timestamp before due)", "early"),
         ("early (seen by a read_committed reader before due)", "early_seen"),
+        ("early (seen by a read_uncommitted reader before due; bursts)",
+         "early_seen_uncommitted"),
         ("duplicates", "duplicates"), ("lost", "lost")]  # fmt: skip
 PRECISION = [  # (highest offered rate per second, lateness p50 bound, p99 bound) in ms
     (10, 10, 20),

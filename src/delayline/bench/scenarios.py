@@ -115,8 +115,12 @@ def _burst(
     env: BenchEnv, count: int, ahead_ms: int, spread_ms: int, idle: float | None, name: str
 ) -> dict[str, Any]:
     """Write ``count`` schedules due from ``ahead_ms`` after the writing starts, evenly
-    over ``spread_ms``; wait for every delivery."""
-    with DeliveryCollector(env.bootstrap, [env.target_topic]) as seen:
+    over ``spread_ms``; wait for every delivery. A second reader, ``read_uncommitted``
+    (Kafka's Java default), counts what it sees before its due time."""
+    with (
+        DeliveryCollector(env.bootstrap, [env.target_topic]) as seen,
+        DeliveryCollector(env.bootstrap, [env.target_topic], read_committed=False) as unseen,
+    ):
         load_from = time.time()
         base = time.time_ns() // 1_000_000 + ahead_ms
         step = spread_ms / count
@@ -127,8 +131,12 @@ def _burst(
             progress(f"{name}: ingest finished {accepted_ms - base} ms after the first due time")
         deliveries = wait_delivered(seen, set(due), ahead_ms / 1000 + 600, name)
         load_to = time.time()
+        uncommitted = unseen.snapshot()  # it sees at least what the other one does
     figures = scenario_figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
     figures["ingest_finished_before_due_ms"] = base - accepted_ms
+    figures["early_seen_uncommitted"] = sum(
+        1 for d in uncommitted if d.schedule_id in due and d.arrival_ms < due[d.schedule_id]
+    )
     return figures
 
 

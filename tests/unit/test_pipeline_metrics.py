@@ -141,6 +141,21 @@ def test_readyz_needs_a_recent_batch_and_kafka_answering() -> None:
         server.stop()
 
 
+def test_readyz_says_the_committer_stopped() -> None:
+    """A committer stopped for good (another runs under its name) makes the pipeline not
+    ready, whatever its batches, until the process exits on it."""
+    clock = ManualClock(1_000_000)
+    metrics = PipelineMetrics()
+    stopped: list[str | None] = [None]
+    readiness = Readiness(
+        metrics, lambda: None, max_batch_age_ms=60_000, clock=clock, stopped=lambda: stopped[0]
+    )
+    metrics.observe_batch(BatchReport(0, finished_ms=clock.now_ms()))
+    assert readiness.reasons() == []
+    stopped[0] = "the committer stopped: another committer of the group runs under its name"
+    assert readiness.reasons() == [stopped[0]]
+
+
 def test_each_executors_tasks_and_writes_are_counted_by_label() -> None:
     metrics = PipelineMetrics()
     report = BatchReport(5, Counter({r.Kind.RAISE: 5}), [1] * 5)

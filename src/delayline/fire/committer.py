@@ -1110,6 +1110,8 @@ class Committer:
         its commit and raises :class:`_Withdrawn` (the transaction aborted) when more
         is withheld by then."""
         config = self.config
+        # A schedule taken before its due time is stamped with it, a missed one with now.
+        stamped_ms = self.clock.now_ms()
         ahead = self._writes_ahead(group, firer)
         if not ahead:
             self._wait_until(group.commit_ms - READ_AHEAD_MS)
@@ -1123,7 +1125,7 @@ class Committer:
                 p.schedule,
                 config.dead_letter_topic,
                 config.history_topic,
-                timestamp_ms=max(p.due_ms, now),
+                timestamp_ms=max(p.due_ms, stamped_ms),
                 forget=False,
             )
 

@@ -1046,7 +1046,11 @@ class Committer:
         return reader.offsets({slot.partition})
 
     def _job(self, group: Group, slot: _Slot) -> Job:
-        before = slot.settled if self._paced_group(group) else None
+        # A group that re-arms writes to an input partition: written while the group
+        # before waits for the watch to read that partition, its open transaction would
+        # hold that wait, and the group before hold its commit.
+        ordered = self._paced_group(group) or any(self._recurs(p) for p in group.items)
+        before = slot.settled if ordered else None
         settled = slot.settled = threading.Event()
 
         def done_writing() -> None:

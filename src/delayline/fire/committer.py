@@ -56,7 +56,7 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -90,6 +90,7 @@ from delayline.fire.inflight import render_inflight_tombstone
 from delayline.fire.inflight_reader import CommitterNameTakenError, InflightReader
 from delayline.fire.lanes import Job, Lanes
 from delayline.fire.pacing import Pacer, TargetPacing
+from delayline.fire.read_barrier import ReadBarrier
 from delayline.fire.rearms import RangeReader
 from delayline.fire.recurring import take_turn
 from delayline.fire.refusals import AdminDescriber, TopicCatalog
@@ -115,9 +116,6 @@ RETRY_MS = 1_000
 """How long the committer waits before starting afresh after a failure."""
 SUMMARY_MS = 10_000
 """How often the committer logs what it delivered."""
-READ_WAIT_S = 10.0
-"""How long a delivery waits for the watch to read the input to its end before it
-commits anyway (with a warning)."""
 WARM_AHEAD_MS = 20_000
 """Target topic facts are read again when they would expire within this (they live a
 minute): a schedule read waits for its due time a lead at most, usually a few seconds."""
@@ -321,6 +319,9 @@ class Committer:
         on_delivered: Called (on the committer's thread) after each committed group.
         clock: The host's time.
     """
+
+    _barrier: ReadBarrier | None = None
+    """Where the watch must have read before a group is written (made with the watch)."""
 
     def __init__(
         self,
@@ -656,6 +657,10 @@ class Committer:
             config.watch_memory_ms,
         )
         self._ranges = RangeReader(config.bootstrap_servers)
+        watch = self._watch
+        self._barrier = ReadBarrier(
+            watch.acknowledged_ends, watch.stable_ends, self._watch_read, self._published
+        )
         self._replayed = None
         if config.checkpoint_dir is not None:
             self._replayed = latest_logged_batch(config.checkpoint_dir)
@@ -815,18 +820,20 @@ class Committer:
 
     def _read_input_to_now(self) -> None:
         """Wait (on a lane's thread) until the watch has read, and withheld by, every
-        input record acknowledged by now: a cancel or update written before this wins,
-        one behind a transaction open now too (the wait lasts until it ends)."""
-        if self._watch is None:
-            return
-        ends = self._watch.acknowledged_ends()
+        input record acknowledged by now (:class:`ReadBarrier`): a cancel or update
+        written before this wins."""
+        barrier = self._barrier
+        if barrier is not None:
+            barrier.wait()
+
+    def _watch_read(self, ends: Mapping[tuple[str, int], int], timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` until the watch's published positions reach ``ends``."""
         with self._watched:
-            if not self._watched.wait_for(lambda: has_read(self._read_to, ends), READ_WAIT_S):
-                log.warning(
-                    "committer: the watch has not read the input to its end in %.0f s; "
-                    "delivering without it (a cancel written meanwhile may lose)",
-                    READ_WAIT_S,
-                )
+            return self._watched.wait_for(lambda: has_read(self._read_to, ends), timeout_s)
+
+    def _published(self) -> dict[tuple[str, int], int]:
+        with self._watched:
+            return dict(self._read_to)
 
     def _check_rearms(self, rearms: list[Rearmed], placed: Placed) -> None:
         """Withhold (on a lane's thread) each re-armed schedule that a cancel or update
@@ -1046,10 +1053,11 @@ class Committer:
         return reader.offsets({slot.partition})
 
     def _job(self, group: Group, slot: _Slot) -> Job:
-        # A group that re-arms writes to an input partition: written while the group
-        # before waits for the watch to read that partition, its open transaction would
-        # hold that wait, and the group before hold its commit.
-        ordered = self._paced_group(group) or any(self._recurs(p) for p in group.items)
+        # A group that writes to an input partition (a re-arm, or a delivery to an input
+        # topic): written while the group before waits for the watch to read that
+        # partition, its open transaction would hold that wait, and the group before
+        # hold its commit.
+        ordered = self._paced_group(group) or self._writes_input(group)
         before = slot.settled if ordered else None
         settled = slot.settled = threading.Event()
 
@@ -1118,9 +1126,7 @@ class Committer:
         stamped_ms = self.clock.now_ms()
         ahead = self._writes_ahead(group, firer)
         if not ahead:
-            self._wait_until(group.commit_ms - READ_AHEAD_MS)
-            self._read_input_to_now()
-            self._wait_until(group.commit_ms)
+            self._wait_to_write(group)
         now = self.clock.now_ms()
         live, expired, withheld = self._split(group, now)
 
@@ -1144,15 +1150,17 @@ class Committer:
             done_writing()
             after_before()
             marks.append(self.clock.now_ms())
-            commit_ms = self._rate_commit_ms(group, live)
-            again = ahead or commit_ms > group.commit_ms
-            if again:
+            # Written once due (and its rate's slot), it commits at once: the watch was
+            # read before the write, and a read now would wait for this very
+            # transaction when it holds a re-arm on an input partition.
+            commit_ms = self._rate_commit_ms(group, live) if ahead else group.commit_ms
+            if ahead:
                 self._wait_until(commit_ms - READ_AHEAD_MS)
                 self._read_input_to_now()
             self._check_rearms(rearms, placed)
             self._wait_until(commit_ms)
             marks.append(self.clock.now_ms())
-            if (again or rearms) and any(
+            if (ahead or rearms) and any(
                 self._withheld.get(p.record.key or b"") is not None for p in live
             ):
                 raise _Withdrawn
@@ -1251,19 +1259,39 @@ class Committer:
             return is_recurring(p.schedule.headers)
         return topology.recurs(p.schedule)
 
+    def _wait_to_write(self, group: Group) -> None:
+        """Wait until ``group`` may be written once due: its due time has passed (and,
+        held by a rate, its slot has come), the watch having read the input 20 ms
+        before."""
+        self._wait_until(group.commit_ms - READ_AHEAD_MS)
+        self._read_input_to_now()
+        self._wait_until(group.commit_ms)
+        paced_ms = self._rate_commit_ms(group, self._split(group, self.clock.now_ms())[0])
+        if paced_ms > group.commit_ms:
+            self._wait_until(paced_ms - READ_AHEAD_MS)
+            self._read_input_to_now()
+            self._wait_until(paced_ms)
+
     def _writes_ahead(self, group: Group, firer: TransactionalFirer) -> bool:
         """Whether ``group`` may be written before it is due: every target of it is named
         by :attr:`CommitterConfig.write_ahead_topics` and known not to be stamped on
-        append (unknown facts count as stamped: better late than stamped early), and
-        none of it recurs (a re-arm written ahead would hold its input partition, and
-        the watch of every group due before it, until its commit)."""
+        append (unknown facts count as stamped: better late than stamped early), and it
+        writes to no input topic (:meth:`_writes_input`: held open ahead, such a record
+        would hold the watch of every group due before it until its commit)."""
         pattern = self.config.write_ahead_topics
-        if pattern is None:
+        if pattern is None or self._writes_input(group):
             return False
         return all(
-            _may_write_ahead(p.schedule.target_topic, pattern, firer.topics) and not self._recurs(p)
-            for p in group.items
+            _may_write_ahead(p.schedule.target_topic, pattern, firer.topics) for p in group.items
         )
+
+    def _writes_input(self, group: Group) -> bool:
+        """Whether ``group``'s transaction writes to an input topic (which the watch of
+        every group waits to have read): a recurring schedule's re-arm or end, or a
+        delivery to an input topic."""
+        topology = self.config.topology
+        inputs = () if topology is None else topology.input_topics
+        return any(self._recurs(p) or p.schedule.target_topic in inputs for p in group.items)
 
     def _rate_commit_ms(self, group: Group, live: list[Pending]) -> int:
         """When ``group`` commits (broker time): at its commit time, or later when the

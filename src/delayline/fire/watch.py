@@ -48,7 +48,7 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -420,6 +420,17 @@ class InputWatch:
             KafkaUnavailableError: the offsets could not be read in time.
         """
         return acknowledged_ends(self._admin, self._assigned, timeout_s)
+
+    def stable_ends(
+        self, places: Iterable[tuple[str, int]], timeout_s: float = 10.0
+    ) -> dict[tuple[str, int], int]:
+        """The end of each of ``places`` (input partitions) for a ``read_committed``
+        reader, now: a transaction open now ends it. Thread-safe (its own client).
+
+        Raises:
+            KafkaUnavailableError: the offsets could not be read in time.
+        """
+        return stable_ends(self._admin, places, timeout_s)
 
     def close(self) -> None:
         """Release the consumer."""

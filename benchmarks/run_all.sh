@@ -27,9 +27,11 @@ engine() {
   bench steady-1000 --scenario steady --rate 1000 --plot benchmarks/results/steady-1000.png
   # The burst with its target limited to 5,000/s (pacing): the busiest second against it.
   bench burst-rate-5000 --scenario burst --target-rate 5000/s
-  # A burst raised and written ahead (50,000 due in one second, written a minute ahead),
-  # with a lead that covers the batch that raises it (docs/pipeline.md).
+  # A burst raised ahead (50,000 due in one second, written a minute ahead), with a lead
+  # that covers the batch that raises it (docs/pipeline.md): delivered from its due time
+  # (the default, safe for read_uncommitted readers), then written ahead (--write-ahead).
   bench burst-ahead --scenario burst-ahead --lead 30s
+  bench burst-ahead-write-ahead --scenario burst-ahead --lead 30s --write-ahead
   # Recurring schedules: 100,000 every minute (three occurrences each).
   bench recurring --scenario recurring
   # The restart target with 1,000 pending (the scenario's own size holds 1M).

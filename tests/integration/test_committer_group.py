@@ -234,6 +234,16 @@ def test_two_committers_together_keep_a_targets_rate(
     assert held >= count - 10, f"only {held} held back"
 
 
+def delivers_twenty(bootstrap: str, topics: dict[str, str]) -> None:
+    """Hand 20 schedules over, due in 2 s: each is delivered once."""
+    now = SystemClock().now_ms()
+    dues = {f"s{i}": now + 2_000 + 10 * i for i in range(20)}
+    with DeliveryCollector(bootstrap, [topics["target"]]) as collector:
+        hand_over(bootstrap, topics["inflight"], dues, topics["target"])
+        seen = collector.wait_for(lambda s: len(s) >= len(dues), timeout_s=60)
+    assert by_id(seen) == Counter(dict.fromkeys(dues, 1))
+
+
 def test_a_committer_fenced_once_under_its_name_starts_afresh(
     kafka_bootstrap: str, topics: dict[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -270,12 +280,7 @@ def test_a_committer_fenced_once_under_its_name_starts_afresh(
         finally:
             itself.close()
         assert a.wait_ready(30), "not ready again"
-        now = SystemClock().now_ms()
-        dues = {f"s{i}": now + 2_000 + 10 * i for i in range(20)}
-        with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:
-            hand_over(kafka_bootstrap, topics["inflight"], dues, topics["target"])
-            seen = collector.wait_for(lambda s: len(s) >= len(dues), timeout_s=60)
-        assert by_id(seen) == Counter(dict.fromkeys(dues, 1))
+        delivers_twenty(kafka_bootstrap, topics)
         assert not a.wait(0), "the committer stopped"
         assert a.failure is None
     finally:
@@ -301,12 +306,7 @@ def test_a_committer_whose_name_another_takes_stops_and_says_so(
         assert "runs under this one's name (a)" in str(first.failure)
         assert not second.wait(0), "the second committer stopped too"
         assert second.wait_ready(30), "second not ready"
-        now = SystemClock().now_ms()
-        dues = {f"s{i}": now + 2_000 + 10 * i for i in range(20)}
-        with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:
-            hand_over(kafka_bootstrap, topics["inflight"], dues, topics["target"])
-            seen = collector.wait_for(lambda s: len(s) >= len(dues), timeout_s=60)
-        assert by_id(seen) == Counter(dict.fromkeys(dues, 1))
+        delivers_twenty(kafka_bootstrap, topics)
         assert second.failure is None
     finally:
         second.stop()

@@ -18,7 +18,8 @@ keeps one in the pipeline's process, ``delayline committer`` runs one on its own
   transaction, written once its latest due time has passed by the broker's clock
   (:mod:`delayline.fire.broker_clock`) and committed at once: no reader, whatever its
   isolation level, sees a delivery before its due time, and its record timestamp is
-  the due time. For a target named by :attr:`CommitterConfig.write_ahead_topics` it is
+  when it was written, never before the due time. For a target named by
+  :attr:`CommitterConfig.write_ahead_topics` it is
   written as long before its first due time as recent writes took (plus
   :attr:`CommitterConfig.write_ahead_ms`) and committed at its latest due time, never
   before: a ``read_committed`` reader sees it that much sooner, a ``read_uncommitted``
@@ -1122,8 +1123,6 @@ class Committer:
         its commit and raises :class:`_Withdrawn` (the transaction aborted) when more
         is withheld by then."""
         config = self.config
-        # A schedule taken before its due time is stamped with it, a missed one with now.
-        stamped_ms = self.clock.now_ms()
         ahead = self._writes_ahead(group, firer)
         if not ahead:
             self._wait_to_write(group)
@@ -1135,7 +1134,7 @@ class Committer:
                 p.schedule,
                 config.dead_letter_topic,
                 config.history_topic,
-                timestamp_ms=max(p.due_ms, stamped_ms),
+                timestamp_ms=max(p.due_ms, now),
                 forget=False,
             )
 
@@ -1150,17 +1149,20 @@ class Committer:
             done_writing()
             after_before()
             marks.append(self.clock.now_ms())
-            # Written once due (and its rate's slot), it commits at once: the watch was
-            # read before the write, and a read now would wait for this very
-            # transaction when it holds a re-arm on an input partition.
-            commit_ms = self._rate_commit_ms(group, live) if ahead else group.commit_ms
-            if ahead:
+            # Written once due, it commits at once or, held by a rate, at its slot
+            # (read the watch again before: a cancel read by then still wins). One that
+            # writes to an input topic waited for its slot before the write: a read now
+            # would wait for this very transaction.
+            inputs = not ahead and self._writes_input(group)
+            commit_ms = group.commit_ms if inputs else self._rate_commit_ms(group, live)
+            again = ahead or commit_ms > group.commit_ms
+            if again:
                 self._wait_until(commit_ms - READ_AHEAD_MS)
                 self._read_input_to_now()
             self._check_rearms(rearms, placed)
             self._wait_until(commit_ms)
             marks.append(self.clock.now_ms())
-            if (ahead or rearms) and any(
+            if (again or rearms) and any(
                 self._withheld.get(p.record.key or b"") is not None for p in live
             ):
                 raise _Withdrawn
@@ -1260,12 +1262,15 @@ class Committer:
         return topology.recurs(p.schedule)
 
     def _wait_to_write(self, group: Group) -> None:
-        """Wait until ``group`` may be written once due: its due time has passed (and,
-        held by a rate, its slot has come), the watch having read the input 20 ms
-        before."""
+        """Wait until ``group`` may be written once due: its due time has passed, the
+        watch having read the input 20 ms before. One that writes to an input topic
+        (:meth:`_writes_input`) and is held by a rate waits for its slot too (open until
+        then, its transaction would hold every group's read of that partition)."""
         self._wait_until(group.commit_ms - READ_AHEAD_MS)
         self._read_input_to_now()
         self._wait_until(group.commit_ms)
+        if not self._writes_input(group):
+            return  # a rate's slot, if any, is its commit time (:meth:`_write`)
         paced_ms = self._rate_commit_ms(group, self._split(group, self.clock.now_ms())[0])
         if paced_ms > group.commit_ms:
             self._wait_until(paced_ms - READ_AHEAD_MS)

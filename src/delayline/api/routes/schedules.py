@@ -53,9 +53,13 @@ ERRORS: dict[int | str, dict[str, object]] = {
         "description": "Kafka, a topic or the catalog is unavailable; retry after Retry-After.",
     },
 }
-WRITE_ERRORS = {code: answer for code, answer in ERRORS.items() if code != 404}
-"""Creating, replacing and cancelling never answer 404: what the catalog knows (or has
-not read yet) only says where the record goes."""
+WRITE_ERRORS = {
+    **{code: answer for code, answer in ERRORS.items() if code != 404},
+    404: {"model": Problem, "description": "No such route: the path is malformed."},
+}
+"""Creating, replacing and cancelling never answer 404 for an id: what the catalog knows
+(or has not read yet) only says where the record goes. A path no route matches (an id
+with a line break) is still 404."""
 
 NOT_SEEN = (
     "the catalog had no pending version of this id (not read yet, or already delivered "

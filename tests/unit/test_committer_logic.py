@@ -18,6 +18,7 @@ from delayline.core.model import Schedule, SourceRef
 from delayline.errors import ConfigError
 from delayline.fire import broker_clock as clock
 from delayline.fire.due_plan import BUCKET_MS, DuePlan
+from delayline.fire.firing import Firing
 from delayline.fire.inflight import (
     HEADER,
     InflightRecordError,
@@ -28,7 +29,6 @@ from delayline.fire.inflight import (
 )
 from delayline.fire.partition import fire_rows
 from delayline.fire.report import HANDED
-from delayline.fire.transactional import Firing
 from delayline.pipeline.config import MAX_LEAD_MS, PipelineConfig
 
 INFLIGHT = "pipeline-inflight"

@@ -13,6 +13,7 @@ from delayline.contract import ConsumedRecord, OutgoingRecord
 from delayline.contract import events as r
 from delayline.core.model import Schedule, SourceRef
 from delayline.fire import transactional as tx
+from delayline.fire.firing import Firing
 from delayline.fire.partition import to_records
 from delayline.fire.refusals import (
     Failure,
@@ -23,13 +24,7 @@ from delayline.fire.refusals import (
     classify,
     precheck,
 )
-from delayline.fire.transactional import (
-    Committed,
-    FireConfig,
-    FireError,
-    Firing,
-    TransactionalFirer,
-)
+from delayline.fire.transactional import Committed, FireConfig, FireError, TransactionalFirer
 
 MISSING = Failure(KafkaError.UNKNOWN_TOPIC_OR_PART, "UNKNOWN_TOPIC_OR_PART", "Broker: Unknown")
 DENIED = Failure(

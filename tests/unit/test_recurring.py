@@ -23,8 +23,8 @@ from delayline.contract.topology import Topology
 from delayline.core.model import MAX_EPOCH_MS, Schedule, SourceRef
 from delayline.core.recurrence import CatchUp, Occurrence, Recurrence, RecurrenceError
 from delayline.errors import InvalidScheduleError
+from delayline.fire.firing import Firing
 from delayline.fire.recurring import Turn, take_turn
-from delayline.fire.transactional import Firing
 
 MINUTE = 60_000
 T0 = 1_893_456_000_000  # 2030-01-01T00:00:00Z, a Tuesday

@@ -12,11 +12,12 @@ from delayline.contract import ConsumedRecord, OutgoingRecord
 from delayline.contract import events as r
 from delayline.contract.topology import Topology
 from delayline.core.clock import ManualClock
+from delayline.fire.firing import Firing
 from delayline.fire.partition import PartitionReport, fire_rows
 from delayline.fire.report import REFUSED, BatchReport
 from delayline.fire.sink import FireSink
 from delayline.fire.tasks import FireJob
-from delayline.fire.transactional import Committed, FireConfig, Firing, TransactionalFirer
+from delayline.fire.transactional import Committed, FireConfig, TransactionalFirer
 from delayline.holds.memory import MemoryHold
 from delayline.pipeline.config import PipelineConfig
 

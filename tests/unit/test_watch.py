@@ -10,6 +10,7 @@ from delayline.contract import headers as h
 from delayline.contract.contracts import InputParser
 from delayline.contract.topology import Topology
 from delayline.core.model import Schedule, SourceRef
+from delayline.fire.checkpoint_log import checkpoint_positions, latest_logged_batch
 from delayline.fire.due_plan import DuePlan, Group, InLanes, Pending
 from delayline.fire.inflight import read_inflight, render_inflight
 from delayline.fire.watch import (
@@ -17,10 +18,8 @@ from delayline.fire.watch import (
     UPDATE,
     Later,
     LaterRecords,
-    checkpoint_positions,
     has_read,
     later_of,
-    latest_logged_batch,
 )
 
 TOPIC = "schedules"

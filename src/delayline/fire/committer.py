@@ -86,7 +86,9 @@ from delayline.core.identifiers import (
 from delayline.core.model import Schedule
 from delayline.errors import DelaylineError, KafkaUnavailableError
 from delayline.fire import broker_clock
+from delayline.fire.checkpoint_log import checkpoint_positions, latest_logged_batch
 from delayline.fire.due_plan import DuePlan, Group, InLanes, Pending
+from delayline.fire.firing import Firing
 from delayline.fire.inflight import render_inflight_tombstone
 from delayline.fire.inflight_reader import CommitterNameTakenError, InflightReader
 from delayline.fire.lanes import Job, Lanes
@@ -96,16 +98,14 @@ from delayline.fire.rearms import RangeReader
 from delayline.fire.recurring import take_turn
 from delayline.fire.refusals import AdminDescriber, TopicCatalog
 from delayline.fire.report import Delivered
-from delayline.fire.transactional import FireConfig, Firing, Placed, TransactionalFirer
+from delayline.fire.transactional import FireConfig, Placed, TransactionalFirer
 from delayline.fire.watch import (
     MEMORY_MS,
     POLL_MS,
     READ_AHEAD_MS,
     InputWatch,
-    checkpoint_positions,
     has_read,
     later_of,
-    latest_logged_batch,
 )
 
 log = logging.getLogger(__name__)

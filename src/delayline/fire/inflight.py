@@ -64,7 +64,7 @@ def render_inflight(
 ) -> OutgoingRecord:
     """The in-flight record of ``schedule`` (which must have been read from Kafka),
     handed over by Spark's batch ``batch_id`` (what the committer's watch reads the input
-    topics from after a restart: :func:`delayline.fire.watch.checkpoint_positions`), to
+    topics from after a restart: :func:`delayline.fire.checkpoint_log.checkpoint_positions`), to
     its partition of a topic of ``partitions`` partitions."""
     source = schedule.require_source()
     facts: dict[str, Any] = {

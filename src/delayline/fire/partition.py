@@ -26,10 +26,11 @@ from delayline.contract.contracts import InputParser, compacted
 from delayline.core.clock import Clock
 from delayline.core.identifiers import partition_marker_key
 from delayline.core.model import Schedule
+from delayline.fire.firing import Firing
 from delayline.fire.inflight import render_inflight
 from delayline.fire.refusals import batch_size
 from delayline.fire.report import HANDED, REFUSED, BatchReport
-from delayline.fire.transactional import FireError, Firing, TransactionalFirer
+from delayline.fire.transactional import FireError, TransactionalFirer
 from delayline.holds.hold import RunSettings
 from delayline.holds.registry import hold_kind
 

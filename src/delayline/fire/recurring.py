@@ -34,7 +34,7 @@ from delayline.contract.recurring import (
     render_rearm,
 )
 from delayline.core.recurrence import Occurrence, RecurrenceError
-from delayline.fire.transactional import Firing
+from delayline.fire.firing import Firing
 
 MAX_TURN_OCCURRENCES = 1_000
 """The most occurrences one turn delivers (after an outage, with ``catch-up all``); the

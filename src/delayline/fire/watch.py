@@ -44,13 +44,11 @@ versions pending there (:meth:`InputWatch.reread`) before it delivers any of the
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from confluent_kafka import KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -487,40 +485,3 @@ def _earliest(found: TopicPartition, position: int | None) -> TopicPartition:
     if position is None or 0 <= found.offset <= position:
         return found
     return TopicPartition(found.topic, found.partition, position)
-
-
-def checkpoint_positions(checkpoint_dir: Path, batch_id: int) -> dict[tuple[str, int], int]:
-    """Where Spark's batch ``batch_id`` (or the earliest batch logged after it) ended
-    reading each Kafka partition, from the checkpoint's offsets log: a record at or after
-    it was read by no batch up to that one. Empty when the log holds no such batch.
-
-    The log (``offsets/<batch>``) is Spark's: a version line, a metadata line, then one
-    JSON line per source (the Kafka source's maps topic to partition to end offset)."""
-    logged = sorted(int(p.name) for p in (checkpoint_dir / "offsets").glob("*") if p.name.isdigit())
-    chosen = next((b for b in logged if b >= batch_id), None)
-    if chosen is None:
-        return {}
-    try:
-        lines = (checkpoint_dir / "offsets" / str(chosen)).read_text().splitlines()[2:]
-    except OSError:
-        return {}
-    out: dict[tuple[str, int], int] = {}
-    for line in lines:
-        try:
-            source = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(source, dict):
-            continue
-        for topic, parts in source.items():
-            if isinstance(parts, dict):
-                for part, offset in parts.items():
-                    if isinstance(offset, int) and str(part).isdigit():
-                        out[(topic, int(part))] = offset
-    return out
-
-
-def latest_logged_batch(checkpoint_dir: Path) -> int | None:
-    """The newest batch in the checkpoint's offsets log (planned; committed or not)."""
-    logged = [int(p.name) for p in (checkpoint_dir / "offsets").glob("*") if p.name.isdigit()]
-    return max(logged, default=None)

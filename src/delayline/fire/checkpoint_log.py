@@ -1,0 +1,45 @@
+"""Spark's checkpoint offsets log, read by the committer: how far each batch read its
+input, so the watch reads from there after a restart and forgets a record only once the
+pipeline has read it (:mod:`delayline.fire.watch`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def checkpoint_positions(checkpoint_dir: Path, batch_id: int) -> dict[tuple[str, int], int]:
+    """Where Spark's batch ``batch_id`` (or the earliest batch logged after it) ended
+    reading each Kafka partition, from the checkpoint's offsets log: a record at or after
+    it was read by no batch up to that one. Empty when the log holds no such batch.
+
+    The log (``offsets/<batch>``) is Spark's: a version line, a metadata line, then one
+    JSON line per source (the Kafka source's maps topic to partition to end offset)."""
+    logged = sorted(int(p.name) for p in (checkpoint_dir / "offsets").glob("*") if p.name.isdigit())
+    chosen = next((b for b in logged if b >= batch_id), None)
+    if chosen is None:
+        return {}
+    try:
+        lines = (checkpoint_dir / "offsets" / str(chosen)).read_text().splitlines()[2:]
+    except OSError:
+        return {}
+    out: dict[tuple[str, int], int] = {}
+    for line in lines:
+        try:
+            source = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(source, dict):
+            continue
+        for topic, parts in source.items():
+            if isinstance(parts, dict):
+                for part, offset in parts.items():
+                    if isinstance(offset, int) and str(part).isdigit():
+                        out[(topic, int(part))] = offset
+    return out
+
+
+def latest_logged_batch(checkpoint_dir: Path) -> int | None:
+    """The newest batch in the checkpoint's offsets log (planned; committed or not)."""
+    logged = [int(p.name) for p in (checkpoint_dir / "offsets").glob("*") if p.name.isdigit()]
+    return max(logged, default=None)

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from delayline.committer.config import CommitterConfig
+from delayline.committer.service import Committer
 from delayline.contract import ConsumedRecord
 from delayline.contract.headers import format_epoch
 from delayline.contract.pacing import TargetRates
@@ -30,7 +32,6 @@ from delayline.core.model import Schedule, SourceRef
 from delayline.core.recurrence import Recurrence
 from delayline.dev.harness import Delivery, DeliveryCollector
 from delayline.dev.testing import unique_topic
-from delayline.fire.committer import Committer, CommitterConfig
 from delayline.fire.inflight import render_inflight
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.groups import group_members
@@ -192,7 +193,8 @@ def test_a_committer_killed_mid_run_is_resumed_exactly_once(
     script = textwrap.dedent(
         f"""
         import logging, sys, time
-        from delayline.fire.committer import Committer, CommitterConfig
+        from delayline.committer.config import CommitterConfig
+        from delayline.committer.service import Committer
         logging.basicConfig(level=logging.INFO, stream=sys.stderr)
         Committer(CommitterConfig(*{args!r})).start()
         time.sleep(600)
@@ -582,7 +584,8 @@ def test_a_committer_taking_over_a_partition_reads_again_the_cancels_it_forgot(
         import logging, sys, time
         from pathlib import Path
         from delayline.contract.topology import Topology
-        from delayline.fire.committer import Committer, CommitterConfig
+        from delayline.committer.config import CommitterConfig
+        from delayline.committer.service import Committer
         logging.basicConfig(level=logging.INFO, stream=sys.stderr)
         topology = Topology(bootstrap_servers={kafka_bootstrap!r},
                             schedules_topics=({schedules!r},))

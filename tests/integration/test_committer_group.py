@@ -20,13 +20,14 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from delayline.committer.config import CommitterConfig
+from delayline.committer.service import Committer
 from delayline.contract.pacing import TargetRates
 from delayline.core.clock import SystemClock
 from delayline.core.identifiers import committer_group, committer_instance_id, committer_name
 from delayline.core.model import Schedule, SourceRef
 from delayline.dev.harness import Delivery, DeliveryCollector
 from delayline.dev.testing import unique_topic
-from delayline.fire.committer import Committer, CommitterConfig
 from delayline.fire.inflight import inflight_partition, render_inflight
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.groups import group_members
@@ -126,7 +127,8 @@ def test_two_committers_split_the_partitions_and_survive_a_sigkill(
     script = textwrap.dedent(
         f"""
         import logging, sys, time
-        from delayline.fire.committer import Committer, CommitterConfig
+        from delayline.committer.config import CommitterConfig
+from delayline.committer.service import Committer
         logging.basicConfig(level=logging.INFO, stream=sys.stderr)
         Committer(CommitterConfig(*{args!r}, name="a",
                                   session_timeout_ms={SESSION_TIMEOUT_MS})).start()

@@ -9,6 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from delayline.committer import broker_clock as clock
+from delayline.committer.due_plan import BUCKET_MS, DuePlan, burst_start_ms
+from delayline.committer.tally import ITEM_MARGIN, ITEM_MS, Tally
 from delayline.contract import ConsumedRecord
 from delayline.contract import events as r
 from delayline.contract.kinds import HoldEvent
@@ -16,8 +19,6 @@ from delayline.contract.topology import Topology
 from delayline.core.clock import ManualClock
 from delayline.core.model import Schedule, SourceRef
 from delayline.errors import ConfigError
-from delayline.fire import broker_clock as clock
-from delayline.fire.due_plan import BUCKET_MS, DuePlan
 from delayline.fire.firing import Firing
 from delayline.fire.inflight import (
     HEADER,
@@ -28,7 +29,7 @@ from delayline.fire.inflight import (
     render_inflight_tombstone,
 )
 from delayline.fire.partition import fire_rows
-from delayline.fire.report import HANDED
+from delayline.fire.report import HANDED, Delivered
 from delayline.pipeline.config import MAX_LEAD_MS, PipelineConfig
 
 INFLIGHT = "pipeline-inflight"
@@ -231,11 +232,11 @@ def test_a_burst_starts_as_long_before_its_first_due_time_as_writing_it_takes() 
     for i in range(1_000):
         read_at(plan, 0, 3_000 + i, f"c{i}", 11_000)
     # More than 2,000 within 500 ms: a burst; two groups of 500 ms hold all 3,000.
-    assert plan.burst_start_ms(0, 10_000, 0.5, 500, 2, 2_000) == 10_000 - 1_500
+    assert burst_start_ms(plan, 0, 10_000, 0.5, 500, 2, 2_000) == 10_000 - 1_500
     # Four groups reach the 1,000 due a second later.
-    assert plan.burst_start_ms(0, 10_000, 0.5, 500, 4, 2_000) == 10_000 - 2_000
-    assert plan.burst_start_ms(0, 10_000, 0.5, 500, 2, 3_000) is None, "not more than 3,000"
-    assert plan.burst_start_ms(0, 10_000, 0.5, 100, 2, 2_000) is None, "1,000 within 100 ms"
+    assert burst_start_ms(plan, 0, 10_000, 0.5, 500, 4, 2_000) == 10_000 - 2_000
+    assert burst_start_ms(plan, 0, 10_000, 0.5, 500, 2, 3_000) is None, "not more than 3,000"
+    assert burst_start_ms(plan, 0, 10_000, 0.5, 100, 2, 2_000) is None, "1,000 within 100 ms"
     assert plan.due_within(1, 0, 100_000) == 0, "nothing pending there"
     first = plan.next_pending(0)
     assert first is not None
@@ -348,12 +349,22 @@ def test_a_committer_delivery_is_stamped_with_its_due_time_and_writes_no_tombsto
 
 
 def test_a_group_is_written_as_far_ahead_as_the_slowest_recent_write() -> None:
-    from delayline.fire.committer import Committer, CommitterConfig  # noqa: PLC0415
-
-    committer = Committer(CommitterConfig("127.0.0.1:1", "inflight", "commits", "tx", "dlq"))
+    tally = Tally(lambda _d: None, write_ahead_ms=5, max_write_ahead_ms=100)
     # Nothing measured: the most (a fresh producer's first transaction is the slowest).
-    assert committer._write_ahead_ms() == 100
-    committer._writes.extend([4, 12, 6])
-    assert committer._write_ahead_ms() == 12 + 5
-    committer._writes.append(400)
-    assert committer._write_ahead_ms() == 100
+    assert tally.write_ahead_ms() == 100
+    for ms in (4, 12, 6):
+        tally.add(Delivered(delivered=1, refused=0, write_ms=ms), size=1, pending=0)
+    assert tally.write_ahead_ms() == 12 + 5
+    tally.add(Delivered(delivered=1, refused=0, write_ms=400), size=1, pending=0)
+    assert tally.write_ahead_ms() == 100
+    assert tally.delivered == 4
+
+
+def test_the_time_per_delivery_is_measured_on_large_groups_only() -> None:
+    tally = Tally(lambda _d: None, write_ahead_ms=5, max_write_ahead_ms=100)
+    assert tally.item_ms() == ITEM_MS * ITEM_MARGIN, "unmeasured: the default"
+    tally.add(Delivered(delivered=10, refused=0, write_ms=500), size=10, pending=0)
+    assert tally.item_ms() == ITEM_MS * ITEM_MARGIN, "a small group says nothing"
+    tally.add(Delivered(delivered=1_000, refused=0, write_ms=150), size=1_000, pending=0)
+    tally.add(Delivered(delivered=3_000, refused=0, write_ms=450), size=3_000, pending=0)
+    assert tally.item_ms() == 600 / 4_000 * ITEM_MARGIN

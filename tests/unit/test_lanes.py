@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from delayline.fire.lanes import Lanes
+from delayline.committer.lanes import Lanes
 from delayline.fire.refusals import TopicCatalog
 from delayline.fire.report import Delivered
 

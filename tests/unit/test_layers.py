@@ -26,7 +26,18 @@ def test_the_layers_run_from_the_command_line_down_to_the_core() -> None:
     config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
     (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
     order = [layer.split("|")[0].strip() for layer in contract["layers"]]
-    expected = ["cli", "api", "catalog", "pipeline", "fire", "holds", "kafka", "contract", "core"]
+    expected = [
+        "cli",
+        "api",
+        "catalog",
+        "pipeline",
+        "committer",
+        "fire",
+        "holds",
+        "kafka",
+        "contract",
+        "core",
+    ]
     assert [name for name in order if name in expected] == expected
 
 

@@ -7,6 +7,8 @@ from collections import Counter
 
 import pytest
 
+from delayline.committer.due_plan import DuePlan, Group
+from delayline.committer.pacing import STEP_MS, Pacer, spread_ms
 from delayline.contract import ConsumedRecord
 from delayline.contract.headers import WINDOW
 from delayline.contract.pacing import (
@@ -19,9 +21,7 @@ from delayline.contract.pacing import (
 from delayline.contract.topology import Topology
 from delayline.core.model import Schedule, SourceRef
 from delayline.errors import ConfigError
-from delayline.fire.due_plan import DuePlan, Group
 from delayline.fire.inflight import Handed
-from delayline.fire.pacing import STEP_MS, Pacer, spread_ms
 
 T0 = 1_800_000_000_000  # a due time on a whole second
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from delayline.committer.recurring import Turn, take_turn
 from delayline.contract import headers as h
 from delayline.contract.records import build_schedule, parse_record
 from delayline.contract.recurring import (
@@ -24,7 +25,6 @@ from delayline.core.model import MAX_EPOCH_MS, Schedule, SourceRef
 from delayline.core.recurrence import CatchUp, Occurrence, Recurrence, RecurrenceError
 from delayline.errors import InvalidScheduleError
 from delayline.fire.firing import Firing
-from delayline.fire.recurring import Turn, take_turn
 
 MINUTE = 60_000
 T0 = 1_893_456_000_000  # 2030-01-01T00:00:00Z, a Tuesday

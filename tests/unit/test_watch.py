@@ -5,22 +5,17 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from delayline.committer.checkpoint_log import checkpoint_positions, latest_logged_batch
+from delayline.committer.due_plan import DuePlan, Group, Pending
+from delayline.committer.later import CANCEL, UPDATE, Later, LaterRecords, later_of
+from delayline.committer.ownership import InLanes
+from delayline.committer.watch import has_read
 from delayline.contract import ConsumedRecord
 from delayline.contract import headers as h
 from delayline.contract.contracts import InputParser
 from delayline.contract.topology import Topology
 from delayline.core.model import Schedule, SourceRef
-from delayline.fire.checkpoint_log import checkpoint_positions, latest_logged_batch
-from delayline.fire.due_plan import DuePlan, Group, InLanes, Pending
 from delayline.fire.inflight import read_inflight, render_inflight
-from delayline.fire.watch import (
-    CANCEL,
-    UPDATE,
-    Later,
-    LaterRecords,
-    has_read,
-    later_of,
-)
 
 TOPIC = "schedules"
 PARSE = InputParser(Topology(schedules_topics=(TOPIC,)))

@@ -15,6 +15,7 @@ from typing import Any
 
 from delayline.bench.sampler import GroupSampler
 from delayline.client import ClientConfig, Scheduler
+from delayline.committer.config import RUN_COMMITTER_NAME
 from delayline.contract.topology import Topology
 from delayline.core.clock import ms_to_datetime
 from delayline.core.identifiers import committer_group, committer_name, transactional_id
@@ -22,7 +23,6 @@ from delayline.core.recurrence import Recurrence
 from delayline.core.stats import summary
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.errors import BenchError, WaitTimeoutError
-from delayline.fire.committer import RUN_COMMITTER_NAME
 from delayline.fire.inflight import inflight_partition
 from delayline.holds.kinds import BenchPlace, HoldBench
 from delayline.holds.registry import hold_kind

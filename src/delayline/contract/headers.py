@@ -36,7 +36,7 @@ Never delivered."""
 REARM_OF = "delayline-rearm-of"
 """On the record the committer writes to re-arm a recurring schedule: the offset of the
 version whose occurrence it delivered. It tells delayline's re-arms apart from what
-producers write (:mod:`delayline.fire.rearms`). Never delivered."""
+producers write (:mod:`delayline.committer.rearms`). Never delivered."""
 ERROR = "delayline-error"
 """On a dead letter: why the record was rejected."""
 SOURCE = "delayline-source"

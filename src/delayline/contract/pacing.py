@@ -1,10 +1,10 @@
 """What paces a delivery: a schedule's flexible window, a target topic's rate.
 
-(How the committer applies them: :mod:`delayline.fire.pacing`.)
+(How the committer applies them: :mod:`delayline.committer.pacing`.)
 
 A schedule with a ``delayline-window`` header (a duration: ``60s``, ``15m``) may be
 delivered anywhere from its due time to its due time plus the window; the committer
-spreads such schedules over their windows (:mod:`delayline.fire.pacing`), so a burst
+spreads such schedules over their windows (:mod:`delayline.committer.pacing`), so a burst
 due at one instant reaches its consumers evenly. Never before the due time.
 
 Like a recurrence, a window the library refuses (not a duration, zero, longer than

@@ -4,7 +4,7 @@ With a lead (:attr:`delayline.pipeline.config.PipelineConfig.lead_ms`) the fire 
 does not deliver a schedule raised before its due time. It writes the schedule here
 and its tombstone to the schedules topic, in the batch's transaction with the batch's
 marker, so the hand-off is exactly once like any other write of a batch. The
-committer (:mod:`delayline.fire.committer`) reads this topic and delivers each
+committer (:mod:`delayline.committer.service`) reads this topic and delivers each
 schedule at its due time, in a transaction that also writes the in-flight record's
 tombstone: so a delivery happens exactly once across crashes (a restart skips what a
 tombstone shows delivered), and compaction forgets what was delivered.
@@ -32,7 +32,7 @@ from delayline.errors import DelaylineError
 HEADER = "delayline-inflight"
 """The last header of an in-flight record: what is needed to deliver it."""
 CLOCK_PROBE_KEY = b"delayline-clock-probe"
-"""Key of the tombstones :func:`delayline.fire.broker_clock.measure` times (the committer
+"""Key of the tombstones :func:`delayline.committer.broker_clock.measure` times (the committer
 finds no schedule of that key and ignores them)."""
 
 
@@ -64,8 +64,9 @@ def render_inflight(
 ) -> OutgoingRecord:
     """The in-flight record of ``schedule`` (which must have been read from Kafka),
     handed over by Spark's batch ``batch_id`` (what the committer's watch reads the input
-    topics from after a restart: :func:`delayline.fire.checkpoint_log.checkpoint_positions`), to
-    its partition of a topic of ``partitions`` partitions."""
+    topics from after a restart:
+    :func:`delayline.committer.checkpoint_log.checkpoint_positions`), to its partition of
+    a topic of ``partitions`` partitions."""
     source = schedule.require_source()
     facts: dict[str, Any] = {
         "id": schedule.id,

@@ -9,7 +9,7 @@ from typing import Any
 
 WITHHELD = "withheld"
 """How the committer counts a handed-over schedule it did not deliver: a later cancel
-or update of it was read before the commit (:mod:`delayline.fire.watch`)."""
+or update of it was read before the commit (:mod:`delayline.committer.watch`)."""
 HANDED = "handed"
 """How the fire stage counts a schedule raised before its due time and handed to the
 committer (:mod:`delayline.fire.inflight`): not ``fire``; the committer reports its
@@ -92,7 +92,7 @@ class Delivered:
             too late for the lead (a batch took longer than it, or it arrived so).
         write_ms: How long writing the group took, up to its commit.
         withheld: Schedules not delivered: a cancel or an update of theirs was read
-            before the commit (:mod:`delayline.fire.watch`).
+            before the commit (:mod:`delayline.committer.watch`).
     """
 
     delivered: int

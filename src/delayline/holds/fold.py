@@ -29,7 +29,7 @@ that id in each micro-batch and :func:`timer_event` when its timer is due. The r
   of the key in that partition is in the same batch).
 * **Raised a lead ahead.** A version is handed to the fire stage ``lead_ms`` before its
   due time (its timer is set then); the fire stage delivers it at the due time itself
-  (:mod:`delayline.fire.committer`). With a lead of 0 it is handed over when due.
+  (:mod:`delayline.committer.service`). With a lead of 0 it is handed over when due.
 * **Due on arrival fires.** A version already within its lead when its batch runs fires
   in that batch (counted as ``missed`` too when already past due); the same holds for
   timers that fell due while the pipeline was down.

@@ -1,5 +1,5 @@
 """The committers of a pipeline: the one ``delayline run`` keeps, and those
-``delayline committer`` runs beside it (:mod:`delayline.fire.committer`).
+``delayline committer`` runs beside it (:mod:`delayline.committer.service`).
 
 Every committer of a pipeline is made here from the pipeline's settings, so they agree
 on the group, the in-flight topic and what a delivery may do.
@@ -11,9 +11,10 @@ import logging
 from dataclasses import asdict
 from typing import Any
 
+from delayline.committer.config import CommitterConfig
+from delayline.committer.service import Committer
 from delayline.core.identifiers import committer_group, committer_name
 from delayline.errors import KafkaUnavailableError
-from delayline.fire.committer import Committer, CommitterConfig
 from delayline.kafka.groups import group_members
 from delayline.kafka.topics import ensure_inflight_topic
 from delayline.pipeline.config import PipelineConfig

@@ -95,7 +95,7 @@ class PipelineConfig:
         max_offsets_per_trigger: Cap on records read per micro-batch. Timers fire only
             between batches, so a cap bounds lateness while a backlog is read.
         lead_ms: The hold hands a schedule to the fire stage this long before its due
-            time; the committer (:mod:`delayline.fire.committer`) delivers it at the due
+            time; the committer (:mod:`delayline.committer.service`) delivers it at the due
             time itself. It must cover two micro-batches (the one running at the raise
             time, then the one that raises it): a schedule handed over later than its due
             time is late by the difference. 0 fires when due,
@@ -126,7 +126,7 @@ class PipelineConfig:
             272 us of CPU each, against 4,879/s and 355 us at the first tier
             (``delayline bench --scenario ladder``).
         target_rates: Deliveries to a target topic beyond its rate wait, in the order
-            they are due (:mod:`delayline.fire.pacing`); a schedule to a rated topic goes
+            they are due (:mod:`delayline.committer.pacing`); a schedule to a rated topic goes
             through the committer whatever the lead.
         outage_timeout_ms: How long the pipeline rides out a failure that waiting may
             cure (Kafka away: a fire task's transaction or Spark's Kafka source timed
@@ -136,7 +136,7 @@ class PipelineConfig:
         write_ahead_topics: ``--write-ahead``: a regular expression (matched against
             the whole name) of the target topics whose deliveries a committer may write
             before their due time, in a transaction it commits at the due time (bursts
-            on time; see :attr:`delayline.fire.committer.CommitterConfig.write_ahead_topics`).
+            on time; see :attr:`delayline.committer.service.CommitterConfig.write_ahead_topics`).
             Only for targets whose every consumer reads ``read_committed``: a
             ``read_uncommitted`` reader sees such a delivery early. ``None`` (the
             default): every delivery is written once due.

@@ -12,11 +12,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.streaming.query import StreamingQuery
 
+from delayline.committer.config import RUN_COMMITTER_NAME
+from delayline.committer.service import Committer
 from delayline.contract.arrow import with_contracts
 from delayline.core.identifiers import checkpoint_query_id
 from delayline.core.units import format_duration_ms
 from delayline.errors import DelaylineError
-from delayline.fire.committer import RUN_COMMITTER_NAME, Committer
 from delayline.fire.report import BatchReport
 from delayline.fire.sink import FireSink
 from delayline.fire.tasks import deliver_as

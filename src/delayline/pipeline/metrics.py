@@ -19,10 +19,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from delayline.committer.config import CommitterStatus
 from delayline.contract import kinds as r
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.units import format_duration_ms
-from delayline.fire.committer import CommitterStatus
 from delayline.fire.report import HANDED, REFUSED, WITHHELD, BatchReport, Delivered
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """What lands among a group's re-arms: the committer's last look before it commits.
 
-A group that re-arms recurring schedules (:mod:`delayline.fire.recurring`) writes each
+A group that re-arms recurring schedules (:mod:`delayline.committer.recurring`) writes each
 re-arm into the schedules partition its version came from, in the group's open
 transaction. A cancel or update written there before a re-arm would be overruled by it
 (compaction and the hold keep the later record), so before the commit the committer
@@ -19,17 +19,36 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from confluent_kafka import KafkaError, TopicPartition
 
-from delayline.contract import ConsumedRecord
+from delayline.contract import ConsumedRecord, OutgoingRecord
 from delayline.contract.headers import REARM_OF
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.reader import private_consumer, to_consumed_record
 
 Place = tuple[str, int]
 """(topic, partition)."""
+
+
+def rearm_ranges(
+    rearms: Sequence[OutgoingRecord],
+    placed: Mapping[OutgoingRecord, tuple[int, int]],
+    read_to: Mapping[Place, int],
+) -> tuple[dict[Place, tuple[int, int]], set[tuple[str, int, int]]]:
+    """What to read before a group's commit: per place of its ``rearms`` (written at
+    ``placed``: partition and offset), from where the watch has read (``read_to``) up to
+    its last re-arm there; and the (topic, partition, offset) of each re-arm."""
+    ranges: dict[Place, tuple[int, int]] = {}
+    ours: set[tuple[str, int, int]] = set()
+    for record in rearms:
+        partition, offset = placed[record]
+        place = (record.topic, partition)
+        low, high = ranges.get(place, (read_to.get(place, 0), offset))
+        ranges[place] = (min(low, offset), max(high, offset))
+        ours.add((record.topic, partition, offset))
+    return ranges, ours
 
 
 class RangeReader:

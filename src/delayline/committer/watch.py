@@ -31,12 +31,13 @@ when the watch has read it by then (it polls at least every :data:`POLL_MS` whil
 anything is pending).
 ``delayline bench --scenario cancels`` measures how close to the due time that is.
 
-The watch remembers what a record ends for at least :data:`MEMORY_MS` and, in a
-committer that can read the pipeline's checkpoint, until the pipeline has read that
-record and the committer has checked every version handed over before
-(:meth:`LaterRecords.expire`): a pipeline however far behind its input hands over
-nothing whose cancel the watch has forgotten. A restarted committer reads the input
-topics from that long before the oldest hand-over it finds pending, and from where the
+The watch remembers what a record ends (:mod:`delayline.committer.later`) for at
+least :data:`~delayline.committer.later.MEMORY_MS` and, in a committer that can read
+the pipeline's checkpoint, until the pipeline has read that record and the committer
+has checked every version handed over before (:meth:`LaterRecords.expire`): a
+pipeline however far behind its input hands over nothing whose cancel the watch has
+forgotten. A restarted committer reads the input topics from that long before the
+oldest hand-over it finds pending, and from where the
 batch that handed it over stopped reading, so a withheld version stays withheld; one
 that takes an in-flight partition over mid-run reads the input again likewise for the
 versions pending there (:meth:`InputWatch.reread`) before it delivers any of them.
@@ -46,17 +47,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from delayline.committer.later import MEMORY_MS, LaterRecords, later_of
 from delayline.contract import ConsumedRecord
 from delayline.contract.contracts import InputParser
-from delayline.core.model import Cancel, Parsed, Schedule, SourceRef
-from delayline.core.versions import supersedes
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import (
@@ -69,15 +67,6 @@ from delayline.kafka.reader import (
 
 log = logging.getLogger(__name__)
 
-CANCEL = "cancel"
-"""A later cancel withholds the version."""
-UPDATE = "update"
-"""A later valid version withholds it (and is planned by the hold)."""
-MEMORY_MS = 30_000
-"""How long the watch remembers a record that ends a version not (yet) handed over, at
-least: longer than a micro-batch takes, from reading its input to handing over. It is
-all a committer without the pipeline's checkpoint has: there, a pipeline further behind
-its input than this can hand over a schedule whose cancel the watch has forgotten."""
 POLL_MS = 10
 """The longest the committer waits on the in-flight topic before it polls the watch
 again while anything is pending."""
@@ -87,140 +76,6 @@ FETCH_WAIT_MS = 10
 """The longest the broker holds the watch's fetch when nothing is new."""
 READ_AHEAD_MS = 20
 """How long before a delivery's commit time the committer reads the input to its end."""
-
-
-@dataclass(frozen=True, slots=True)
-class Later:
-    """A record of the input topics that would end an older version of its id, as the
-    watch read it: only what deciding that takes, not the record (the watch may keep a
-    record long: a whole record cost the driver about 1.5 KiB, a :class:`SourceRef`
-    beside it 0.6 KiB).
-
-    Attributes:
-        kind: :data:`CANCEL` or :data:`UPDATE`.
-        partition: Its partition.
-        version_offset: Its place among its id's versions: its offset (a copy: the
-            offset of the version it copies, :func:`delayline.contract.records.version_source`).
-        version_timestamp_ms: The timestamp that goes with :attr:`version_offset`.
-        offset: Its own offset.
-        read_ms: When the watch read it (host clock).
-    """
-
-    kind: str
-    partition: int
-    version_offset: int
-    version_timestamp_ms: int
-    offset: int
-    read_ms: int
-
-    def ends(self, version: Schedule) -> str | None:
-        """How this record (of ``version``'s topic and id) ends ``version``:
-        :attr:`kind`, or ``None`` when it is not later than ``version``."""
-        source = version.require_source()
-        at = SourceRef(source.topic, self.partition, self.version_offset, self.version_timestamp_ms)
-        return self.kind if supersedes(at, source) else None
-
-
-def later_of(
-    record: ConsumedRecord, parse: Callable[[ConsumedRecord], Parsed], read_ms: int
-) -> tuple[str, Later] | None:
-    """The schedule id ``record`` would end an older version of, and how; ``None`` when
-    it ends nothing: an invalid record (the hold dead-letters it), one without an id,
-    or delayline's own tombstone (one follows every delivery)."""
-    parsed = parse(record)
-    if isinstance(parsed, Cancel) and parsed.fired_offset is None:
-        kind = CANCEL
-    elif isinstance(parsed, Schedule):
-        kind = UPDATE
-    else:
-        return None
-    if not parsed.id:
-        return None
-    at = parsed.source or record.source
-    return parsed.id, Later(kind, at.partition, at.offset, at.timestamp_ms, record.offset, read_ms)
-
-
-class LaterRecords:
-    """What each (topic, schedule id) read lately ends. Pure: no Kafka, the caller
-    passes the time and the pipeline's progress. Not thread-safe.
-
-    A record is forgotten once it was read more than ``memory_ms`` ago *and*, when the
-    pipeline's progress is known (:meth:`expire`), the pipeline has read it: until its
-    hold has read a cancel or a newer version, only the watch can withhold what that
-    ends, however far behind its input the pipeline is.
-
-    Kept small (a million may be remembered while the pipeline reads a backlog): by
-    topic, each id to its record or, rarely, its records in the order read, and each
-    topic's ids in the order read (an id once per record).
-
-    Args:
-        memory_ms: How long a record is kept at least.
-    """
-
-    def __init__(self, memory_ms: int = MEMORY_MS) -> None:
-        self.memory_ms = memory_ms
-        self._by_id: dict[str, dict[str, Later | tuple[Later, ...]]] = {}
-        self._order: dict[str, deque[str]] = {}
-        self.keep_until: int | None = None
-        """Nothing is forgotten before this time: what a restarted committer read of the
-        input since the checkpoint stays until a batch hands over again (then plus
-        :attr:`memory_ms`); ``None``: no such wait."""
-
-    def __len__(self) -> int:
-        """How many ids are remembered (read from any thread: a copy of the topics)."""
-        return sum(len(ids) for ids in list(self._by_id.values()))
-
-    def note(self, topic: str, schedule_id: str, later: Later) -> None:
-        """Remember ``later``, a record of ``schedule_id`` in ``topic``."""
-        ids = self._by_id.get(topic)
-        if ids is None:
-            ids = self._by_id[topic] = {}
-            self._order[topic] = deque()
-        known = _laters(ids.get(schedule_id))
-        if any(k.partition == later.partition and k.offset == later.offset for k in known):
-            return  # read again (:meth:`InputWatch.reread`): remembered already
-        ids[schedule_id] = (*known, later) if known else later
-        self._order[topic].append(schedule_id)
-
-    def ends(self, version: Schedule) -> str | None:
-        """How a remembered record ends ``version`` (``None``: none does)."""
-        source = version.require_source()
-        for later in _laters(self._by_id.get(source.topic, {}).get(version.id)):
-            kind = later.ends(version)
-            if kind is not None:
-                return kind
-        return None
-
-    def expire(self, now_ms: int, taken: Mapping[tuple[str, int], int] | None = None) -> None:
-        """Forget, in the order read, what was read more than :attr:`memory_ms` before
-        ``now_ms`` and lies before ``taken``: by (topic, partition), the offset up to
-        which the pipeline has read its input and the versions handed over before have
-        been checked (a partition missing from it: nothing of it is forgotten);
-        ``None``: the pipeline's progress is unknown, the time alone decides."""
-        if self.keep_until is not None and now_ms < self.keep_until:
-            return
-        for topic, order in self._order.items():
-            ids = self._by_id[topic]
-            while order:
-                schedule_id = order[0]
-                # An id's records are in the order read, as its places in the order.
-                first, *rest = _laters(ids[schedule_id])
-                if first.read_ms >= now_ms - self.memory_ms:
-                    break
-                if taken is not None and first.offset >= taken.get((topic, first.partition), 0):
-                    break
-                order.popleft()
-                if rest:
-                    ids[schedule_id] = rest[0] if len(rest) == 1 else tuple(rest)
-                else:
-                    del ids[schedule_id]
-
-
-def _laters(found: Later | tuple[Later, ...] | None) -> tuple[Later, ...]:
-    """What :class:`LaterRecords` keeps for an id, as a tuple."""
-    if found is None:
-        return ()
-    return (found,) if isinstance(found, Later) else found
 
 
 class InputWatch:
@@ -275,7 +130,7 @@ class InputWatch:
         """Read the input topics to their end offsets as of now, from ``since_ms`` (record
         time) or, where earlier, from ``positions`` (offset by topic and partition); False
         when ``give_up()`` cut it short. What is read now is remembered until
-        :data:`MEMORY_MS` after the first batch hands something over again
+        :data:`delayline.committer.later.MEMORY_MS` after the first batch hands something over again
         (:meth:`LaterRecords.keep_until`)."""
         starts = self._starts(since_ms, positions)
         # A partition with no record that recent is read from its stable end as of now,

@@ -14,7 +14,7 @@ transaction of its group, it writes:
 
 A cancel must never lose to this write: the committer commits it only once its watch
 has read the input partition up to the re-arm's own offset
-(:meth:`delayline.fire.committer.Committer`), so a cancel or update written before the
+(:meth:`delayline.committer.service.Committer`), so a cancel or update written before the
 re-arm withholds the occurrence and the re-arm alike, and one written after it ends
 the re-armed version in the hold.
 

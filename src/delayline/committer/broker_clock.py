@@ -15,6 +15,7 @@ acknowledgement, so each probe bounds the offset; the tightest of a few probes i
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,3 +122,44 @@ def measure(bootstrap_servers: str, topic: str, clock: Clock | None = None) -> B
         )
         return UNKNOWN
     return judge(best)
+
+
+class BrokerTime:
+    """The broker's time as this host tells it: the host's clock plus the smallest offset
+    the last measurement allows (:func:`measure`), so a time judged passed here has
+    passed on the broker.
+
+    Args:
+        bootstrap_servers: Kafka bootstrap list.
+        topic: Where probes are written (stamped ``LogAppendTime``).
+        clock: The host's time.
+    """
+
+    def __init__(self, bootstrap_servers: str, topic: str, clock: Clock) -> None:
+        self._bootstrap_servers = bootstrap_servers
+        self._topic = topic
+        self.clock = clock
+        self.offset = UNKNOWN
+
+    def measure(self) -> None:
+        """Measure the offset (again after a restart: the host's clock may have been
+        stepped).
+
+        Raises:
+            ClockSkewError: see :func:`judge`.
+        """
+        self.offset = measure(self._bootstrap_servers, self._topic)
+
+    def host_ms(self, broker_ms: int) -> int:
+        """The host time by which ``broker_ms`` has surely passed on the broker."""
+        return broker_ms - self.offset.low_ms
+
+    def broker_ms(self, host_ms: int) -> int:
+        """The broker time surely passed at ``host_ms``."""
+        return host_ms + self.offset.low_ms
+
+    def wait_until(self, broker_ms: int) -> None:
+        """Sleep until ``broker_ms`` has passed by the broker's clock."""
+        remaining = self.host_ms(broker_ms) - self.clock.now_ms()
+        if remaining > 0:
+            time.sleep(remaining / 1000)

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 
+from delayline.committer.pacing import RELEASE_AHEAD_MS, Pacer
 from delayline.contract import ConsumedRecord
 from delayline.core.model import Schedule
 from delayline.fire.inflight import Handed
-from delayline.fire.pacing import RELEASE_AHEAD_MS, Pacer
 
 BUCKET_MS = 10
 """The plan counts its schedules by due time in buckets this wide
@@ -39,7 +39,7 @@ class Pending:
     missed: bool = False
     """Past due when the hold read it: late by its writer, not counted as lateness."""
     paced_ms: int | None = None
-    """When pacing releases it (:mod:`delayline.fire.pacing`: its window, or its target's
+    """When pacing releases it (:mod:`delayline.committer.pacing`: its window, or its target's
     rate), if later than its due time; its rate's slot once it has one."""
     late_ms: int = 0
     """Held back by a rate: how late it already was when the committer read it (an
@@ -133,7 +133,7 @@ class DuePlan:
                     pending = replace(pending, paced_ms=ready)
             self._pending[at] = pending
             self._by_key[key] = at
-            self._by_id.setdefault(_id_of(schedule), set()).add(at)
+            self._by_id.setdefault(id_of(schedule), set()).add(at)
             if pacer is not None and pacer.rated(schedule.target_topic):
                 queue = self._queues.setdefault((record.partition, schedule.target_topic), [])
                 heapq.heappush(queue, (pending.release_ms, record.offset))
@@ -150,7 +150,7 @@ class DuePlan:
 
     def release(self, now_ms: int, partitions: Iterable[int] | None = None) -> int:
         """Give each schedule waiting for its target's rate whose slot comes within
-        :data:`delayline.fire.pacing.RELEASE_AHEAD_MS` of ``now_ms`` that slot, in ready
+        :data:`delayline.committer.pacing.RELEASE_AHEAD_MS` of ``now_ms`` that slot, in ready
         order per (partition, target); it is then pending like any other, released at
         its slot. Only in ``partitions``, if given (those being delivered: a partition
         still catching up takes no slots). Returns how many were given one."""
@@ -293,28 +293,6 @@ class DuePlan:
             return sum(n for b, n in counts.items() if first <= b < last)
         return sum(counts.get(b, 0) for b in range(first, last))
 
-    def burst_start_ms(
-        self,
-        partition: int,
-        due: int,
-        per_item_ms: float,
-        width_ms: int,
-        groups: int,
-        least: int,
-    ) -> int | None:
-        """When writing must start for ``partition``'s next schedules, the earliest due
-        at ``due`` (:meth:`next_release_ms`), to be written by their due time, if they are a
-        burst; ``None`` if they are not.
-
-        A burst: more than ``least`` schedules due within ``width_ms`` of the earliest
-        pending one. The schedules of the next ``groups`` such widths take
-        ``per_item_ms`` each to write, one after another, before the earliest is due.
-        """
-        if self.due_within(partition, due, due + width_ms) <= least:
-            return None
-        ahead = self.due_within(partition, due, due + width_ms * max(groups, 1))
-        return due - math.ceil(per_item_ms * ahead)
-
     def pending_in(self, partition: int) -> int:
         """How many schedules of ``partition`` are pending."""
         return sum(1 for p, _ in self._pending if p == partition)
@@ -364,11 +342,11 @@ class DuePlan:
             counts[bucket] -= 1
             if counts[bucket] <= 0:
                 del counts[bucket]
-        places = self._by_id.get(_id_of(item.schedule))
+        places = self._by_id.get(id_of(item.schedule))
         if places is not None:
             places.discard((item.record.partition, item.record.offset))
             if not places:
-                del self._by_id[_id_of(item.schedule)]
+                del self._by_id[id_of(item.schedule)]
 
     def _live_heap(self, partition: int) -> list[tuple[int, int, int]]:
         """``partition``'s heap, its top a schedule still pending (empty if none)."""
@@ -378,46 +356,29 @@ class DuePlan:
         return heap
 
 
-def _id_of(schedule: Schedule) -> tuple[str, str]:
+def burst_start_ms(
+    plan: DuePlan,
+    partition: int,
+    due: int,
+    per_item_ms: float,
+    width_ms: int,
+    groups: int,
+    least: int,
+) -> int | None:
+    """When writing must start for ``partition``'s next schedules in ``plan``, the
+    earliest due at ``due`` (:meth:`DuePlan.next_release_ms`), to be written by their due
+    time, if they are a burst; ``None`` if they are not.
+
+    A burst: more than ``least`` schedules due within ``width_ms`` of the earliest
+    pending one. The schedules of the next ``groups`` such widths take ``per_item_ms``
+    each to write, one after another, before the earliest is due.
+    """
+    if plan.due_within(partition, due, due + width_ms) <= least:
+        return None
+    ahead = plan.due_within(partition, due, due + width_ms * max(groups, 1))
+    return due - math.ceil(per_item_ms * ahead)
+
+
+def id_of(schedule: Schedule) -> tuple[str, str]:
     """(source topic, schedule id): what a later cancel or update names."""
     return schedule.require_source().topic, schedule.id
-
-
-class InLanes:
-    """The groups taken from the plan and not yet reported done, in order, with their
-    schedules by (source topic, id): what a later cancel or update is looked up in
-    without a scan of every schedule being written. Not thread-safe."""
-
-    def __init__(self) -> None:
-        self._groups: deque[Group] = deque()
-        self._by_id: dict[tuple[str, str], list[Pending]] = {}
-
-    def __len__(self) -> int:
-        return len(self._groups)
-
-    def append(self, group: Group) -> None:
-        """A group submitted to a lane."""
-        self._groups.append(group)
-        for item in group.items:
-            self._by_id.setdefault(_id_of(item.schedule), []).append(item)
-
-    def popleft(self) -> Group:
-        """The oldest group, reported done."""
-        group = self._groups.popleft()
-        for item in group.items:
-            key = _id_of(item.schedule)
-            kept = [p for p in self._by_id.get(key, ()) if p is not item]
-            if kept:
-                self._by_id[key] = kept
-            else:
-                self._by_id.pop(key, None)
-        return group
-
-    def of(self, topic: str, schedule_id: str) -> list[Pending]:
-        """The schedules of ``schedule_id`` from ``topic`` being written."""
-        return list(self._by_id.get((topic, schedule_id), ()))
-
-    def clear(self) -> None:
-        """Forget every group (a restart of the committer's session)."""
-        self._groups.clear()
-        self._by_id.clear()

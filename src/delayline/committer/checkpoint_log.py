@@ -1,6 +1,6 @@
 """Spark's checkpoint offsets log, read by the committer: how far each batch read its
 input, so the watch reads from there after a restart and forgets a record only once the
-pipeline has read it (:mod:`delayline.fire.watch`)."""
+pipeline has read it (:mod:`delayline.committer.watch`)."""
 
 from __future__ import annotations
 

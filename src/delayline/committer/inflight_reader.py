@@ -32,9 +32,9 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
+from delayline.committer.due_plan import DuePlan
 from delayline.core.clock import Clock
 from delayline.errors import DelaylineError
-from delayline.fire.due_plan import DuePlan
 from delayline.fire.inflight import InflightRecordError, read_inflight
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import stable_ends, to_consumed_record, watermarks

@@ -1,7 +1,7 @@
 """How far the committer's watch must have read the input before a group is written.
 
 A cancel or update acknowledged 20 ms before a due time must win
-(:mod:`delayline.fire.watch`). So 20 ms before a group is written, the committer asks
+(:mod:`delayline.committer.watch`). So 20 ms before a group is written, the committer asks
 the input partitions' high watermarks (every record acknowledged by then lies below
 them, in open transactions too) and waits until its watch, a ``read_committed`` reader,
 has read up to them: a record behind a transaction open then is read once that

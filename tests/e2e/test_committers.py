@@ -7,6 +7,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import httpx
 import pytest
 
 from delayline.client import ClientConfig, Scheduler
@@ -15,8 +16,9 @@ from delayline.core.identifiers import committer_group, committer_name, transact
 from delayline.dev.harness import DeliveryCollector, PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.fire.inflight import inflight_partition
+from delayline.infra.broker import free_port
 from delayline.kafka.groups import group_members
-from tests.support import ARTIFACTS, make_topics, pipeline_args
+from tests.support import ARTIFACTS, eventually, make_topics, pipeline_args
 
 TOTAL = 5_000
 PARTITIONS = 4
@@ -51,6 +53,7 @@ def test_a_committer_killed_mid_run_leaves_its_partitions_to_the_other(
         ARTIFACTS / f"committers-{query}.log",
     )
     flags = dict(zip(args[::2], args[1::2], strict=False))
+    metrics_port = free_port()
     second = PipelineProcess(
         kafka_bootstrap,
         [
@@ -63,6 +66,7 @@ def test_a_committer_killed_mid_run_leaves_its_partitions_to_the_other(
             "--inflight-partitions", str(PARTITIONS),
             "--name", "worker-1",
             "--session-timeout", f"{SESSION_TIMEOUT_MS}ms",
+            "--metrics-port", str(metrics_port),
         ],
         ARTIFACTS / f"committers-{query}-worker-1.log",
         command="committer",
@@ -80,6 +84,8 @@ def test_a_committer_killed_mid_run_leaves_its_partitions_to_the_other(
         pipeline.wait_ready()
         second.start()
         second.wait_ready(60, "committer worker-1 ready")
+        ready = f"http://127.0.0.1:{metrics_port}/readyz"
+        eventually(lambda: httpx.get(ready).json() == {"status": "ready"}, 10, "/readyz ready")
         deadline = time.monotonic() + 30
         while len(owned().get("worker-1", [])) != PARTITIONS // 2:
             assert time.monotonic() < deadline, f"not split: {owned()}"

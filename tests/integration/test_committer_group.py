@@ -259,6 +259,7 @@ def test_a_committer_fenced_once_under_its_name_starts_afresh(
     a.start()
     try:
         assert a.wait_ready(30), "not ready"
+        assert a.not_ready() is None
         wait_until(lambda: bool(owners(kafka_bootstrap, tx_id).get("a")), 30, "a's partitions")
         itself = Consumer(
             kafka_client_config(
@@ -282,6 +283,7 @@ def test_a_committer_fenced_once_under_its_name_starts_afresh(
         finally:
             itself.close()
         assert a.wait_ready(30), "not ready again"
+        assert a.not_ready() is None, "ready again: /readyz says so"
         delivers_twenty(kafka_bootstrap, topics)
         assert not a.wait(0), "the committer stopped"
         assert a.failure is None
@@ -306,8 +308,10 @@ def test_a_committer_whose_name_another_takes_stops_and_says_so(
         assert first.wait(60), "the first committer kept running beside its namesake"
         assert first.failure is not None
         assert "runs under this one's name (a)" in str(first.failure)
+        assert f"the committer stopped: {first.failure}" == first.not_ready()  # /readyz
         assert not second.wait(0), "the second committer stopped too"
         assert second.wait_ready(30), "second not ready"
+        assert second.not_ready() is None
         delivers_twenty(kafka_bootstrap, topics)
         assert second.failure is None
     finally:

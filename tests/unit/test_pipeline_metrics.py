@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from delayline.contract import events as r
 from delayline.core.clock import ManualClock
 from delayline.fire.report import REFUSED, BatchReport
-from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness
+from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness, batch_age
 
 
 def samples(metrics: PipelineMetrics) -> dict[str, float]:
@@ -115,7 +115,7 @@ def test_readyz_needs_a_recent_batch_and_kafka_answering() -> None:
         probes.append(clock.now_ms())
         return kafka[0]
 
-    readiness = Readiness(metrics, probe, max_batch_age_ms=60_000, clock=clock)
+    readiness = Readiness(probe, (batch_age(metrics, 60_000, clock),), clock=clock)
     server = MetricsServer(metrics, "127.0.0.1", 0, readiness)
     server.start()
     url = f"http://127.0.0.1:{server.port}/readyz"
@@ -148,7 +148,7 @@ def test_readyz_says_the_committer_stopped() -> None:
     metrics = PipelineMetrics()
     stopped: list[str | None] = [None]
     readiness = Readiness(
-        metrics, lambda: None, max_batch_age_ms=60_000, clock=clock, stopped=lambda: stopped[0]
+        lambda: None, (batch_age(metrics, 60_000, clock), lambda: stopped[0]), clock=clock
     )
     metrics.observe_batch(BatchReport(0, finished_ms=clock.now_ms()))
     assert readiness.reasons() == []

@@ -85,8 +85,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         env="DELAYLINE_COMMITTER_METRICS_PORT",
         default=None,
         type=int,
-        help="serve Prometheus /metrics and JSON /progress (the group's members) on this "
-        "port (default: off)",
+        help="serve Prometheus /metrics, JSON /progress (the group's members) and /readyz "
+        "(200 once it has read its partitions to their ends and Kafka answers, else 503 with "
+        "the reasons) on this port (default: off)",
     )
     env_flag(
         p,
@@ -104,7 +105,12 @@ def _committer(args: argparse.Namespace) -> int:
         committer_config,
         start_committer,
     )
-    from delayline.pipeline.metrics import MetricsServer, PipelineMetrics  # noqa: PLC0415 - same
+    from delayline.pipeline.metrics import (  # noqa: PLC0415 - same
+        MetricsServer,
+        PipelineMetrics,
+        Readiness,
+        kafka_probe,
+    )
 
     check_kafka(args)
     logging.getLogger("delayline").setLevel(logging.INFO)
@@ -126,12 +132,14 @@ def _committer(args: argparse.Namespace) -> int:
     )
     metrics = PipelineMetrics()
     server = None
-    if args.metrics_port is not None:
-        server = MetricsServer(metrics, args.metrics_host, args.metrics_port)
-        server.start()
     stop = stop_on_signals(log, "stopping the committer")
     try:
         committer, _ = start_committer(config, settings, metrics)
+        if args.metrics_port is not None:
+            probe = kafka_probe(config.topology.bootstrap_servers)
+            readiness = Readiness(probe, (committer.not_ready,))
+            server = MetricsServer(metrics, args.metrics_host, args.metrics_port, readiness)
+            server.start()
         while not stop.wait(1.0):
             if committer.wait(0) and committer.failure is not None:
                 raise committer.failure

@@ -64,6 +64,8 @@ class Committer:
         self._sessions = 0
         self._fenced_at: float | None = None
         """When the group last fenced this committer's name (monotonic seconds)."""
+        self._last_failure: str | None = None
+        """What ended the last session, if a failure did (until one is ready again)."""
         self.failure: DelaylineError | None = None
         """Why the committer stopped by itself, if it did (it starts afresh after any
         other failure)."""
@@ -92,6 +94,20 @@ class Committer:
             pacing,
             session.withholding.remembered(),
         )
+
+    def not_ready(self) -> str | None:
+        """Why the committer is not delivering, or ``None`` when it is (for ``/readyz``;
+        safe from any thread): it stopped (see :attr:`failure`), it starts afresh after a
+        failure, or it is reading its in-flight partitions to their ends."""
+        if self.failure is not None:
+            return f"the committer stopped: {self.failure}"
+        if not self._thread.is_alive():
+            return "the committer is not running"
+        if self._kept.ready.is_set():
+            return None
+        if self._last_failure is not None:
+            return f"the committer starts afresh after a failure ({self._last_failure})"
+        return "the committer is reading its in-flight partitions to their ends"
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Wait, at most ``timeout_s``, until the committer has read its partitions to
@@ -135,33 +151,42 @@ class Committer:
                 self._session = Session(self.config, self._kept)
                 self._session.run()
                 return
-            except CommitterNameTakenError as exc:
-                if self._fenced_again():  # starting afresh would fence the other one
-                    self.failure = CommitterNameTakenError(
-                        f"{exc} twice within {FENCES_WINDOW_MS // 1000} s: another committer "
-                        f"of the group runs under this one's name ({self.config.name}); this "
-                        "one stops: give each committer its own --name"
-                    )
-                    log.error("committer %s stopped: %s", self.config.name, self.failure)
+            except Exception as exc:
+                self._kept.ready.clear()
+                self._last_failure = f"{type(exc).__name__}: {exc}"
+                if not self._starts_afresh(exc):
                     return
-                log.warning(
-                    "committer %s: %s (its own consumer joining again after a broker pause, "
-                    "or a namesake: fenced again within %d s, it stops); starting afresh in "
-                    "%d ms",
-                    self.config.name,
-                    exc,
-                    FENCES_WINDOW_MS // 1000,
-                    RETRY_MS,
-                )
-            except Exception as exc:  # any failure: start afresh, nothing is lost
-                log.warning(
-                    "committer failed (%s: %s); starting afresh in %d ms",
-                    type(exc).__name__,
-                    exc,
-                    RETRY_MS,
-                )
             if self._kept.stopping.asked.wait(RETRY_MS / 1000):
                 return
+
+    def _starts_afresh(self, exc: Exception) -> bool:
+        """Log what ended a session; whether the committer starts afresh (not when its
+        name is fenced a second time: another committer runs under it)."""
+        if not isinstance(exc, CommitterNameTakenError):  # start afresh, nothing is lost
+            log.warning(
+                "committer failed (%s: %s); starting afresh in %d ms",
+                type(exc).__name__,
+                exc,
+                RETRY_MS,
+            )
+            return True
+        if self._fenced_again():  # starting afresh would fence the other one
+            self.failure = CommitterNameTakenError(
+                f"{exc} twice within {FENCES_WINDOW_MS // 1000} s: another committer of the "
+                f"group runs under this one's name ({self.config.name}); this one stops: "
+                "give each committer its own --name"
+            )
+            log.error("committer %s stopped: %s", self.config.name, self.failure)
+            return False
+        log.warning(
+            "committer %s: %s (its own consumer joining again after a broker pause, or a "
+            "namesake: fenced again within %d s, it stops); starting afresh in %d ms",
+            self.config.name,
+            exc,
+            FENCES_WINDOW_MS // 1000,
+            RETRY_MS,
+        )
+        return True
 
     def _fenced_again(self) -> bool:
         """Note a fence of this committer's name; whether one came within

@@ -25,7 +25,6 @@ from delayline.holds.hold import Hold, hold_for
 from delayline.kafka.config import client_properties
 from delayline.kafka.properties import spark_options
 from delayline.kafka.topics import (
-    cluster_brokers,
     ensure_oscillator_topic,
     ensure_wake_topic,
 )
@@ -40,7 +39,13 @@ from delayline.pipeline.config import (
 from delayline.pipeline.interrupt import stoppable
 from delayline.pipeline.lease import QueryLease
 from delayline.pipeline.lock import CheckpointLock, clear_checkpoint
-from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness
+from delayline.pipeline.metrics import (
+    MetricsServer,
+    PipelineMetrics,
+    Readiness,
+    batch_age,
+    kafka_probe,
+)
 from delayline.pipeline.placement import check_checkpoint, check_master, read_mounts
 from delayline.pipeline.progress import ProgressFeed, log_batch
 from delayline.pipeline.recovery import NO_SPACE, Failure, Recovery, diagnose, no_space_message
@@ -207,11 +212,10 @@ class Pipeline:
         config = self.config
         self._spark = build_session(config, log_level=self.log_level)
         if config.metrics_port is not None and self._metrics_server is None:
+            max_age_ms = max(READY_BATCH_AGE_MS, 2 * config.heartbeat_interval_ms)
             readiness = Readiness(
-                self.metrics,
-                self._kafka_probe,
-                max_batch_age_ms=max(READY_BATCH_AGE_MS, 2 * config.heartbeat_interval_ms),
-                stopped=self._committer_stopped,
+                kafka_probe(config.topology.bootstrap_servers),
+                (batch_age(self.metrics, max_age_ms), self._committer_not_ready),
             )
             self._metrics_server = MetricsServer(
                 self.metrics, config.metrics_host, config.metrics_port, readiness
@@ -394,6 +398,10 @@ class Pipeline:
             return None
         return f"the committer stopped: {committer.failure}"
 
+    def _committer_not_ready(self) -> str | None:
+        """Why this process's committer is not delivering, if it is not (``/readyz``)."""
+        return None if self._committer is None else self._committer.not_ready()
+
     def _start_committer(self) -> tuple[Committer, bool]:
         """Started whatever the lead: an earlier run may have handed schedules over.
         Returns it, and whether its in-flight topic was just made."""
@@ -459,10 +467,6 @@ class Pipeline:
             return
         waker.add(slots, complete=True)
         log.info("checkpoint timers read in %.1f s", time.monotonic() - started)
-
-    def _kafka_probe(self) -> str | None:
-        servers = self.config.topology.bootstrap_servers
-        return None if cluster_brokers(servers, 2.0) else f"Kafka at {servers} did not answer"
 
     def _query_id(self) -> str:
         # Fixed for the life of a checkpoint; read the file once, not on every batch.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -24,6 +24,7 @@ from delayline.contract import kinds as r
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.units import format_duration_ms
 from delayline.fire.report import HANDED, REFUSED, WITHHELD, BatchReport, Delivered
+from delayline.kafka.topics import cluster_brokers
 
 log = logging.getLogger(__name__)
 
@@ -305,67 +306,76 @@ def _summary(progress: dict[str, Any]) -> dict[str, Any]:
 
 
 class Readiness:
-    """Whether the pipeline is doing its work, for ``/readyz``.
-
-    Ready when a micro-batch finished within ``max_batch_age_ms`` and Kafka answered
-    the last probe. Probes run on demand, at most one every ``probe_every_ms``.
+    """Whether a process is doing its work, for ``/readyz``: Kafka answered the last probe
+    and every check passes. Probes run on demand, at most one every ``probe_every_ms``.
 
     Args:
-        metrics: Where the time of the last batch comes from.
         kafka_probe: Asks Kafka something small: ``None`` when it answered, else why not.
-        max_batch_age_ms: Longest time since the last batch that is still ready (keep
-            it above the heartbeat interval: an idle pipeline runs a batch that often).
+        checks: Each says why the process is not ready, or ``None`` (see
+            :func:`batch_age` and :meth:`delayline.committer.service.Committer.not_ready`).
         clock: "Now".
         probe_every_ms: How long a probe's answer stands.
-        stopped: Why a part of the process that cannot restart by itself (its
-            committer) stopped, if one did: the process exits on it, and until then it
-            is not ready.
     """
 
     def __init__(
         self,
-        metrics: PipelineMetrics,
         kafka_probe: Callable[[], str | None],
+        checks: Sequence[Callable[[], str | None]] = (),
         *,
-        max_batch_age_ms: int,
         clock: Clock | None = None,
         probe_every_ms: int = 5_000,
-        stopped: Callable[[], str | None] = lambda: None,
     ) -> None:
-        self.metrics = metrics
-        self.stopped = stopped
         self.kafka_probe = kafka_probe
-        self.max_batch_age_ms = max_batch_age_ms
+        self.checks = tuple(checks)
         self.clock = clock or SystemClock()
         self.probe_every_ms = probe_every_ms
         self._lock = threading.Lock()
         self._probed: tuple[int, str | None] | None = None
 
     def reasons(self) -> list[str]:
-        """Why the pipeline is not ready; empty when it is."""
-        now_ms = self.clock.now_ms()
-        reasons = []
-        last = self.metrics.last_batch_ms
-        if last is None:
-            reasons.append("no micro-batch finished yet")
-        elif now_ms - last > self.max_batch_age_ms:
-            reasons.append(
-                f"last micro-batch finished {format_duration_ms(now_ms - last)} ago "
-                f"(more than {format_duration_ms(self.max_batch_age_ms)})"
-            )
-        kafka = self._kafka(now_ms)
-        if kafka is not None:
-            reasons.append(kafka)
-        stopped = self.stopped()
-        if stopped is not None:
-            reasons.append(stopped)
-        return reasons
+        """Why the process is not ready; empty when it is."""
+        reasons = [reason for check in self.checks if (reason := check()) is not None]
+        kafka = self._kafka(self.clock.now_ms())
+        return reasons if kafka is None else [*reasons, kafka]
 
     def _kafka(self, now_ms: int) -> str | None:
         with self._lock:  # one probe at a time; the others wait for its answer
             if self._probed is None or now_ms - self._probed[0] >= self.probe_every_ms:
                 self._probed = (now_ms, self.kafka_probe())
             return self._probed[1]
+
+
+def kafka_probe(bootstrap_servers: str, timeout_s: float = 2.0) -> Callable[[], str | None]:
+    """A probe of :class:`Readiness`: the cluster lists its brokers within ``timeout_s``."""
+
+    def probe() -> str | None:
+        if cluster_brokers(bootstrap_servers, timeout_s):
+            return None
+        return f"Kafka at {bootstrap_servers} did not answer"
+
+    return probe
+
+
+def batch_age(
+    metrics: PipelineMetrics, max_batch_age_ms: int, clock: Clock | None = None
+) -> Callable[[], str | None]:
+    """A check of :class:`Readiness`: a micro-batch finished within ``max_batch_age_ms``
+    (keep it above the heartbeat interval: an idle pipeline runs a batch that often)."""
+    now_ms = (clock or SystemClock()).now_ms
+
+    def check() -> str | None:
+        last = metrics.last_batch_ms
+        if last is None:
+            return "no micro-batch finished yet"
+        age = now_ms() - last
+        if age > max_batch_age_ms:
+            return (
+                f"last micro-batch finished {format_duration_ms(age)} ago "
+                f"(more than {format_duration_ms(max_batch_age_ms)})"
+            )
+        return None
+
+    return check
 
 
 class MetricsServer:

@@ -229,6 +229,44 @@ def test_our_tombstone_never_cancels_a_newer_version(pipeline: RunningPipeline) 
     assert deliveries
 
 
+BIG_PAYLOAD_BYTES = 1_040_000
+"""Over a producer's default 1,000,000 bytes as an in-flight record, under the 1 MiB a
+schedules topic (and a target) takes by default."""
+
+
+def test_a_schedule_near_a_topics_limit_is_delivered_at_its_due_time_never_before(
+    pipeline: RunningPipeline,
+) -> None:
+    """A schedule whose in-flight record is over 1,000,000 bytes is handed over like any
+    other (it used to be delivered in its batch, a lead early): a ``read_committed`` and a
+    ``read_uncommitted`` reader each get it once, never before its due time."""
+    target = pipeline.target()
+    payload = b"x" * BIG_PAYLOAD_BYTES
+    bootstrap = pipeline.bootstrap
+    with (
+        DeliveryCollector(bootstrap, [target]) as committed,
+        DeliveryCollector(bootstrap, [target], read_committed=False) as uncommitted,
+    ):
+        producer = Producer(kafka_client_config(bootstrap, **{"message.max.bytes": 2_000_000}))
+        due_ms = now_ms() + 8_000  # past the lead (5 s): held, then raised and handed over
+        headers: list[tuple[str, str | bytes | None]] = [
+            ("scheduler-epoch", str(due_ms / 1000).encode()),
+            ("scheduler-target-topic", target.encode()),
+        ]
+        producer.produce(pipeline.topics.schedules, key=b"big-1", value=payload, headers=headers)
+        assert producer.flush(10) == 0
+        committed.wait_for(lambda d: len(d) >= 1, timeout_s=30)
+        uncommitted.wait_for(lambda d: len(d) >= 1, timeout_s=10)
+        time.sleep(1)  # a duplicate would show up by now
+        seen = {"read_committed": committed.snapshot(), "read_uncommitted": uncommitted.snapshot()}
+    for reader, deliveries in seen.items():
+        assert len(deliveries) == 1, f"{reader}: {len(deliveries)} deliveries"
+        (d,) = deliveries
+        assert (d.key, d.value) == (b"big-1", payload), reader
+        assert d.arrival_ms >= due_ms, f"{reader}: seen {due_ms - d.arrival_ms} ms early"
+        assert d.timestamp_ms >= due_ms, f"{reader}: stamped {due_ms - d.timestamp_ms} ms early"
+
+
 # A null key cannot reach the pipeline: the broker refuses keyless records on a
 # compacted topic (and fails their whole batch). The unit tests cover that case.
 MALFORMED: list[tuple[bytes | None, list[tuple[str, str | bytes | None]], str]] = [

@@ -29,7 +29,8 @@ from delayline.fire.inflight import (
     render_inflight_tombstone,
 )
 from delayline.fire.partition import fire_rows
-from delayline.fire.report import HANDED, Delivered
+from delayline.fire.report import HANDED, REFUSED, Delivered
+from delayline.kafka.topics import INFLIGHT_MAX_BYTES
 from delayline.pipeline.config import MAX_LEAD_MS, PipelineConfig
 
 INFLIGHT = "pipeline-inflight"
@@ -307,16 +308,18 @@ class _Recorder:
 
 
 @pytest.mark.parametrize(
-    ("lead_ms", "due_ms", "payload_bytes", "handed"),
+    ("lead_ms", "due_ms", "payload_bytes", "outcome"),
     [
-        (3_000, 10_500, 10, True),
-        (3_000, 10_000, 10, True),  # due: the committer delivers it at once, watched
-        (0, 10_500, 10, False),  # no lead
-        (3_000, 10_500, 1_000_000, False),
+        (3_000, 10_500, 10, HANDED),
+        (3_000, 10_000, 10, HANDED),  # due: the committer delivers it at once, watched
+        (0, 10_500, 10, r.Kind.RAISE),  # no lead: delivered in the batch
+        (3_000, 10_500, 1_048_000, HANDED),  # over a producer's default limit
+        (3_000, 10_500, INFLIGHT_MAX_BYTES, REFUSED),  # in the batch it would be early
+        (0, 10_500, INFLIGHT_MAX_BYTES, r.Kind.RAISE),  # no lead: in the batch, on time
     ],
-)  # too large for the topic
+)
 def test_with_a_lead_the_fire_stage_hands_over_all_but_what_is_too_large(
-    lead_ms: int, due_ms: int, payload_bytes: int, handed: bool
+    lead_ms: int, due_ms: int, payload_bytes: int, outcome: str
 ) -> None:
     config = PipelineConfig(Topology(), lead_ms=lead_ms)
     big = replace(schedule("a", due_ms), payload=b"p" * payload_bytes)
@@ -324,16 +327,16 @@ def test_with_a_lead_the_fire_stage_hands_over_all_but_what_is_too_large(
     firer = _Recorder()
     report = fire_rows([row], 0, 1, "run", config, firer, ManualClock(10_000))  # type: ignore[arg-type]
     topics = [getattr(x, "topic", "firing") for x in firer.records]
-    if handed:
+    counted = {k: n for k, n in report.counts.items() if n}
+    assert counted == {outcome: 1}
+    if outcome == HANDED:
         assert topics == [config.inflight_topic_name, "schedules"]  # in-flight, tombstone
-        assert (report.counts[HANDED], report.counts[r.Kind.RAISE], report.lateness_ms) == (
-            1,
-            0,
-            [],
-        )
+        assert report.lateness_ms == []
+    elif outcome == REFUSED:  # a dead letter and its tombstone, nothing delivered
+        assert topics == [config.topology.dead_letter_topic, "schedules"]
+        assert "larger than the in-flight limit" in report.notes[0]
     else:
         assert topics == ["firing"]
-        assert (report.counts[HANDED], report.counts[r.Kind.RAISE]) == (0, 1)
 
 
 def test_a_committer_delivery_is_stamped_with_its_due_time_and_writes_no_tombstone() -> None:

@@ -33,11 +33,8 @@ from delayline.fire.report import HANDED, REFUSED, BatchReport
 from delayline.fire.transactional import FireError, TransactionalFirer
 from delayline.holds.hold import RunSettings
 from delayline.holds.registry import hold_kind
+from delayline.kafka.topics import INFLIGHT_MAX_BYTES
 
-INFLIGHT_MAX_BYTES = 1_000_000
-"""The largest in-flight record handed over: the producer's default ``message.max.bytes``
-(the topic's default limit is a little more). A larger one would fail its batch for
-good, so such a schedule is delivered in the batch instead (late by the batch)."""
 MAX_NOTES = 1_000
 """Log lines (dead letters, refusals) one partition reports per batch; the rest are
 counted in one more line."""
@@ -213,11 +210,11 @@ def _plan(
             batch.records.append(handed)
             if not topology.recurs(schedule):  # the committer re-arms or forgets it
                 batch.records.append(render_tombstone(schedule))
-        elif kind == r.Kind.RAISE and topology.recurs(schedule := r.event_schedule(row)):
-            missed.discard(row["id"])
+        elif kind == r.Kind.RAISE and _handed_over(schedule := r.event_schedule(row), config):
+            missed.discard(row["id"])  # too large to hand over: delivered early, or refused
             report.counts[r.Kind.RAISE] -= 1
             report.counts[REFUSED] += 1
-            reason = f"recurring schedule larger than the in-flight limit ({INFLIGHT_MAX_BYTES} B)"
+            reason = f"larger than the in-flight limit ({INFLIGHT_MAX_BYTES} B)"
             batch.records.extend(Firing(schedule, topology.dead_letter_topic).refused(reason))
             report.notes.append(f"schedule {schedule.id!r} dead-lettered: {reason}")
         elif kind == r.Kind.RAISE:  # a refused delivery becomes a dead letter
@@ -234,15 +231,12 @@ def _plan(
 
 
 def _hand_off(row: Any, config: RunSettings, batch_id: int, missed: bool) -> OutgoingRecord | None:
-    """The in-flight record of a RAISE row (with a lead), or ``None`` to deliver it in
-    this batch: without a lead, or too large for the in-flight topic (it then goes the
-    way of any delivery, dead-lettered if refused). One already due is handed over too:
-    the committer delivers it at once, after its watch had its say (a cancel written
-    while a batch that hands it over is replayed after a crash wins). A recurring
-    schedule is handed over whatever the lead: the committer alone re-arms it; so is a
-    paced one (a window, or a target with a rate): the committer alone paces."""
+    """The in-flight record of a RAISE row (:func:`_handed_over`), or ``None``: without a
+    lead it is delivered in this batch, the way of any delivery (dead-lettered if
+    refused); too large for the in-flight topic, it is dead-lettered (delivered in the
+    batch, it would be a lead early)."""
     schedule = r.event_schedule(row)
-    if config.lead_ms <= 0 and not _committer_only(schedule, config):
+    if not _handed_over(schedule, config):
         return None
     record = render_inflight(
         schedule,
@@ -252,6 +246,15 @@ def _hand_off(row: Any, config: RunSettings, batch_id: int, missed: bool) -> Out
         partitions=config.inflight_partitions,
     )
     return record if batch_size(record) <= INFLIGHT_MAX_BYTES else None
+
+
+def _handed_over(schedule: Schedule, config: RunSettings) -> bool:
+    """Whether ``schedule``, raised, goes to the committer: with a lead, whatever it is;
+    one already due too (the committer delivers it at once, after its watch had its say:
+    a cancel written while a batch that hands it over is replayed after a crash wins). A
+    recurring schedule whatever the lead: the committer alone re-arms it; so a paced one
+    (a window, or a target with a rate): the committer alone paces."""
+    return config.lead_ms > 0 or _committer_only(schedule, config)
 
 
 def _committer_only(schedule: Schedule, config: RunSettings) -> bool:

@@ -43,6 +43,7 @@ from delayline.kafka.config import kafka_client_config
 from delayline.kafka.errors import kafka_error
 from delayline.kafka.produce import produce
 from delayline.kafka.reader import read_topic
+from delayline.kafka.topics import INFLIGHT_MAX_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,10 @@ class Committed:
 
     replay: bool
     refused: Mapping[int, str] = field(default_factory=dict)
+
+
+REQUEST_FRAMING_BYTES = 64 * 1024
+"""Room for a produce request's framing beside its largest record batch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +151,9 @@ class TransactionalFirer:
                     "transaction.timeout.ms": config.transaction_timeout_ms,
                     # A delivery to a missing topic is refused, never creates it.
                     "allow.auto.create.topics": False,
+                    # The largest in-flight record, and a request's framing (what each
+                    # topic takes is checked before, and by its broker).
+                    "message.max.bytes": INFLIGHT_MAX_BYTES + REQUEST_FRAMING_BYTES,
                 },
             )
         )

@@ -94,7 +94,8 @@ def required_acls(needs: AclNeeds) -> list[Acl]:
     for t in needs.made_topics:
         ops: tuple[str, ...]
         if t in needs.grown_topics:
-            ops, why = ("Create", "Alter", *READ_WRITE), "created (grown) at start; hand-over"
+            ops = ("Create", "Alter", "AlterConfigs", *READ_WRITE)
+            why = "created (grown, its record limit raised) at start; hand-over"
         else:
             ops, why = ("Create", *READ_WRITE), "created at start; hand-over, wake-up"
         acls.append(Acl(TOPIC, t, LITERAL, ops, why))

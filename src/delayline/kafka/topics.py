@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     NewPartitions,
     NewTopic,
@@ -28,6 +30,10 @@ CLUSTER_DEFAULT = -1
 2.4 and later): 1 on a single broker, what the operators chose on a real cluster."""
 ANY_POLICY = "any"
 """A target topic may have any ``cleanup.policy``; one created here is not compacted."""
+INFLIGHT_MAX_BYTES = 8 * 1024 * 1024
+"""The largest record batch the in-flight topic takes (its ``max.message.bytes``), and so
+the largest schedule handed over: well above the 1 MiB a schedules topic takes by
+default, so a schedule any such topic accepted is handed over, never delivered early."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +287,7 @@ def ensure_inflight_topic(
         "cleanup.policy": "compact",
         "message.timestamp.type": "LogAppendTime",
         "segment.ms": str(INFLIGHT_SEGMENT_MS),
+        "max.message.bytes": str(INFLIGHT_MAX_BYTES),
     }
     outcome = _ensure_internal_topic(
         bootstrap_servers, name, "in-flight", config, timeout_s, partitions
@@ -288,6 +295,7 @@ def ensure_inflight_topic(
     if outcome == "created":
         return outcome
     admin = AdminClient(kafka_client_config(bootstrap_servers))
+    _raise_message_limit(admin, name, INFLIGHT_MAX_BYTES, timeout_s)
     try:
         found = admin.list_topics(name, timeout=timeout_s).topics[name]
         if found.error is not None or len(found.partitions) >= partitions:
@@ -302,6 +310,39 @@ def ensure_inflight_topic(
         ) from exc
     log.info("grew in-flight topic %s from %d to %d partitions", name, had, partitions)
     return "grown"
+
+
+def _raise_message_limit(admin: AdminClient, name: str, limit: int, timeout_s: float) -> None:
+    """Raise topic ``name``'s ``max.message.bytes`` to ``limit`` if it is lower (an
+    in-flight topic made by an earlier version of delayline).
+
+    Raises:
+        TopicConfigError: it is lower and could not be raised (``AlterConfigs`` denied).
+        KafkaUnavailableError: its configuration could not be read.
+    """
+    resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+    try:
+        entries = admin.describe_configs([resource])[resource].result(timeout=timeout_s)
+    except KafkaException as exc:
+        raise KafkaUnavailableError(f"could not read config of topic {name}: {exc}") from exc
+    entry = entries.get("max.message.bytes")
+    current = int(entry.value) if entry is not None and entry.value else 0
+    if current >= limit:
+        return
+    change = ConfigEntry(
+        "max.message.bytes", str(limit), incremental_operation=AlterConfigOpType.SET
+    )
+    wanted = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[change])
+    try:
+        admin.incremental_alter_configs([wanted])[wanted].result(timeout=timeout_s)
+    except KafkaException as exc:
+        raise TopicConfigError(
+            f"topic {name} takes records of {current} bytes at most, under the {limit} a "
+            f"hand-over may take, and could not be raised ({exc.args[0]}); grant AlterConfigs "
+            f"on it or fix with: kafka-configs --alter --entity-type topics --entity-name "
+            f"{name} --add-config max.message.bytes={limit}"
+        ) from exc
+    log.info("raised max.message.bytes of topic %s from %d to %d", name, current, limit)
 
 
 def _ensure_internal_topic(

@@ -8,7 +8,12 @@ from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[at
 from delayline.contract.topology import Topology
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.errors import ConfigError, TopicConfigError
-from delayline.kafka.topics import TopicsConfig, ensure_inflight_topic, ensure_topics
+from delayline.kafka.topics import (
+    INFLIGHT_MAX_BYTES,
+    TopicsConfig,
+    ensure_inflight_topic,
+    ensure_topics,
+)
 
 
 def cleanup_policy(bootstrap: str, topic: str) -> str:
@@ -129,3 +134,28 @@ def test_topics_get_the_clusters_replication_factor_unless_one_is_given(
 def test_a_replication_factor_below_one_is_refused(factor: int) -> None:
     with pytest.raises(ConfigError, match=r"default\.replication\.factor"):
         ensure_topics(replace(names(), replication_factor=factor))
+
+
+def max_message_bytes(bootstrap: str, topic: str) -> int:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entries = admin.describe_configs([resource])[resource].result(10)
+    return int(entries["max.message.bytes"].value)
+
+
+def test_the_inflight_topic_takes_the_largest_hand_over_and_an_earlier_ones_limit_is_raised(
+    kafka_bootstrap: str,
+) -> None:
+    made = unique_topic("inflight")
+    assert ensure_inflight_topic(kafka_bootstrap, made) == "created"
+    assert max_message_bytes(kafka_bootstrap, made) == INFLIGHT_MAX_BYTES
+    # As an earlier version made it: the broker's default limit (about 1 MiB).
+    earlier = create_topic(
+        kafka_bootstrap,
+        unique_topic("inflight"),
+        config={"cleanup.policy": "compact", "message.timestamp.type": "LogAppendTime"},
+    )
+    assert max_message_bytes(kafka_bootstrap, earlier) < INFLIGHT_MAX_BYTES
+    assert ensure_inflight_topic(kafka_bootstrap, earlier, 2) == "grown"
+    assert max_message_bytes(kafka_bootstrap, earlier) == INFLIGHT_MAX_BYTES
+    assert partitions(kafka_bootstrap, earlier) == 2

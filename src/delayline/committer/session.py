@@ -218,20 +218,9 @@ class Session:
     def _step(self) -> None:
         """Read what arrived, then deliver the next group of each partition whose write
         time came."""
-        reader, time_, tally, plan = self._reader, self._time, self._kept.tally, self.plan
-        now = time_.clock.now_ms()
+        reader = self._reader
         self._kept.pacer.partitions = reader.partitions
-        plan.release(time_.broker_ms(now), self._deliverable())
-        due = plan.next_release_ms(self._deliverable())
-        write_at = None if due is None else time_.host_ms(due) - tally.write_ahead_ms()
-        wait_ms = self._config.poll_ms if write_at is None else write_at - now
-        watching = self.withholding.watch is not None
-        writing = any(slot.in_lanes for slot in self.slots)
-        if watching and (due is not None or writing):
-            wait_ms = min(wait_ms, POLL_MS)  # a cancel must be read before the commit
-        if self.slots.fencing():
-            wait_ms = min(wait_ms, POLL_MS)  # a fence done makes a partition deliverable
-        reader.poll(min(max(wait_ms, 0), self._config.poll_ms) / 1000)
+        reader.poll(self._wait_ms() / 1000)
         self._take_fenced()
         self.withholding.gained(reader)
         self.withholding.check_new()
@@ -240,6 +229,37 @@ class Session:
         self._warm()
         for slot in self.slots:
             self._report_slot(slot)
+        blocked = self._take_groups()
+        if blocked is not None:
+            # The watch is read again meanwhile: a group in a lane may be withheld from.
+            watching = self.withholding.watch is not None
+            blocked.lanes.wait_ready((POLL_MS if watching else self._config.poll_ms) / 1000)
+
+    def _wait_ms(self) -> int:
+        """How long to wait for in-flight records before the next step: until the next
+        group's write time, at most :attr:`CommitterConfig.poll_ms`; :data:`POLL_MS` while
+        a group waits in a lane for the watch to read the input, a burst may start ahead
+        of its time or a partition is being fenced."""
+        time_, config, plan = self._time, self._config, self.plan
+        now = time_.clock.now_ms()
+        plan.release(time_.broker_ms(now), self._deliverable())
+        due = plan.next_release_ms(self._deliverable())
+        wait_ms = config.poll_ms
+        if due is not None:
+            wait_ms = time_.host_ms(due) - self._kept.tally.write_ahead_ms() - now
+        writing = any(slot.in_lanes for slot in self.slots)
+        if (
+            (writing and self.withholding.watch is not None)
+            or (due is not None and config.write_ahead_topics is not None)
+            or self.slots.fencing()
+        ):
+            wait_ms = min(wait_ms, POLL_MS)
+        return min(max(wait_ms, 0), config.poll_ms)
+
+    def _take_groups(self) -> Slot | None:
+        """Take the next group of each partition whose write time came into one of its
+        lanes; returns a partition whose lanes were all busy when its group was due."""
+        time_, config, tally, plan = self._time, self._config, self._kept.tally, self.plan
         now = time_.clock.now_ms()
         blocked: Slot | None = None
         for partition in self._deliverable():
@@ -254,7 +274,6 @@ class Session:
                 # Taken later, the group only grows: nothing would be written sooner.
                 blocked = blocked or slot
                 continue
-            config = self._config
             group = plan.take(
                 time_.broker_ms(now),
                 config.group_width_ms if burst is None else config.burst_width_ms,
@@ -263,13 +282,12 @@ class Session:
                 self._kept.pacer.step_size,  # a rated target: one step of its rate a group
             )
             if group is not None:
-                offsets = reader.offsets({partition}) if self.slots.offsets_due(slot) else None
+                offsets = (
+                    self._reader.offsets({partition}) if self.slots.offsets_due(slot) else None
+                )
                 self.slots.submit(slot, group, self._writer.job(group, slot), offsets)
                 blocked = None
-        if blocked is not None:
-            # The watch is read again meanwhile: a group in a lane may be withheld from.
-            wait_ms = POLL_MS if watching else self._config.poll_ms
-            blocked.lanes.wait_ready(wait_ms / 1000)
+        return blocked
 
     def _burst_size(self, slot: Slot, due: int, now: int) -> int | None:
         """The most schedules of ``slot``'s partition to take into a burst group now

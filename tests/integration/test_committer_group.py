@@ -128,7 +128,7 @@ def test_two_committers_split_the_partitions_and_survive_a_sigkill(
         f"""
         import logging, sys, time
         from delayline.committer.config import CommitterConfig
-from delayline.committer.service import Committer
+        from delayline.committer.service import Committer
         logging.basicConfig(level=logging.INFO, stream=sys.stderr)
         Committer(CommitterConfig(*{args!r}, name="a",
                                   session_timeout_ms={SESSION_TIMEOUT_MS})).start()

@@ -101,7 +101,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _committer(args: argparse.Namespace) -> int:
     require_extras("committer", "committer")
-    from delayline.pipeline.committers import (  # noqa: PLC0415 - needs the committer extra
+    from delayline.committer.service import Committer  # noqa: PLC0415 - the committer extra
+    from delayline.pipeline.committers import (  # noqa: PLC0415 - same
         committer_config,
         start_committer,
     )
@@ -132,14 +133,20 @@ def _committer(args: argparse.Namespace) -> int:
     )
     metrics = PipelineMetrics()
     server = None
+    started: list[Committer] = []
+
+    def not_ready() -> str | None:
+        return started[0].not_ready() if started else "the committer is starting"
+
+    if args.metrics_port is not None:
+        probe = kafka_probe(config.topology.bootstrap_servers)
+        readiness = Readiness(probe, (not_ready,))
+        server = MetricsServer(metrics, args.metrics_host, args.metrics_port, readiness)
+        server.start()
     stop = stop_on_signals(log, "stopping the committer")
     try:
         committer, _ = start_committer(config, settings, metrics)
-        if args.metrics_port is not None:
-            probe = kafka_probe(config.topology.bootstrap_servers)
-            readiness = Readiness(probe, (committer.not_ready,))
-            server = MetricsServer(metrics, args.metrics_host, args.metrics_port, readiness)
-            server.start()
+        started.append(committer)
         while not stop.wait(1.0):
             if committer.wait(0) and committer.failure is not None:
                 raise committer.failure

@@ -148,6 +148,7 @@ class Committer:
                     self._kept.time.measure()
                 self._sessions += 1
                 self._kept.ready.clear()
+                self._session = None  # its figures are no longer true
                 self._session = Session(self.config, self._kept)
                 self._session.run()
                 return

@@ -131,6 +131,7 @@ class Session:
                 self._step()
             self._close_slots(report=True)  # the last groups, done while closing
         finally:
+            self._kept.ready.clear()  # not delivering any more (closing may take seconds)
             self._close_slots(report=False)
             reader.close()
             self.withholding.close()
@@ -157,6 +158,7 @@ class Session:
                 self._finish(slot)  # still a slot: a cancel read meanwhile withholds
                 self._report_slot(slot, commit=False)
             except Exception as exc:
+                slot.lanes.close()  # the groups still end, then close
                 if not lost:
                     raise
                 complete = False

@@ -27,8 +27,8 @@ transaction is open in its partition (delayline's own hand-over writes its tombs
 to the schedules topic) is read once that transaction ends, which delayline's own do
 within milliseconds (their records to input topics go last:
 :attr:`delayline.fire.transactional.FireConfig.last_topics`). One written later wins
-when the watch has read it by then (it polls at least every :data:`POLL_MS` while
-anything is pending).
+when the watch has read it by then (it polls at least every :data:`POLL_MS` while a
+group waits in a lane, from its write time on).
 ``delayline bench --scenario cancels`` measures how close to the due time that is.
 
 The watch remembers what a record ends (:mod:`delayline.committer.later`) for at
@@ -69,7 +69,7 @@ log = logging.getLogger(__name__)
 
 POLL_MS = 10
 """The longest the committer waits on the in-flight topic before it polls the watch
-again while anything is pending."""
+again while a group waits in a lane (for the watch to read the input)."""
 BATCH = 1_000
 """Records taken from the consumer in one call."""
 FETCH_WAIT_MS = 10

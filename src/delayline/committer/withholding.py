@@ -167,10 +167,13 @@ class Withholding:
         return True
 
     def close(self) -> None:
+        """Release the watch's consumers."""
         if self.watch is not None:
             self.watch.close()
+            self.watch = None
         if self._ranges is not None:
             self._ranges.close()
+            self._ranges = None
 
     def _watch_from(
         self, now: int, replayed: int | None, partitions: Collection[int] | None

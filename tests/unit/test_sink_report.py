@@ -152,3 +152,29 @@ def test_a_replayed_batch_reports_no_lateness_and_logs_no_dead_letter(
     assert (replay.lateness_ms, replay.missed_lateness_ms) == ([], [])
     assert REFUSED not in replay.counts
     assert len([m for m in caplog.messages if "dead-lettered" in m]) == 1
+
+
+def test_a_batch_tried_before_reads_the_markers_again() -> None:
+    """The first batch, and one whose earlier try failed (the query was started again in
+    the same process), may have been committed by a partition already: its tasks read the
+    markers; a batch seen for the first time does not."""
+    config = PipelineConfig(Topology(history_topic=None), lead_ms=0)
+    hold = ListHold(config, clock=ManualClock(NOW_MS))
+    asked: list[tuple[int, bool]] = []
+    failing = {3}
+
+    def fire_here(rows: Any, job: FireJob) -> list[PartitionReport]:
+        asked.append((job.batch_id, job.refresh))
+        if job.batch_id in failing:
+            failing.discard(job.batch_id)
+            raise RuntimeError("Kafka went away as the batch committed")
+        return [PartitionReport(0)]
+
+    sink = FireSink(config, lambda: "run", hold=hold, fire_partitions=fire_here)
+    sink([], 1)
+    sink([], 2)
+    with pytest.raises(RuntimeError):
+        sink([], 3)
+    sink([], 3)  # the query started again: batch 3 replayed
+    sink([], 4)
+    assert asked == [(1, True), (2, False), (3, False), (3, True), (4, False)]

@@ -60,21 +60,21 @@ class FireSink:
         self.on_batch = on_batch
         self.on_timers = on_timers
         self.fire_partitions = fire_partitions
-        self._batches = 0
+        self._tried: int | None = None
+        """The highest batch id this sink was called with (a failed one included)."""
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         events = self.hold.batch_events(frame, batch_id)
         run = run_id(self.config.query_name, self.query_id())
-        # The first batch after a start can be the replay of one committed before.
+        # The first batch after a start can be the replay of one committed before; so
+        # can one tried before: the query failed in it and was started again, and a
+        # partition may have committed it (Kafka took the commit as it went away).
+        replay = self._tried is None or batch_id <= self._tried
+        self._tried = batch_id if self._tried is None else max(self._tried, batch_id)
         job = FireJob(
-            self.config,
-            run,
-            batch_id,
-            refresh=self._batches == 0,
-            shared=self.hold.finished_by_others,
+            self.config, run, batch_id, refresh=replay, shared=self.hold.finished_by_others
         )
         parts = self.fire_partitions(events, job)
-        self._batches += 1
         report = merge(batch_id, parts)
         timers = [] if self.hold.wakes_itself else [due for part in parts for due in part.timers]
         timers += [wake_slot(at) for at in self.hold.wake_times()]

@@ -262,7 +262,7 @@ def test_a_schedule_near_a_topics_limit_is_delivered_at_its_due_time_never_befor
     for reader, deliveries in seen.items():
         assert len(deliveries) == 1, f"{reader}: {len(deliveries)} deliveries"
         (d,) = deliveries
-        assert (d.key, d.value) == (b"big-1", payload), reader
+        assert (d.schedule_id, d.value) == ("big-1", payload), reader
         assert d.arrival_ms >= due_ms, f"{reader}: seen {due_ms - d.arrival_ms} ms early"
         assert d.timestamp_ms >= due_ms, f"{reader}: stamped {due_ms - d.timestamp_ms} ms early"
 

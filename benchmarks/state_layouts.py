@@ -42,7 +42,8 @@ from delayline.contract import headers as h
 from delayline.contract.topology import Topology
 from delayline.core.model import Schedule
 from delayline.holds.hold import hold_for
-from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
+from delayline.infra.broker import BrokerConfig, LocalBroker
+from delayline.infra.ports import free_port
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.produce import produce
 from delayline.kafka.topics import create_topic

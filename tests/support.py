@@ -18,7 +18,7 @@ from delayline.client import ClientConfig, Scheduler
 from delayline.contract.topology import Topology
 from delayline.dev.harness import PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
-from delayline.infra.broker import free_port
+from delayline.infra.ports import free_port
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 

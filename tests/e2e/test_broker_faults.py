@@ -24,7 +24,8 @@ from delayline.core.clock import ms_to_datetime
 from delayline.dev.harness import PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.errors import KafkaUnavailableError
-from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
+from delayline.infra.broker import BrokerConfig, LocalBroker
+from delayline.infra.ports import free_port
 from delayline.kafka.reader import read_topic
 from tests.support import ARTIFACTS, eventually, make_topics, pipeline_args
 

@@ -16,7 +16,7 @@ from delayline.core.identifiers import committer_group, committer_name, transact
 from delayline.dev.harness import DeliveryCollector, PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.fire.inflight import inflight_partition
-from delayline.infra.broker import free_port
+from delayline.infra.ports import free_port
 from delayline.kafka.groups import group_members
 from tests.support import ARTIFACTS, eventually, make_topics, pipeline_args
 

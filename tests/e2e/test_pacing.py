@@ -20,7 +20,7 @@ from delayline.client import ClientConfig, Scheduler
 from delayline.contract.headers import EPOCH, parse_epoch_ms
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
-from delayline.infra.broker import free_port
+from delayline.infra.ports import free_port
 from tests.support import ARTIFACTS, make_topics, pipeline_args
 
 RATE = 2_000

@@ -17,7 +17,8 @@ from delayline.api.server import ApiServer
 from delayline.contract.topology import Topology
 from delayline.dev.harness import PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
-from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
+from delayline.infra.broker import BrokerConfig, LocalBroker
+from delayline.infra.ports import free_port
 from delayline.kafka.config import kafka_client_config
 from tests.support import ARTIFACTS, eventually, make_topics, pipeline_args
 

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
+from delayline.infra.broker import BrokerConfig, LocalBroker
+from delayline.infra.ports import free_port
 from delayline.infra.procs import kill_until_gone, tree
 from tests.readme import README, REPO, Block, linked_docs, read_blocks
 from tests.support import ARTIFACTS

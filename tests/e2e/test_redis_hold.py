@@ -27,7 +27,7 @@ from delayline.dev.harness import DeliveryCollector, PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.holds.redis.config import RedisHoldConfig
 from delayline.holds.redis.store import connect
-from delayline.infra.broker import free_port
+from delayline.infra.ports import free_port
 from delayline.infra.redis_server import LocalRedis, RedisServerConfig
 from tests.counts import check_counts, report, schedule_spread
 from tests.support import ARTIFACTS, Topics, eventually, make_topics, pipeline_args, wait_paused

@@ -21,8 +21,9 @@ from delayline.client import ClientConfig, Scheduler
 from delayline.core.clock import ms_to_datetime
 from delayline.dev.harness import DeliveryCollector, PipelineProcess
 from delayline.dev.testing import unique_topic
-from delayline.infra.broker import LocalBroker, free_port
+from delayline.infra.broker import LocalBroker
 from delayline.infra.broker_security import secrets_of
+from delayline.infra.ports import free_port
 from delayline.kafka.properties import KAFKA_CONFIG_ENV, librdkafka_settings, read_properties
 from delayline.pipeline.config import spark_progress_file
 from tests.support import ARTIFACTS, eventually

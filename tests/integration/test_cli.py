@@ -13,7 +13,7 @@ import pytest
 from delayline.contract import parse_record
 from delayline.core.model import Cancel, Schedule
 from delayline.dev.testing import create_topic, unique_topic
-from delayline.infra.broker import free_port
+from delayline.infra.ports import free_port
 from delayline.infra.procs import pid_alive
 from delayline.kafka.reader import read_topic
 

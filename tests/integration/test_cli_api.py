@@ -27,7 +27,7 @@ from delayline.contract import parse_record
 from delayline.contract.topology import Topology
 from delayline.core.model import Cancel
 from delayline.dev.testing import create_topic, unique_topic
-from delayline.infra.broker import free_port
+from delayline.infra.ports import free_port
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import read_topic
 

@@ -17,7 +17,7 @@ from delayline.core.clock import ManualClock
 from delayline.core.model import Cancel, Invalid, Schedule
 from delayline.dev.testing import create_topic
 from delayline.errors import InvalidScheduleError, KafkaUnavailableError, TopicConfigError
-from delayline.infra.broker import free_port
+from delayline.infra.ports import free_port
 from delayline.kafka.reader import read_topic
 
 PARTITIONS = 6

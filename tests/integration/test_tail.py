@@ -20,7 +20,8 @@ from confluent_kafka import Producer
 from delayline.contract.headers import format_epoch
 from delayline.core.clock import SystemClock
 from delayline.dev.testing import create_topic, unique_topic
-from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
+from delayline.infra.broker import BrokerConfig, LocalBroker
+from delayline.infra.ports import free_port
 from delayline.kafka.config import kafka_client_config
 
 READY = "delayline: tailing "

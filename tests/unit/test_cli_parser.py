@@ -16,7 +16,7 @@ from delayline.cli.listing import dead_letter_lines, show_lines
 from delayline.cli.tail import Received, human_line, json_line
 from delayline.contract import ConsumedRecord
 from delayline.errors import ConfigError, KafkaUnavailableError
-from delayline.infra.broker import free_port
+from delayline.infra.ports import free_port
 from delayline.kafka.probe import bootstrap_addresses, require_listening
 
 # Per-invocation data, not settings: an environment default would be a trap.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import socket
 
-from delayline.infra.broker import _ephemeral_low, free_port
+from delayline.infra.ports import _ephemeral_low, free_port
 
 
 def test_free_port_is_below_the_ephemeral_range_and_has_a_free_neighbour() -> None:

@@ -26,7 +26,8 @@ from delayline.errors import BenchError, WaitTimeoutError
 from delayline.fire.inflight import inflight_partition
 from delayline.holds.kinds import BenchPlace, HoldBench
 from delayline.holds.registry import hold_kind
-from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
+from delayline.infra.broker import BrokerConfig, LocalBroker
+from delayline.infra.ports import free_port
 from delayline.infra.spark_cluster import executors_here
 from delayline.kafka.groups import group_members
 from delayline.kafka.topics import TopicsConfig, create_topic, ensure_topics

@@ -30,7 +30,8 @@ from delayline.contract.topology import Topology
 from delayline.core.clock import ms_to_datetime
 from delayline.dev.demo_api import DEMO_TOKEN, api_agrees, demo_api, hold
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
-from delayline.infra.broker import BrokerConfig, LocalBroker, free_port
+from delayline.infra.broker import BrokerConfig, LocalBroker
+from delayline.infra.ports import free_port
 from delayline.kafka.produce import produce_one
 from delayline.kafka.topics import TopicsConfig, create_topic, ensure_topics
 

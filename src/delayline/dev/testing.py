@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from delayline.infra.broker import BrokerConfig, LocalBroker, bindable, free_port
+from delayline.infra.broker import BrokerConfig, LocalBroker
 from delayline.infra.broker_security import SASL_SSL
+from delayline.infra.ports import bindable, free_port
 from delayline.infra.redis_server import LocalRedis, RedisServerConfig
 from delayline.kafka.topics import create_topic
 

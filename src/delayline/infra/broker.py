@@ -14,10 +14,8 @@ import contextlib
 import fcntl
 import logging
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -50,6 +48,7 @@ from delayline.infra.broker_security import (
     write_client_files,
 )
 from delayline.infra.jars import classpath, resolve_jars
+from delayline.infra.ports import accepts, require_free_port
 from delayline.infra.procs import pid_alive
 from delayline.kafka.config import RDKAFKA_LOGGER
 
@@ -221,7 +220,7 @@ class LocalBroker:
                     "stop it with `delayline broker stop`"
                 ) from None
             for port in self.config.ports:
-                _require_free_port(self.config.host, port)
+                require_free_port(self.config.host, port)
             java = shutil.which("java")
             if java is None:
                 raise InfraError("java is not on PATH; install Java 17 or newer")
@@ -458,26 +457,6 @@ def new_cluster_id(random_uuid: Callable[[], uuid.UUID] = uuid.uuid4) -> str:
             return cluster_id
 
 
-def _require_free_port(host: str, port: int) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            raise BrokerStartError(
-                f"port {port} on {host} is in use; pick another with --port"
-            ) from None
-
-
-def accepts(host: str, port: int, timeout_s: float = 0.5) -> bool:
-    """Whether something accepts TCP connections on ``host:port`` within ``timeout_s``."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            return True
-    except OSError:
-        return False
-
-
 def _is_our_broker(pid: int, data_dir: Path) -> bool:
     """Guard against a recycled PID: the process must be a broker of this directory."""
     try:
@@ -487,46 +466,6 @@ def _is_our_broker(pid: int, data_dir: Path) -> bool:
     return (
         _MAIN_CLASS.encode() in cmdline and f"-Ddelayline.broker.dir={data_dir}".encode() in cmdline
     )
-
-
-def free_port(rng: random.Random | None = None) -> int:
-    """A loopback port free right now, with the next one free too (for tests).
-
-    Chosen below the kernel's ephemeral range: a port the kernel handed out
-    would soon go to some client's outgoing connection (Kafka clients open
-    many), and a broker started on it a moment later found it taken (seen in
-    CI). The next port is checked as well because it is the broker's default
-    controller port.
-    """
-    rng = rng or random.Random()
-    low = _ephemeral_low()
-    if low < _FREE_PORT_MIN + 1000:  # an unusual kernel setting: stay clear above it
-        low = 65000
-    for _ in range(200):
-        port = rng.randrange(_FREE_PORT_MIN, low - 1)
-        if bindable(port) and bindable(port + 1):
-            return port
-    raise BrokerStartError(f"no free loopback port pair in {_FREE_PORT_MIN}-{low - 1}")
-
-
-_FREE_PORT_MIN = 20000
-
-
-def _ephemeral_low() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-def bindable(port: int) -> bool:
-    """Whether nothing listens on ``port`` of 127.0.0.1 (it can be bound now)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 # The broker logs to stdout, which start() sends to broker.log: one file, and

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from delayline.errors import ConfigError, RedisServerError
-from delayline.infra.broker import accepts
+from delayline.infra.ports import accepts
 from delayline.infra.procs import pid_alive
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from delayline.core.http import get_json
 from delayline.errors import ConfigError, HttpUnavailableError, SparkClusterError
-from delayline.infra.broker import accepts
+from delayline.infra.ports import accepts
 from delayline.infra.procs import kill_until_gone, pid_alive, proc_stats, tree
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from delayline.errors import ConfigError, SparkClusterError
-from delayline.infra.broker import accepts
+from delayline.infra.ports import accepts
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from delayline.holds.kinds import BenchPlace
 from delayline.holds.redis.config import RedisHoldConfig
 from delayline.holds.redis.scripts import Keys
 from delayline.holds.redis.store import connect
-from delayline.infra.broker import free_port
+from delayline.infra.ports import free_port
 from delayline.infra.redis_server import LocalRedis, RedisServerConfig
 
 PAYLOAD_BYTES = 100

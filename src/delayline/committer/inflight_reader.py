@@ -186,20 +186,19 @@ class InflightReader:
     def poll(self, timeout_s: float) -> None:
         """Read what arrived (at most :data:`READ_SLICE` records, in batches of
         :data:`READ_CHECK`), waiting up to ``timeout_s`` for the first record."""
-        msgs = self._consumer.consume(READ_CHECK, timeout_s)
+        first = self._consumer.poll(timeout_s)
+        msgs = [] if first is None else [first, *self._consumer.consume(READ_CHECK - 1, 0)]
         taken = 0
         until = time.monotonic() + READ_SLICE_MS / 1000
         while msgs:
-            # Read again after each consume: a rebalance's callbacks run inside it.
-            owned, position, catching_up = self.owned, self._position, self._catching_up
             for msg in msgs:
                 partition = msg.partition() or 0
-                if not self._eof(msg) and partition in owned:
+                if not self._eof(msg) and partition in self.owned:
                     self._dropped += self._read(msg)
                     self._at_end.pop(partition, None)
                     offset = (msg.offset() or 0) + 1
-                    position[partition] = offset
-                    end = catching_up.get(partition)
+                    self._position[partition] = offset
+                    end = self._catching_up.get(partition)
                     if end is not None and offset >= end:
                         self._caught_up(partition)
             taken += len(msgs)

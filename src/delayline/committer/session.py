@@ -220,9 +220,11 @@ class Session:
     def _step(self) -> None:
         """Read what arrived, then deliver the next group of each partition whose write
         time came."""
-        reader = self._reader
+        reader, time_ = self._reader, self._time
         self._kept.pacer.partitions = reader.partitions
-        reader.poll(self._wait_ms() / 1000)
+        deliverable = self._deliverable()
+        self.plan.release(time_.broker_ms(time_.clock.now_ms()), deliverable)
+        reader.poll(self._wait_ms(deliverable) / 1000)
         self._take_fenced()
         self.withholding.gained(reader)
         self.withholding.check_new()
@@ -231,21 +233,20 @@ class Session:
         self._warm()
         for slot in self.slots:
             self._report_slot(slot)
-        blocked = self._take_groups()
+        blocked = self._take_groups(self._deliverable())
         if blocked is not None:
             # The watch is read again meanwhile: a group in a lane may be withheld from.
             watching = self.withholding.watch is not None
             blocked.lanes.wait_ready((POLL_MS if watching else self._config.poll_ms) / 1000)
 
-    def _wait_ms(self) -> int:
+    def _wait_ms(self, deliverable: list[int]) -> int:
         """How long to wait for in-flight records before the next step: until the next
         group's write time, at most :attr:`CommitterConfig.poll_ms`; :data:`POLL_MS` while
         a group waits in a lane for the watch to read the input, a burst may start ahead
         of its time or a partition is being fenced."""
-        time_, config, plan = self._time, self._config, self.plan
+        time_, config = self._time, self._config
         now = time_.clock.now_ms()
-        plan.release(time_.broker_ms(now), self._deliverable())
-        due = plan.next_release_ms(self._deliverable())
+        due = self.plan.next_release_ms(deliverable)
         wait_ms = config.poll_ms
         if due is not None:
             wait_ms = time_.host_ms(due) - self._kept.tally.write_ahead_ms() - now
@@ -258,13 +259,14 @@ class Session:
             wait_ms = min(wait_ms, POLL_MS)
         return min(max(wait_ms, 0), config.poll_ms)
 
-    def _take_groups(self) -> Slot | None:
-        """Take the next group of each partition whose write time came into one of its
-        lanes; returns a partition whose lanes were all busy when its group was due."""
+    def _take_groups(self, deliverable: list[int]) -> Slot | None:
+        """Take the next group of each partition of ``deliverable`` whose write time came
+        into one of its lanes; returns a partition whose lanes were all busy when its group
+        was due."""
         time_, config, tally, plan = self._time, self._config, self._kept.tally, self.plan
         now = time_.clock.now_ms()
         blocked: Slot | None = None
-        for partition in self._deliverable():
+        for partition in deliverable:
             slot = self.slots[partition]
             due = plan.next_release_ms((partition,))
             if due is None:

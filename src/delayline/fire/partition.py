@@ -189,7 +189,6 @@ def _plan(
     """Count ``rows`` into ``report`` and turn them into what the batch writes: with a
     lead every schedule that fires is handed to the committer (in-flight records of
     ``batch_id``); without one it is delivered in the batch."""
-    topology = config.topology
     batch = _Batch()
     missed: set[str] = set()  # ids that arrived past due, until their RAISE or DEAD row
     for row in rows:
@@ -197,32 +196,10 @@ def _plan(
         report.counts[_count_kind(row)] += 1
         if kind == r.Kind.MISSED:
             missed.add(row["id"])
-        elif (
-            kind == r.Kind.RAISE
-            and (handed := _hand_off(row, config, batch_id, row["id"] in missed)) is not None
-        ):
-            report.counts[r.Kind.RAISE] -= 1
-            report.counts[HANDED] += 1
-            if row["id"] in missed:  # how late it was written; the committer delivers it now
-                missed.discard(row["id"])
-                report.missed_lateness_ms.append(now_ms - int(row["due_ms"]))
+        elif kind == r.Kind.RAISE:
             schedule = r.event_schedule(row)
-            batch.records.append(handed)
-            if not topology.recurs(schedule):  # the committer re-arms or forgets it
-                batch.records.append(render_tombstone(schedule))
-        elif kind == r.Kind.RAISE and _handed_over(schedule := r.event_schedule(row), config):
-            missed.discard(row["id"])  # too large to hand over: delivered early, or refused
-            report.counts[r.Kind.RAISE] -= 1
-            report.counts[REFUSED] += 1
-            reason = f"larger than the in-flight limit ({INFLIGHT_MAX_BYTES} B)"
-            batch.records.extend(Firing(schedule, topology.dead_letter_topic).refused(reason))
-            report.notes.append(f"schedule {schedule.id!r} dead-lettered: {reason}")
-        elif kind == r.Kind.RAISE:  # a refused delivery becomes a dead letter
-            batch.fires[len(batch.records)] = (int(row["due_ms"]), row["id"] in missed)
+            _raised(schedule, row["id"] in missed, batch, report, config, batch_id, now_ms)
             missed.discard(row["id"])
-            batch.records.append(
-                Firing(schedule, topology.dead_letter_topic, topology.history_topic)
-            )
         else:
             if kind == r.Kind.DEAD:
                 missed.discard(row["id"])
@@ -230,22 +207,45 @@ def _plan(
     return batch
 
 
-def _hand_off(row: Any, config: RunSettings, batch_id: int, missed: bool) -> OutgoingRecord | None:
-    """The in-flight record of a RAISE row (:func:`_handed_over`), or ``None``: without a
-    lead it is delivered in this batch, the way of any delivery (dead-lettered if
-    refused); too large for the in-flight topic, it is dead-lettered (delivered in the
-    batch, it would be a lead early)."""
-    schedule = r.event_schedule(row)
+def _raised(
+    schedule: Schedule,
+    past_due: bool,
+    batch: _Batch,
+    report: PartitionReport,
+    config: RunSettings,
+    batch_id: int,
+    now_ms: int,
+) -> None:
+    """Add what a raised ``schedule`` writes to ``batch``: its in-flight record (of
+    ``batch_id``) and tombstone when it goes to the committer (:func:`_handed_over`), a
+    dead letter when it should but is too large for the in-flight topic (delivered in
+    the batch, it would be a lead early), else its delivery in the batch (dead-lettered
+    if refused). ``past_due``: it arrived past due."""
+    topology = config.topology
     if not _handed_over(schedule, config):
-        return None
-    record = render_inflight(
+        batch.fires[len(batch.records)] = (schedule.due_ms, past_due)
+        batch.records.append(Firing(schedule, topology.dead_letter_topic, topology.history_topic))
+        return
+    report.counts[r.Kind.RAISE] -= 1
+    handed = render_inflight(
         schedule,
         config.inflight_topic_name,
         batch_id,
-        missed=missed,
+        missed=past_due,
         partitions=config.inflight_partitions,
     )
-    return record if batch_size(record) <= INFLIGHT_MAX_BYTES else None
+    if batch_size(handed) > INFLIGHT_MAX_BYTES:
+        report.counts[REFUSED] += 1
+        reason = f"larger than the in-flight limit ({INFLIGHT_MAX_BYTES} B)"
+        batch.records.extend(Firing(schedule, topology.dead_letter_topic).refused(reason))
+        report.notes.append(f"schedule {schedule.id!r} dead-lettered: {reason}")
+        return
+    report.counts[HANDED] += 1
+    if past_due:  # how late it was written; the committer delivers it now
+        report.missed_lateness_ms.append(now_ms - schedule.due_ms)
+    batch.records.append(handed)
+    if not topology.recurs(schedule):  # the committer re-arms or forgets it
+        batch.records.append(render_tombstone(schedule))
 
 
 def _handed_over(schedule: Schedule, config: RunSettings) -> bool:

@@ -290,7 +290,7 @@ class TransactionalFirer:
             sent, txn_error = failed
             fatal = self._fatal
             self._abort()
-            if not reports and not fatal:
+            if not reports and not fatal and _record_unknown(sent, txn_error):
                 # Which record failed is not known without reports: written again with them.
                 log.debug("%s: transaction aborted; written again with delivery reports", label)
                 reports = True
@@ -459,6 +459,20 @@ def _plan(
             plan.append(Sent(delivery, i, item.schedule.id))
             plan.extend(Sent(record) for record in rest)
     return plan
+
+
+UNREACHABLE = frozenset(
+    {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
+)
+"""Transaction errors no record's delivery report would explain: Kafka away."""
+
+
+def _record_unknown(sent: Sequence[Sent], txn_error: Failure | None) -> bool:
+    """Whether an attempt written without delivery reports failed on a record it cannot
+    name: no record's own error is known, and Kafka was not simply away."""
+    if txn_error is not None and txn_error.code in UNREACHABLE:
+        return False
+    return all(s.error is None or s.error.code in COLLATERAL for s in sent)
 
 
 def _is_fatal(exc: KafkaException) -> bool:

@@ -136,7 +136,8 @@ class PipelineConfig:
         write_ahead_topics: ``--write-ahead``: a regular expression (matched against
             the whole name) of the target topics whose deliveries a committer may write
             before their due time, in a transaction it commits at the due time (bursts
-            on time; see :attr:`delayline.committer.service.CommitterConfig.write_ahead_topics`).
+            on time; see
+            :attr:`delayline.committer.config.CommitterConfig.write_ahead_topics`).
             Only for targets whose every consumer reads ``read_committed``: a
             ``read_uncommitted`` reader sees such a delivery early. ``None`` (the
             default): every delivery is written once due.

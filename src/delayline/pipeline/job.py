@@ -396,7 +396,7 @@ class Pipeline:
         committer = self._committer
         if committer is None or committer.failure is None:
             return None
-        return f"the committer stopped: {committer.failure}"
+        return committer.not_ready()  # says why it stopped
 
     def _committer_not_ready(self) -> str | None:
         """Why this process's committer is not delivering, if it is not (``/readyz``)."""

@@ -38,18 +38,18 @@ def test_a_wake_taken_can_be_planned_again() -> None:
 
 def test_next_wake_follows_the_plan_within_the_heartbeat() -> None:
     plan = WakePlan()
-    assert next_wake_ms(plan, 1_000, 0, HEARTBEAT, None) == HEARTBEAT
+    assert next_wake_ms(plan.next_ms(), 1_000, 0, HEARTBEAT, None) == HEARTBEAT
     plan.add(7_000)
-    assert next_wake_ms(plan, 1_000, 0, HEARTBEAT, None) == 7_000
+    assert next_wake_ms(plan.next_ms(), 1_000, 0, HEARTBEAT, None) == 7_000
     plan.add(900)  # already due
-    assert next_wake_ms(plan, 1_000, 0, HEARTBEAT, None) == 1_000
+    assert next_wake_ms(plan.next_ms(), 1_000, 0, HEARTBEAT, None) == 1_000
 
 
 def test_until_the_plan_is_complete_it_wakes_every_interval() -> None:
     plan = WakePlan()
     plan.add(7_000)
-    assert next_wake_ms(plan, 1_000, 800, HEARTBEAT, poll_ms=500) == 1_300
-    assert next_wake_ms(plan, 1_000, 0, HEARTBEAT, poll_ms=500) == 1_000
+    assert next_wake_ms(plan.next_ms(), 1_000, 800, HEARTBEAT, poll_ms=500) == 1_300
+    assert next_wake_ms(plan.next_ms(), 1_000, 0, HEARTBEAT, poll_ms=500) == 1_000
 
 
 def test_waker_writes_at_due_times_heartbeats_and_retries_without_sleeping() -> None:

@@ -63,10 +63,15 @@ class Later:
 def later_of(
     record: ConsumedRecord, parse: Callable[[ConsumedRecord], Parsed], read_ms: int
 ) -> tuple[str, Later] | None:
-    """The schedule id ``record`` would end an older version of, and how; ``None`` when
-    it ends nothing: an invalid record (the hold dead-letters it), one without an id,
-    or delayline's own tombstone (one follows every delivery)."""
-    parsed = parse(record)
+    """The schedule id ``record`` would end an older version of, and how (see
+    :func:`later_from`)."""
+    return later_from(record, parse(record), read_ms)
+
+
+def later_from(record: ConsumedRecord, parsed: Parsed, read_ms: int) -> tuple[str, Later] | None:
+    """The schedule id ``record`` (parsed as ``parsed``) would end an older version of,
+    and how; ``None`` when it ends nothing: an invalid record (the hold dead-letters it),
+    one without an id, or delayline's own tombstone (one follows every delivery)."""
     if isinstance(parsed, Cancel) and parsed.fired_offset is None:
         kind = CANCEL
     elif isinstance(parsed, Schedule):

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
+from delayline.committer.arrivals import Arrivals
 from delayline.committer.broker_clock import BrokerTime
 from delayline.committer.config import CommitterConfig, CommitterStatus
 from delayline.committer.inflight_reader import CommitterNameTakenError
@@ -39,6 +40,8 @@ class Committer:
         config: The committer's settings.
         on_delivered: Called (on the committer's thread) after each committed group.
         clock: The host's time.
+        arrivals: Told what its watch reads that the pipeline must read
+            (:mod:`delayline.committer.arrivals`): the pipeline's own committer only.
     """
 
     def __init__(
@@ -46,6 +49,7 @@ class Committer:
         config: CommitterConfig,
         on_delivered: Callable[[Delivered], None] = lambda _d: None,
         clock: Clock | None = None,
+        arrivals: Arrivals | None = None,
     ) -> None:
         self.config = config
         self.clock = clock or SystemClock()
@@ -57,6 +61,7 @@ class Committer:
             ready=threading.Event(),
             fences=ThreadPoolExecutor(4, thread_name_prefix="delayline-fence"),
             lookups=ThreadPoolExecutor(1, thread_name_prefix="delayline-lookups"),
+            arrivals=arrivals,
         )
         self._thread = threading.Thread(target=self._run, name="delayline-committer", daemon=True)
         self._session: Session | None = None

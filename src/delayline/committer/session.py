@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import TopicPartition
 
+from delayline.committer.arrivals import Arrivals
 from delayline.committer.broker_clock import BrokerTime
 from delayline.committer.config import CommitterConfig
 from delayline.committer.due_plan import DuePlan, burst_start_ms
@@ -64,6 +65,8 @@ class Kept:
     """Set once a session has read its partitions to their ends."""
     fences: ThreadPoolExecutor
     lookups: ThreadPoolExecutor
+    arrivals: Arrivals | None = None
+    """Told what the watch reads that the pipeline must read (the pipeline's waker asks)."""
 
 
 class Session:
@@ -86,7 +89,7 @@ class Session:
         self.slots = Slots(config, topics, kept.fences)
         stopping = kept.stopping
         self.withholding = Withholding(
-            config, kept.time.clock, self.plan, self.slots, stopping.drained_out
+            config, kept.time.clock, self.plan, self.slots, stopping.drained_out, kept.arrivals
         )
         self._writer = GroupWriter(config, kept.time, kept.pacer, self.withholding)
         self._warming: Future[None] | None = None

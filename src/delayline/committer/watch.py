@@ -52,9 +52,11 @@ from collections.abc import Callable, Iterable, Mapping
 from confluent_kafka import KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from delayline.committer.later import MEMORY_MS, LaterRecords, later_of
+from delayline.committer.arrivals import Arrivals
+from delayline.committer.later import MEMORY_MS, LaterRecords, later_from
 from delayline.contract import ConsumedRecord
 from delayline.contract.contracts import InputParser
+from delayline.core.model import Cancel, Schedule
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import (
@@ -86,6 +88,8 @@ class InputWatch:
         parse: The input topics' parser (their contracts).
         now_ms: The host's time.
         memory_ms: See :class:`LaterRecords`.
+        arrivals: Told, after each read, what arrived that the pipeline must read
+            (:mod:`delayline.committer.arrivals`); ``None``: nobody asks.
 
     Raises:
         KafkaUnavailableError: the topics' offsets could not be read.
@@ -97,8 +101,12 @@ class InputWatch:
         parse: InputParser,
         now_ms: Callable[[], int],
         memory_ms: int = MEMORY_MS,
+        arrivals: Arrivals | None = None,
     ) -> None:
         self.parse = parse
+        self.arrivals = arrivals
+        self._arrived = 0
+        self._earliest_due_ms: int | None = None
         self.now_ms = now_ms
         self._bootstrap_servers = bootstrap_servers
         self.later = LaterRecords(memory_ms)
@@ -170,6 +178,7 @@ class InputWatch:
                     continue
                 if (msg.offset() or 0) + (error is None) >= ends.get(place, 0):
                     ends.pop(place, None)
+        self._report_arrived(self.now_ms())
         if not ends:
             log.info(
                 "committer watch: read %d input record(s) since %d, %d id(s) remembered",
@@ -233,7 +242,7 @@ class InputWatch:
                         continue
                     offset = msg.offset() or 0
                     if error is None and offset < todo[place][1]:
-                        noted = self._note(to_consumed_record(msg), now)
+                        noted = self._note(to_consumed_record(msg), now, arrived=False)
                         if noted is not None:
                             out.append(noted)
                     if offset + (error is None) >= todo[place][1]:
@@ -260,7 +269,9 @@ class InputWatch:
                     log.warning("committer watch: %s", error)
             if len(msgs) < BATCH:
                 break
-        self.later.expire(self.now_ms(), self.taken)
+        now = self.now_ms()
+        self._report_arrived(now)
+        self.later.expire(now, self.taken)
         return out
 
     def acknowledged_ends(self, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
@@ -286,7 +297,9 @@ class InputWatch:
         return stable_ends(self._admin, places, timeout_s)
 
     def close(self) -> None:
-        """Release the consumer."""
+        """Release the consumer (the arrivals it tells are down until another reads)."""
+        if self.arrivals is not None:
+            self.arrivals.stop()
         self._consumer.close()
 
     def _starts(
@@ -315,16 +328,33 @@ class InputWatch:
         if offset > self.positions.get(place, -1):
             self.positions[place] = offset
 
-    def _note(self, record: ConsumedRecord, now_ms: int) -> tuple[str, str] | None:
+    def _note(
+        self, record: ConsumedRecord, now_ms: int, *, arrived: bool = True
+    ) -> tuple[str, str] | None:
         """Remember what ``record`` ends, read at ``now_ms``: (topic, id), or ``None``
-        for a record that ends nothing."""
+        for a record that ends nothing. With ``arrived`` (not a record read again),
+        counts it among the arrivals unless it is delayline's own tombstone."""
         self.read += 1
-        found = later_of(record, self.parse, now_ms)
+        parsed = self.parse(record)
+        if arrived and (not isinstance(parsed, Cancel) or parsed.fired_offset is None):
+            self._arrived += 1
+            if isinstance(parsed, Schedule) and (
+                self._earliest_due_ms is None or parsed.due_ms < self._earliest_due_ms
+            ):
+                self._earliest_due_ms = parsed.due_ms
+        found = later_from(record, parsed, now_ms)
         if found is None:
             return None
         schedule_id, later = found
         self.later.note(record.topic, schedule_id, later)
         return record.topic, schedule_id
+
+    def _report_arrived(self, now_ms: int) -> None:
+        """Tell the arrivals what was counted since the last report (nothing, too: the
+        watch is reading)."""
+        if self.arrivals is not None:
+            self.arrivals.add(self._arrived, self._earliest_due_ms, now_ms)
+        self._arrived, self._earliest_due_ms = 0, None
 
 
 def has_read(positions: Mapping[tuple[str, int], int], ends: Mapping[tuple[str, int], int]) -> bool:

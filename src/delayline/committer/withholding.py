@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
+from delayline.committer.arrivals import Arrivals
 from delayline.committer.checkpoint_log import checkpoint_positions, latest_logged_batch
 from delayline.committer.config import CommitterConfig
 from delayline.committer.due_plan import DuePlan, Pending
@@ -87,8 +88,10 @@ class Withholding:
         plan: DuePlan,
         slots: Slots,
         drained_out: Callable[[], bool],
+        arrivals: Arrivals | None = None,
     ) -> None:
         self._config = config
+        self._arrivals = arrivals
         self._clock = clock
         self._plan = plan
         self._slots = slots
@@ -145,6 +148,7 @@ class Withholding:
             InputParser(config.topology),
             self._clock.now_ms,
             config.watch_memory_ms,
+            self._arrivals,
         )
         self._ranges = RangeReader(config.bootstrap_servers)
         self._barrier = ReadBarrier(

@@ -11,6 +11,7 @@ import logging
 from dataclasses import asdict
 from typing import Any
 
+from delayline.committer.arrivals import Arrivals
 from delayline.committer.config import CommitterConfig
 from delayline.committer.service import Committer
 from delayline.core.identifiers import committer_group, committer_name
@@ -61,11 +62,14 @@ def committer_config(
 
 
 def start_committer(
-    config: PipelineConfig, committer_settings: CommitterConfig, metrics: PipelineMetrics
+    config: PipelineConfig,
+    committer_settings: CommitterConfig,
+    metrics: PipelineMetrics,
+    arrivals: Arrivals | None = None,
 ) -> tuple[Committer, bool]:
     """Make the in-flight topic (or grow it to ``config.inflight_partitions``), then
-    start a committer counted in ``metrics``. Returns it, and whether the topic was
-    just made (so nothing was handed over before).
+    start a committer counted in ``metrics`` (whose watch tells ``arrivals``, if given).
+    Returns it, and whether the topic was just made (so nothing was handed over before).
 
     Raises:
         ClockSkewError: the host's and the broker's clocks disagree too much.
@@ -76,7 +80,9 @@ def start_committer(
     )
     name = committer_settings.name
     committer = Committer(
-        committer_settings, on_delivered=lambda d: metrics.observe_committed(d, name)
+        committer_settings,
+        on_delivered=lambda d: metrics.observe_committed(d, name),
+        arrivals=arrivals,
     )
     metrics.watch_committer(committer.status, lambda: group_view(committer))
     committer.start()

@@ -12,6 +12,7 @@ from delayline.contract.topology import Topology
 from delayline.core.identifiers import inflight_topic, transactional_id, wake_topic
 from delayline.errors import ConfigError
 from delayline.holds.registry import hold_kind
+from delayline.pipeline.need import DEFAULT_RECORDS, DEFAULT_WAIT_MS
 
 DEFAULT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 DEFAULT_LEAD_MS = 5_000
@@ -141,6 +142,15 @@ class PipelineConfig:
             Only for targets whose every consumer reads ``read_committed``: a
             ``read_uncommitted`` reader sees such a delivery early. ``None`` (the
             default): every delivery is written once due.
+        batch_on_input: Run a micro-batch whenever the input moves (each of delayline's
+            own tombstones included), as Spark does, instead of only when the work needs
+            one (:mod:`delayline.pipeline.need`: a timer to raise, a new schedule to read
+            before its due time, ``batch_records`` unread, one waiting ``batch_wait_ms``).
+            Batching on need takes the waker of this pipeline (``wake``, ``own``).
+        batch_wait_ms: The longest a new input record (a cancel, a schedule due later)
+            waits for a micro-batch when batching on need.
+        batch_records: New input records that call for a micro-batch at once when
+            batching on need.
     """
 
     topology: Topology = field(default_factory=Topology)
@@ -171,6 +181,9 @@ class PipelineConfig:
     outage_timeout_ms: int = 300_000
     target_rates: TargetRates = field(default_factory=TargetRates)
     write_ahead_topics: str | None = None
+    batch_on_input: bool = False
+    batch_wait_ms: int = DEFAULT_WAIT_MS
+    batch_records: int = DEFAULT_RECORDS
 
     def __post_init__(self) -> None:
         if not 0 <= self.lead_ms <= MAX_LEAD_MS:
@@ -196,16 +209,21 @@ class PipelineConfig:
             raise ConfigError("trigger interval must be >= 0 and shuffle partitions >= 1")
         if self.max_lateness_ms is not None and self.max_lateness_ms < 0:
             raise ConfigError("max lateness must not be negative")
-        if self.heartbeat_interval_ms < 1_000:
-            raise ConfigError("heartbeat interval must be at least 1 s")
-        if self.outage_timeout_ms < 0:
-            raise ConfigError("outage timeout must not be negative")
+        self._check_intervals()
         self._check_hold()
         self._check_write_ahead()
         if self.wake and self.wake_topic_name in self.topology.input_topics:
             raise ConfigError(
                 "the wake topic must not be a schedules, envelope or timer-request topic"
             )
+
+    def _check_intervals(self) -> None:
+        if self.heartbeat_interval_ms < 1_000:
+            raise ConfigError("heartbeat interval must be at least 1 s")
+        if self.outage_timeout_ms < 0:
+            raise ConfigError("outage timeout must not be negative")
+        if self.batch_wait_ms < 0 or self.batch_records < 1:
+            raise ConfigError("batch wait must be >= 0 and batch records >= 1")
 
     def _check_write_ahead(self) -> None:
         pattern = self.write_ahead_topics
@@ -235,6 +253,12 @@ class PipelineConfig:
             f"allowed): a schedule can be handed over after its due time; set --lead to "
             f"{needed} ms or more"
         )
+
+    @property
+    def gated(self) -> bool:
+        """Whether micro-batches run only when the work needs one (the source is gated,
+        :mod:`delayline.pipeline.need`)."""
+        return self.wake and self.waker == OWN_WAKER and not self.batch_on_input
 
     @property
     def wake_topic_name(self) -> str:

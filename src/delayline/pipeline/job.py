@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.streaming.query import StreamingQuery
 
+from delayline.committer.arrivals import Arrivals
 from delayline.committer.config import RUN_COMMITTER_NAME
 from delayline.committer.service import Committer
 from delayline.contract.arrow import with_contracts
@@ -46,6 +47,7 @@ from delayline.pipeline.metrics import (
     batch_age,
     kafka_probe,
 )
+from delayline.pipeline.need import Need
 from delayline.pipeline.placement import check_checkpoint, check_master, read_mounts
 from delayline.pipeline.progress import ProgressFeed, log_batch
 from delayline.pipeline.recovery import NO_SPACE, Failure, Recovery, diagnose, no_space_message
@@ -79,16 +81,28 @@ def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     return with_contracts(kafka_records(spark, config), config.topology)
 
 
+GATED_SOURCE = "dev.delayline.gate.GatedKafkaSource"
+"""Spark's Kafka source behind a gate (in the hold jar: ``jvm/``)."""
+GATE_OPTION = "delayline.gate"
+"""Its option naming the gate: the query name."""
+GATE_CHECK_MS = 200
+"""How often Spark checks a closed gate (Spark's trigger interval when gated)."""
+
+
 def kafka_records(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     """The input topics as a stream of Kafka records, headers included, transactions
     honoured.
 
     With ``wake`` the wake topic is read too: its records make a micro-batch run (so
-    its due timers fire) and are dropped here.
+    its due timers fire) and are dropped here. When :attr:`PipelineConfig.gated`, the
+    source is Spark's Kafka source behind the pipeline's gate (:data:`GATED_SOURCE`,
+    opened by the waker: :mod:`delayline.pipeline.need`).
     """
+    reader = spark.readStream.format("kafka")
+    if config.gated:
+        reader = spark.readStream.format(GATED_SOURCE).option(GATE_OPTION, config.query_name)
     raw = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", config.topology.bootstrap_servers)
+        reader.option("kafka.bootstrap.servers", config.topology.bootstrap_servers)
         .option("subscribe", ",".join(config.source_topics))
         .option("includeHeaders", "true")
         .option("startingOffsets", "earliest")
@@ -152,6 +166,7 @@ class Pipeline:
         self._committer: Committer | None = None
         self._progress: ProgressFeed | None = None
         self._sink: FireSink | None = None
+        self._arrivals = Arrivals() if config.gated else None
         self._events: DataFrame | None = None
         self.hold: Hold = hold_for(config, deliver_as)
         self._lock = CheckpointLock(config.checkpoint_dir, config.query_name)
@@ -228,9 +243,9 @@ class Pipeline:
             )
             metrics = None if self._metrics_server is None else self.metrics
             self._progress = ProgressFeed(self._spark, metrics, spark_file)
-        on_batch = self._on_batch if self._metrics_server is None else self._on_batch_observed
+        on_batch = self._batch_done
         if config.wake and config.waker == OWN_WAKER:
-            self._waker = self._start_waker()
+            self._waker = self._start_waker(self._spark)
         elif config.wake:  # ticks of an oscillator wake it; nothing of ours is written there
             ensure_oscillator_topic(config.topology.bootstrap_servers, config.wake_topic_name)
         on_timers = None if self._waker is None else self._waker.add
@@ -258,10 +273,13 @@ class Pipeline:
         config = self.config
         if self._events is None or self._sink is None:
             raise PipelineError("pipeline not started")
+        # Gated, a trigger only checks the gate (no Kafka request while it is closed):
+        # checking often lets a batch start soon after the waker opens it.
+        every_ms = min(GATE_CHECK_MS, config.trigger_interval_ms) if config.gated else None
         self._query = (
             self._events.writeStream.queryName(config.query_name)
             .option("checkpointLocation", str(config.checkpoint_dir))
-            .trigger(processingTime=f"{config.trigger_interval_ms} milliseconds")
+            .trigger(processingTime=f"{every_ms or config.trigger_interval_ms} milliseconds")
             .foreachBatch(stoppable(self._sink))
             .start()
         )
@@ -406,7 +424,7 @@ class Pipeline:
         """Started whatever the lead: an earlier run may have handed schedules over.
         Returns it, and whether its in-flight topic was just made."""
         settings = committer_config(self.config, RUN_COMMITTER_NAME)
-        return start_committer(self.config, settings, self.metrics)
+        return start_committer(self.config, settings, self.metrics, self._arrivals)
 
     def _deliver_first(self, committer: Committer) -> None:
         """Wait until ``committer`` has delivered what was handed over before this start
@@ -432,14 +450,23 @@ class Pipeline:
             f" ({left} schedule(s) still pending)" if left else "",
         )
 
-    def _start_waker(self) -> Waker:
+    def _start_waker(self, spark: SparkSession) -> Waker:
         config = self.config
         ensure_wake_topic(config.topology.bootstrap_servers, config.wake_topic_name)
+        need, open_gate = None, None
+        if config.gated:
+            need = Need(config.lead_ms, config.batch_wait_ms, config.batch_records)
+            jvm = spark.sparkContext._jvm
+            assert jvm is not None  # a running session has its JVM
+            open_gate = jvm.dev.delayline.gate.Gate.named(config.query_name).open
         waker = Waker(
             config.topology.bootstrap_servers,
             config.wake_topic_name,
             heartbeat_ms=config.heartbeat_interval_ms,
             poll_ms=config.trigger_interval_ms,
+            need=need,
+            arrivals=self._arrivals,
+            open_gate=open_gate,
         )
         waker.start()
         return waker
@@ -479,8 +506,11 @@ class Pipeline:
             raise PipelineError("pipeline not started")
         return self._query
 
-    def _on_batch_observed(self, report: BatchReport) -> None:
-        self.metrics.observe_batch(report)
+    def _batch_done(self, report: BatchReport) -> None:
+        if self._waker is not None:
+            self._waker.batch_done(report.finished_ms)
+        if self._metrics_server is not None:
+            self.metrics.observe_batch(report)
         self._on_batch(report)
 
     def _report_batch(self, report: BatchReport) -> None:

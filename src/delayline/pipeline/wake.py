@@ -23,6 +23,12 @@ due time, at most :data:`delayline.core.clock.GRANULARITY_MS` after it while Kaf
 takes the writes; a failed write is retried every :data:`RETRY_MS` until one succeeds.
 Extra wake records (for cancelled schedules, or from another pipeline) only cost
 a batch; they never change what fires.
+
+With a gated source (:mod:`delayline.pipeline.need`), wake records are how every batch
+starts: the waker writes one, then opens the gate, when a timer needs raising, when
+what the committer's watch read needs reading (:class:`delayline.committer.arrivals.Arrivals`),
+and every heartbeat. While the watch does not report (its committer between sessions)
+the waker wakes every trigger interval, as Spark would run batches without the gate.
 """
 
 from __future__ import annotations
@@ -35,8 +41,10 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 
+from delayline.committer.arrivals import STALE_MS, Arrivals
 from delayline.core.clock import GRANULARITY_MS, Clock, SystemClock, wake_slot
 from delayline.kafka.config import kafka_client_config
+from delayline.pipeline.need import Margin, Need, arrivals_wake_ms, timer_wake_ms
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +83,12 @@ class WakePlan:
 
 
 def next_wake_ms(
-    plan: WakePlan, now_ms: int, last_wake_ms: int, heartbeat_ms: int, poll_ms: int | None
+    planned_ms: int | None, now_ms: int, last_wake_ms: int, heartbeat_ms: int, poll_ms: int | None
 ) -> int:
     """When the waker must write next.
 
     Args:
-        plan: The planned wake times.
+        planned_ms: The earliest planned wake time, if any.
         now_ms: The current time.
         last_wake_ms: When the last wake record was written.
         heartbeat_ms: The longest gap between wake records.
@@ -90,9 +98,8 @@ def next_wake_ms(
     deadline = last_wake_ms + heartbeat_ms
     if poll_ms is not None:
         deadline = min(deadline, last_wake_ms + poll_ms)
-    planned = plan.next_ms()
-    if planned is not None:
-        deadline = min(deadline, planned)
+    if planned_ms is not None:
+        deadline = min(deadline, planned_ms)
     return max(deadline, now_ms)
 
 
@@ -109,6 +116,12 @@ class Waker:
         write: Writes one wake record stamped with the given time and says whether it
             was written; default: to ``topic`` through a Kafka producer. Tests pass
             their own and drive :meth:`tick` with a manual clock, without sleeping.
+        need: With a gated source: when batches are needed (timers are woken for a
+            margin before their due times, and ``arrivals`` are followed); ``None``:
+            each timer at its raise time, as for a source Spark reads whenever it moves.
+        arrivals: What the committer's watch read that the pipeline must read (with
+            ``need``).
+        open_gate: Called after each wake record written: lets the next trigger read.
     """
 
     def __init__(
@@ -119,6 +132,9 @@ class Waker:
         poll_ms: int,
         clock: Clock | None = None,
         write: Callable[[int], bool] | None = None,
+        need: Need | None = None,
+        arrivals: Arrivals | None = None,
+        open_gate: Callable[[], None] | None = None,
     ) -> None:
         self.topic = topic
         self.heartbeat_ms = heartbeat_ms
@@ -130,6 +146,14 @@ class Waker:
         self._stopped = False
         self._last_wake_ms = self.clock.now_ms() - heartbeat_ms  # wake at once
         self._retry_at_ms: int | None = None  # after a failed write: the next attempt
+        self._need = need
+        self._arrivals = arrivals if need is not None else None
+        self._open_gate = open_gate
+        self._margin = Margin()
+        self._unserved_ms: int | None = None  # the first wake no finished batch served yet
+        self._trigger_ms = max(poll_ms, GRANULARITY_MS)
+        if self._arrivals is not None:
+            self._arrivals.listen(self._replan)
         self._producer: Producer | None = None
         if write is None:
             self._producer = Producer(
@@ -157,6 +181,23 @@ class Waker:
             if complete:
                 self._poll_ms = None
                 log.info("waker: %d wake times planned from the checkpoint", len(self._plan))
+            self._cond.notify()
+
+    def batch_done(self, finished_ms: int) -> None:
+        """A micro-batch finished at ``finished_ms``: how long it took from the first
+        wake it served sets the margin (thread-safe)."""
+        with self._cond:
+            if self._unserved_ms is not None:
+                self._margin.observe(finished_ms - self._unserved_ms)
+                self._unserved_ms = None
+
+    def margin_ms(self) -> int:
+        """How long before a due time the waker wakes for it now."""
+        with self._cond:
+            return self._margin.ms()
+
+    def _replan(self) -> None:
+        with self._cond:
             self._cond.notify()
 
     def stop(self) -> None:
@@ -189,16 +230,48 @@ class Waker:
             if written:
                 self._last_wake_ms, self._retry_at_ms = now, None
                 self.wakes_written += 1
+                if self._arrivals is not None:
+                    arrived = self._arrivals.take()  # the batch woken now reads them
+                    log.debug(
+                        "waker: woke the pipeline (%d arrived, margin %d ms)",
+                        0 if arrived is None else arrived.count,
+                        self._margin.ms(),
+                    )
+                if self._unserved_ms is None:
+                    self._unserved_ms = now
             else:
                 # Whatever was due stays due: the next record that gets through wakes it.
                 self._retry_at_ms = now + RETRY_MS
-            return self._next_ms(now)
+            next_ms = self._next_ms(now)
+        if written and self._open_gate is not None:
+            try:
+                self._open_gate()
+            except Exception:  # the gate is in Spark's JVM: a stopping session, say
+                log.warning("waker: could not open the pipeline's gate", exc_info=True)
+        return next_ms
 
     def _next_ms(self, now_ms: int) -> int:
         if self._retry_at_ms is not None:
             return self._retry_at_ms
         last, beat, poll = self._last_wake_ms, self.heartbeat_ms, self._poll_ms
-        return next_wake_ms(self._plan, now_ms, last, beat, poll)
+        arrivals, need = self._arrivals, self._need
+        if arrivals is None or need is None:
+            return next_wake_ms(self._plan.next_ms(), now_ms, last, beat, poll)
+        if not arrivals.live(now_ms):
+            # Nobody tells what arrived: wake every trigger interval, as Spark would.
+            poll = self._trigger_ms
+        margin = self._margin.ms()
+        # Timers are planned at their raise times; each wake raises every timer due by
+        # then, so only the earliest one decides when.
+        raise_at = self._plan.next_ms()
+        planned = None if raise_at is None else timer_wake_ms(raise_at, need.lead_ms, margin)
+        at = next_wake_ms(planned, now_ms, last, beat, poll)
+        if poll is None and (fed := arrivals.fed_ms()) is not None:
+            at = min(at, max(now_ms, fed + STALE_MS + 1))  # notice the feed going quiet
+        arrived = arrivals.peek()
+        if arrived is not None:
+            at = min(at, max(now_ms, arrivals_wake_ms(arrived, need, margin)))
+        return at
 
     def _run(self) -> None:
         while True:

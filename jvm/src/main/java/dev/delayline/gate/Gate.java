@@ -1,0 +1,68 @@
+package dev.delayline.gate;
+
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Whether the next micro-batch of a pipeline may read new input: a batch when the work
+ * needs one, not whenever the input moved.
+ *
+ * <p>Spark runs a micro-batch whenever a source has new records, and most records that
+ * arrive at a pipeline with a lead do not need one soon: delayline's own tombstones and
+ * transaction markers, and schedules due minutes from now. The pipeline's waker decides
+ * when a batch is needed (a timer falls due, a new schedule must be raised within its
+ * lead, too much waits unread, a record has waited long enough) and calls {@link #open}
+ * after writing a wake record; the gated source ({@link GatedKafkaStream}) then lets the
+ * next trigger read everything that arrived, and closes again.
+ *
+ * <p>Guarantees: an {@link #open} is never lost (the next check after it admits, whatever
+ * happened in between); a batch cut short by the source's read limit keeps the gate open
+ * until the input is read to its end, so a backlog never waits for another open; nothing
+ * is ever skipped, only read later. Thread-safe.
+ */
+public final class Gate {
+  private static final ConcurrentHashMap<String, Gate> GATES = new ConcurrentHashMap<>();
+
+  private final AtomicBoolean open = new AtomicBoolean(true); // the first check reads
+  private volatile boolean draining;
+  private final AtomicLong opened = new AtomicLong();
+  private final AtomicLong admitted = new AtomicLong();
+
+  private Gate() {}
+
+  /** The gate of the pipeline named {@code name} in this JVM (made on first use). */
+  public static Gate named(String name) {
+    return GATES.computeIfAbsent(name, n -> new Gate());
+  }
+
+  /** Let the next trigger read what has arrived (thread-safe; opens are not counted up). */
+  public void open() {
+    opened.incrementAndGet();
+    open.set(true);
+  }
+
+  /** Times {@link #open} was called. */
+  public long opened() {
+    return opened.get();
+  }
+
+  /** Triggers that were let through: each one's batch read the input to its end then. */
+  public long admitted() {
+    return admitted.get();
+  }
+
+  /** Whether a check now may read new input: takes the open, if any. */
+  boolean admits() {
+    if (draining || open.getAndSet(false)) {
+      admitted.incrementAndGet();
+      return true;
+    }
+    return false;
+  }
+
+  /** Set after an admitted read: whether the read limit left input unread. */
+  void drained(boolean complete) {
+    draining = !complete;
+  }
+}

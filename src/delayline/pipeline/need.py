@@ -1,0 +1,94 @@
+"""When the pipeline needs a micro-batch: the waker's rules, pure (a clock passed in).
+
+A micro-batch costs 0.5-0.7 s of CPU here whatever it carries, and with a lead it no
+longer decides when a delivery is made (the committer commits at the due time); it only
+has to hand each schedule over before its due time. So the pipeline's source is gated
+(``dev.delayline.gate.Gate``, in the hold jar) and the waker opens it only when the work
+needs a batch:
+
+* **A held timer.** A schedule may be raised anywhere in its lead, so the waker wakes
+  for a timer set at ``raise`` at ``raise + max(0, lead - margin)``: ``margin`` before
+  the due time, with every other timer raised by then riding along.
+* **A new schedule.** One the committer's watch read but the pipeline has not must be
+  read (and, if its lead has begun, raised) ``margin`` before its due time.
+* **Anything new, eventually.** A cancel, an invalid record or a far schedule waits at
+  most ``wait_ms`` (:attr:`Need.wait_ms`), and ``records`` unread records call for a batch
+  at once: under load batches run back to back, as without the gate.
+* **delayline's own records never do**: its tombstones, transaction markers and wake
+  records are read by whatever batch comes next.
+
+``margin`` follows the batches: the longest recent time from a wake to the end of the
+batch that served it, with room to spare (:class:`Margin`), and never less than
+:data:`MIN_MARGIN_MS`. A batch that takes longer than it did raises later, but within
+the lead by at least the spare; one that takes longer than the whole margin hands over
+late (as a batch longer than the lead always did).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from delayline.committer.arrivals import Arrived
+
+MIN_MARGIN_MS = 1_500
+"""The least time a wake comes before the due time it serves: a batch at a trickle
+took 0.5-1.2 s here from its wake to its hand-over."""
+MARGIN_SPARE = 1.5
+"""The margin is this many times the longest recent time from a wake to the end of the
+batch that served it (the wait for Spark's next trigger included), plus
+:data:`MARGIN_PAD_MS`."""
+MARGIN_PAD_MS = 250
+MARGIN_DECAY = 0.8
+"""Each batch, the longest time the margin remembers shrinks by this factor unless the
+batch took as long: a slow batch (a cold JVM's first) is forgotten within a few."""
+DEFAULT_WAIT_MS = 10_000
+"""See :attr:`Need.wait_ms`."""
+DEFAULT_RECORDS = 5_000
+"""See :attr:`Need.records`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    """The waker's settings.
+
+    Attributes:
+        lead_ms: The pipeline's lead.
+        wait_ms: The longest a new input record waits for a batch.
+        records: Unread input records that call for a batch at once.
+    """
+
+    lead_ms: int
+    wait_ms: int = DEFAULT_WAIT_MS
+    records: int = DEFAULT_RECORDS
+
+
+class Margin:
+    """How long before a due time a batch must be woken: from recent batches. Not
+    thread-safe."""
+
+    def __init__(self) -> None:
+        self._longest_ms = 0.0
+
+    def observe(self, wake_to_done_ms: int) -> None:
+        """A batch ended this long after the first wake it served."""
+        self._longest_ms = max(float(wake_to_done_ms), self._longest_ms * MARGIN_DECAY)
+
+    def ms(self) -> int:
+        """The margin now."""
+        return max(MIN_MARGIN_MS, int(self._longest_ms * MARGIN_SPARE) + MARGIN_PAD_MS)
+
+
+def timer_wake_ms(raise_ms: int, lead_ms: int, margin_ms: int) -> int:
+    """When to wake for a timer set at ``raise_ms`` (its due time less ``lead_ms``):
+    ``margin_ms`` before the due time, never before the raise time."""
+    return raise_ms + max(0, lead_ms - margin_ms)
+
+
+def arrivals_wake_ms(arrived: Arrived, need: Need, margin_ms: int) -> int:
+    """When what ``arrived`` needs a batch (see the module's rules)."""
+    if arrived.count >= need.records:
+        return arrived.first_read_ms
+    at = arrived.first_read_ms + need.wait_ms
+    if arrived.earliest_due_ms is not None:
+        at = min(at, arrived.earliest_due_ms - margin_ms)
+    return at

@@ -1,0 +1,205 @@
+"""A micro-batch only when the work needs one: the waker's rules and the watch's count
+(pure logic and a manual clock; no Kafka, no Spark)."""
+
+from __future__ import annotations
+
+from delayline.committer.arrivals import STALE_MS, Arrivals, Arrived
+from delayline.committer.watch import InputWatch
+from delayline.contract import ConsumedRecord
+from delayline.contract import headers as h
+from delayline.contract.contracts import InputParser
+from delayline.contract.topology import Topology
+from delayline.core.clock import ManualClock
+from delayline.core.model import Schedule
+from delayline.pipeline.need import (
+    MARGIN_PAD_MS,
+    MARGIN_SPARE,
+    MIN_MARGIN_MS,
+    Margin,
+    Need,
+    arrivals_wake_ms,
+    timer_wake_ms,
+)
+from delayline.pipeline.wake import Waker
+
+LEAD = 5_000
+HEARTBEAT = 30_000
+TRIGGER = 1_000
+NEED = Need(LEAD, wait_ms=10_000, records=100)
+T0 = 1_000_000
+
+
+def test_the_margin_has_a_floor_follows_slow_batches_and_forgets_them() -> None:
+    margin = Margin()
+    assert margin.ms() == MIN_MARGIN_MS
+    margin.observe(4_000)  # a cold first batch
+    assert margin.ms() == int(4_000 * MARGIN_SPARE) + MARGIN_PAD_MS
+    slow = margin.ms()
+    for _ in range(3):
+        margin.observe(500)
+    assert MIN_MARGIN_MS < margin.ms() < slow, "shrinks batch by batch"
+    for _ in range(20):
+        margin.observe(500)
+    assert margin.ms() == MIN_MARGIN_MS
+    margin.observe(3_000)
+    assert margin.ms() == int(3_000 * MARGIN_SPARE) + MARGIN_PAD_MS, "a slow batch counts at once"
+
+
+def test_a_timer_is_woken_a_margin_before_its_due_time_never_before_its_raise() -> None:
+    raise_at = T0
+    assert timer_wake_ms(raise_at, LEAD, 1_500) == raise_at + LEAD - 1_500
+    assert timer_wake_ms(raise_at, LEAD, 9_000) == raise_at, "a margin past the lead"
+    assert timer_wake_ms(raise_at, 0, 1_500) == raise_at, "no lead: at the due time"
+
+
+def test_arrivals_are_woken_for_by_due_time_wait_or_count() -> None:
+    far = Arrived(3, T0, T0 + 3_600_000)
+    assert arrivals_wake_ms(far, NEED, 1_500) == T0 + NEED.wait_ms, "a schedule due later"
+    soon = Arrived(3, T0, T0 + 4_000)
+    assert arrivals_wake_ms(soon, NEED, 1_500) == T0 + 2_500, "a margin before its due time"
+    cancels = Arrived(3, T0, None)
+    assert arrivals_wake_ms(cancels, NEED, 1_500) == T0 + NEED.wait_ms
+    many = Arrived(NEED.records, T0, T0 + 3_600_000)
+    assert arrivals_wake_ms(many, NEED, 1_500) == T0, "enough records: at once"
+
+
+def test_arrivals_add_up_until_taken_and_say_when_the_feed_is_down() -> None:
+    arrivals = Arrivals()
+    changes: list[int] = []
+    arrivals.listen(lambda: changes.append(1))
+    assert not arrivals.live(T0), "nothing reported yet"
+    arrivals.add(0, None, T0)
+    assert arrivals.live(T0 + STALE_MS)
+    assert not arrivals.live(T0 + STALE_MS + 1)
+    assert arrivals.peek() is None, "a poll with nothing new"
+    assert changes == []
+    arrivals.add(2, T0 + 9_000, T0 + 10)
+    arrivals.add(1, T0 + 5_000, T0 + 20)
+    arrivals.add(4, None, T0 + 30)
+    assert arrivals.peek() == Arrived(7, T0 + 10, T0 + 5_000)
+    assert len(changes) == 3
+    assert arrivals.take() == Arrived(7, T0 + 10, T0 + 5_000)
+    assert arrivals.take() is None
+    arrivals.stop()
+    assert not arrivals.live(T0 + 30)
+
+
+class Gate:
+    def __init__(self) -> None:
+        self.opened = 0
+
+    def open(self) -> None:
+        self.opened += 1
+
+
+def gated_waker(clock: ManualClock, arrivals: Arrivals, gate: Gate, written: list[int]) -> Waker:
+    def write(now_ms: int) -> bool:
+        written.append(now_ms)
+        return True
+
+    return Waker(
+        "unused:9092", "wake", HEARTBEAT, poll_ms=TRIGGER, clock=clock, write=write,
+        need=NEED, arrivals=arrivals, open_gate=gate.open,
+    )  # fmt: skip
+
+
+def test_the_waker_batches_timers_a_margin_before_due_and_arrivals_as_needed() -> None:
+    clock, arrivals, gate = ManualClock(T0), Arrivals(), Gate()
+    written: list[int] = []
+    waker = gated_waker(clock, arrivals, gate, written)
+
+    def step(to_ms: int) -> int:
+        """Move to ``to_ms`` with the watch reporting as it does (every poll)."""
+        clock.advance(to_ms - clock.now_ms())
+        arrivals.add(0, None, to_ms)
+        return min(waker.tick(), to_ms + STALE_MS + 1)
+
+    waker.add([], complete=True)
+    assert step(T0) == T0 + STALE_MS + 1
+    assert written == [T0]
+    assert gate.opened == 1
+    waker.batch_done(T0 + 500)
+    # Timers raised at T0+10 s and T0+10.5 s: one wake, a margin before the first due time.
+    waker.add([T0 + 10_000, T0 + 10_500])
+    margin = waker.margin_ms()
+    assert margin == MIN_MARGIN_MS
+    first_wake = T0 + 10_000 + LEAD - margin
+    assert step(first_wake - 1) == first_wake
+    assert step(first_wake) == first_wake + STALE_MS + 1, "the second was raised by then"
+    assert written == [T0, first_wake]
+    assert gate.opened == 2
+    # A schedule due in 3 s arrives: read a margin before its due time.
+    now = first_wake + 100
+    step(now)
+    arrivals.add(1, now + 3_000, now)
+    assert waker.tick() == now + 3_000 - margin
+    # The batch woken at first_wake ends 1.5 s after: the margin widens, the same
+    # arrival is woken for sooner.
+    waker.batch_done(first_wake + 1_500)
+    assert waker.margin_ms() == int(1_500 * MARGIN_SPARE) + MARGIN_PAD_MS
+    assert waker.tick() == now + 3_000 - waker.margin_ms()
+    assert written == [T0, first_wake]
+
+
+def test_without_the_watch_the_waker_wakes_every_trigger_interval() -> None:
+    clock, arrivals, gate = ManualClock(T0), Arrivals(), Gate()
+    written: list[int] = []
+    waker = gated_waker(clock, arrivals, gate, written)
+    waker.add([], complete=True)
+    assert waker.tick() == T0 + TRIGGER, "no report yet: every trigger interval"
+    clock.advance(TRIGGER)
+    arrivals.add(0, None, T0 + TRIGGER)
+    assert waker.tick() == T0 + TRIGGER + STALE_MS + 1, "live: until it goes quiet"
+    clock.advance(STALE_MS + 1)
+    assert waker.tick() == T0 + 2 * TRIGGER + STALE_MS + 1
+    assert written == [T0, T0 + TRIGGER + STALE_MS + 1], "not while it was live"
+
+
+def test_a_failed_wake_neither_opens_the_gate_nor_forgets_the_arrivals() -> None:
+    clock, arrivals, gate = ManualClock(T0), Arrivals(), Gate()
+    results = iter([False, True])
+    waker = Waker(
+        "unused:9092", "wake", HEARTBEAT, poll_ms=TRIGGER, clock=clock,
+        write=lambda _now: next(results), need=NEED, arrivals=arrivals, open_gate=gate.open,
+    )  # fmt: skip
+    arrivals.add(NEED.records, None, T0)
+    waker.add([], complete=True)
+    waker.tick()
+    assert gate.opened == 0
+    assert arrivals.peek() is not None
+    clock.advance(1_000)
+    waker.tick()
+    assert gate.opened == 1
+    assert arrivals.peek() is None
+
+
+TOPIC = "schedules"
+PARSE = InputParser(Topology(schedules_topics=(TOPIC,)))
+
+
+def record(offset: int, value: bytes | None, headers: tuple[tuple[str, bytes | None], ...]) -> ConsumedRecord:  # fmt: skip
+    return ConsumedRecord(TOPIC, 0, offset, T0, b"a", value, headers)
+
+
+def test_the_watch_counts_what_the_pipeline_must_read_not_its_own_tombstones() -> None:
+    arrivals = Arrivals()
+    watch = InputWatch("unused:9092", PARSE, lambda: T0, arrivals=arrivals)
+    try:
+        soon = record(1, b"v", ((h.EPOCH, b"20"), (h.TARGET_TOPIC, b"t")))
+        later = record(2, b"v", ((h.EPOCH, b"90"), (h.TARGET_TOPIC, b"t")))
+        parsed = PARSE(soon)
+        assert isinstance(parsed, Schedule)
+        watch._note(soon, T0)
+        watch._note(later, T0)
+        watch._note(record(3, None, ()), T0)  # a cancel
+        watch._note(record(4, b"bad", ()), T0)  # invalid: the hold dead-letters it
+        watch._note(record(5, None, ((h.FIRED_OFFSET, b"1"),)), T0)  # delayline's own
+        watch._note(later, T0, arrived=False)  # read again after a take-over
+        watch._report_arrived(T0 + 5)
+        assert arrivals.take() == Arrived(4, T0 + 5, parsed.due_ms)
+        watch._report_arrived(T0 + 6)
+        assert arrivals.peek() is None
+        assert arrivals.live(T0 + 6)
+    finally:
+        watch.close()
+    assert not arrivals.live(T0 + 6), "a closed watch tells nothing"

@@ -210,10 +210,12 @@ def test_our_tombstone_never_cancels_a_newer_version(pipeline: RunningPipeline) 
             return str((now_ms() + s * 1000) / 1000).encode()
 
         write(b"v1", [("scheduler-epoch", due(60)), ("scheduler-target-topic", target.encode())])
-        # Due after the lead (5 s): held, not raised at once, when the tombstone hides it.
-        write(b"v2", [("scheduler-epoch", due(9)), ("scheduler-target-topic", target.encode())])
+        # Held, not raised at once, when the tombstone hides it: the pipeline reads a new
+        # schedule within --batch-wait (10 s) or a margin before its due time, so due
+        # well after the wait and the lead (5 s).
+        write(b"v2", [("scheduler-epoch", due(25)), ("scheduler-target-topic", target.encode())])
         write(None, [("delayline-fired-offset", str(offsets[0]).encode())])
-        (d,) = seen.wait_for(lambda d: len(d) >= 1, timeout_s=30)
+        (d,) = seen.wait_for(lambda d: len(d) >= 1, timeout_s=50)
         assert d.value == b"v2"
         # v2 was appended again after the tombstone, so compaction keeps it for a rebuild.
         raced = [x for x in read_topic(pipeline.bootstrap, topic) if x.key == b"raced"]
@@ -373,8 +375,10 @@ def test_an_invalid_record_after_a_held_schedule_cannot_compact_it_away(
     sid = f"hidden-{target}"
     topic = pipeline.topics.schedules
     with DeliveryCollector(pipeline.bootstrap, [target]) as seen:
+        # Held when the junk lands: read within --batch-wait (10 s), due well after the
+        # wait and the lead (5 s).
         with pipeline.client() as client:
-            client.schedule(sid, b"keep me", target, delay=timedelta(seconds=12))
+            client.schedule(sid, b"keep me", target, delay=timedelta(seconds=25))
         partition = partition_for(sid.encode(), 3)
         producer = Producer({"bootstrap.servers": pipeline.bootstrap})
         producer.produce(topic, key=sid.encode(), value=b"junk", partition=partition,
@@ -391,7 +395,7 @@ def test_an_invalid_record_after_a_held_schedule_cannot_compact_it_away(
 
         kept = eventually(last_of_key, 20, "the held schedule written again after the junk")
         assert kept.payload == b"keep me"
-        (delivery,) = seen.wait_for(lambda d: len(d) >= 1, timeout_s=40)
+        (delivery,) = seen.wait_for(lambda d: len(d) >= 1, timeout_s=50)
         time.sleep(1)
         assert len(seen.snapshot()) == 1
     assert delivery.value == b"keep me"

@@ -31,6 +31,8 @@ engine() {
   # that covers the batch that raises it (docs/pipeline.md): delivered from its due time
   # (the default, safe for read_uncommitted readers), then written ahead (--write-ahead).
   bench burst-ahead --scenario burst-ahead --lead 30s
+  # The same burst at the default lead: no lead chosen by hand.
+  bench burst-ahead-default-lead --scenario burst-ahead
   bench burst-ahead-write-ahead --scenario burst-ahead --lead 30s --write-ahead
   # Recurring schedules: 100,000 every minute (three occurrences each).
   bench recurring --scenario recurring

@@ -203,3 +203,21 @@ def test_the_watch_counts_what_the_pipeline_must_read_not_its_own_tombstones() -
     finally:
         watch.close()
     assert not arrivals.live(T0 + 6), "a closed watch tells nothing"
+
+
+def test_the_holds_own_wake_times_are_kept_exactly() -> None:
+    """A lease's end (the Redis hold's take-over) is not a raise time: no margin."""
+    clock, arrivals, gate = ManualClock(T0), Arrivals(), Gate()
+    written: list[int] = []
+    waker = gated_waker(clock, arrivals, gate, written)
+    arrivals.add(0, None, T0)
+    waker.add([], complete=True)
+    waker.tick()
+    waker.wake_at([T0 + 1_000])
+    waker.add([T0 + 1_000])
+    assert waker.tick() == T0 + 1_000, "the exact time, before the timer's"
+    clock.advance(1_000)
+    arrivals.add(0, None, T0 + 1_000)
+    waker.tick()
+    assert written == [T0, T0 + 1_000]
+    assert waker.tick() == T0 + 1_000 + STALE_MS + 1, "the timer was raised by that wake"

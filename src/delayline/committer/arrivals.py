@@ -18,6 +18,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from delayline.core.clock import earliest_ms
+
 STALE_MS = 2_000
 """A feed not told anything for this long is down (its committer between sessions, or
 stuck): the waker then wakes the pipeline every trigger interval, as without a feed. The
@@ -63,7 +65,7 @@ class Arrivals:
             if was is None:
                 self._arrived = Arrived(count, read_ms, earliest_due_ms)
             else:
-                due = _earlier(was.earliest_due_ms, earliest_due_ms)
+                due = earliest_ms(was.earliest_due_ms, earliest_due_ms)
                 self._arrived = Arrived(was.count + count, was.first_read_ms, due)
         self._on_change()
 
@@ -93,9 +95,3 @@ class Arrivals:
         """When the watch last reported, if it has since it (re)started."""
         with self._lock:
             return self._fed_ms
-
-
-def _earlier(a: int | None, b: int | None) -> int | None:
-    if a is None:
-        return b
-    return a if b is None else min(a, b)

@@ -71,3 +71,9 @@ writes at most one wake record per step."""
 def wake_slot(due_ms: int) -> int:
     """The wake time of a timer due at ``due_ms``: rounded up, never earlier."""
     return -(-due_ms // GRANULARITY_MS) * GRANULARITY_MS
+
+
+def earliest_ms(*times: int | None) -> int | None:
+    """The earliest of ``times`` that are given, or ``None`` if none is."""
+    given = [t for t in times if t is not None]
+    return min(given) if given else None

@@ -36,6 +36,8 @@ class FireSink:
         on_batch: Called with each batch's report.
         on_timers: Called with the due times of the timers each batch set (after
             the batch is fired; a replay reports them again).
+        on_wakes: Called with the hold's own wake times (:meth:`Hold.wake_times`: a
+            lease's end is not a timer's raise time); ``None``: given to ``on_timers``.
         hold: Where the batch's events come from, told when the batch is done.
         clock: The time source of the report.
         fire_partitions: How events are fired; Spark tasks by default (tests pass a
@@ -49,6 +51,7 @@ class FireSink:
         on_batch: Callable[[BatchReport], None] = lambda _report: None,
         on_timers: Callable[[list[int]], None] | None = None,
         *,
+        on_wakes: Callable[[list[int]], None] | None = None,
         hold: Hold,
         clock: Clock | None = None,
         fire_partitions: FirePartitions = fire_on_executors,
@@ -59,6 +62,7 @@ class FireSink:
         self.query_id = query_id
         self.on_batch = on_batch
         self.on_timers = on_timers
+        self.on_wakes = on_wakes
         self.fire_partitions = fire_partitions
         self._tried: int | None = None
         """The highest batch id this sink was called with (a failed one included)."""
@@ -77,9 +81,13 @@ class FireSink:
         parts = self.fire_partitions(events, job)
         report = merge(batch_id, parts)
         timers = [] if self.hold.wakes_itself else [due for part in parts for due in part.timers]
-        timers += [wake_slot(at) for at in self.hold.wake_times()]
+        wakes = [wake_slot(at) for at in self.hold.wake_times()]
+        if self.on_wakes is None:
+            timers, wakes = timers + wakes, []
         if timers and self.on_timers is not None:
             self.on_timers(timers)
+        if wakes and self.on_wakes is not None:
+            self.on_wakes(wakes)
         if report.committed:
             self.hold.after_commit(batch_id)
         for part in sorted(parts, key=lambda p: p.partition):

@@ -249,7 +249,10 @@ class Pipeline:
         elif config.wake:  # ticks of an oscillator wake it; nothing of ours is written there
             ensure_oscillator_topic(config.topology.bootstrap_servers, config.wake_topic_name)
         on_timers = None if self._waker is None else self._waker.add
-        self._sink = FireSink(config, self._query_id, on_batch, on_timers, hold=self.hold)
+        on_wakes = None if self._waker is None else self._waker.wake_at
+        self._sink = FireSink(
+            config, self._query_id, on_batch, on_timers, on_wakes=on_wakes, hold=self.hold
+        )
         self._events = self.hold.stage(read_schedules(self._spark, config))
         self._start_query()
         if self._waker is not None:

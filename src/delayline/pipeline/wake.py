@@ -42,7 +42,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from delayline.committer.arrivals import STALE_MS, Arrivals
-from delayline.core.clock import GRANULARITY_MS, Clock, SystemClock, wake_slot
+from delayline.core.clock import GRANULARITY_MS, Clock, SystemClock, earliest_ms, wake_slot
 from delayline.kafka.config import kafka_client_config
 from delayline.pipeline.need import Margin, Need, arrivals_wake_ms, timer_wake_ms
 
@@ -142,6 +142,7 @@ class Waker:
         self.wakes_written = 0
         self._poll_ms: int | None = max(poll_ms, GRANULARITY_MS)
         self._plan = WakePlan()
+        self._exact = WakePlan()  # the hold's own wake times (wake_at)
         self._cond = threading.Condition()
         self._stopped = False
         self._last_wake_ms = self.clock.now_ms() - heartbeat_ms  # wake at once
@@ -183,6 +184,14 @@ class Waker:
                 log.info("waker: %d wake times planned from the checkpoint", len(self._plan))
             self._cond.notify()
 
+    def wake_at(self, at_ms: Iterable[int]) -> None:
+        """Plan wakes at these times exactly, not a margin before a due time: the
+        hold's own (:meth:`delayline.holds.hold.Hold.wake_times`; thread-safe)."""
+        with self._cond:
+            for at in at_ms:
+                self._exact.add(at)
+            self._cond.notify()
+
     def batch_done(self, finished_ms: int) -> None:
         """A micro-batch finished at ``finished_ms``: how long it took from the first
         wake it served sets the margin (thread-safe)."""
@@ -221,6 +230,7 @@ class Waker:
             if self._next_ms(now) > now:
                 return self._next_ms(now)
             self._plan.take_due(now)
+            self._exact.take_due(now)
         try:
             written = self._write(now)
         except Exception:  # any failure to write means: retry, never end the thread
@@ -255,8 +265,9 @@ class Waker:
             return self._retry_at_ms
         last, beat, poll = self._last_wake_ms, self.heartbeat_ms, self._poll_ms
         arrivals, need = self._arrivals, self._need
+        exact = self._exact.next_ms()
         if arrivals is None or need is None:
-            return next_wake_ms(self._plan.next_ms(), now_ms, last, beat, poll)
+            return next_wake_ms(earliest_ms(self._plan.next_ms(), exact), now_ms, last, beat, poll)
         if not arrivals.live(now_ms):
             # Nobody tells what arrived: wake every trigger interval, as Spark would.
             poll = self._trigger_ms
@@ -265,7 +276,7 @@ class Waker:
         # then, so only the earliest one decides when.
         raise_at = self._plan.next_ms()
         planned = None if raise_at is None else timer_wake_ms(raise_at, need.lead_ms, margin)
-        at = next_wake_ms(planned, now_ms, last, beat, poll)
+        at = next_wake_ms(earliest_ms(planned, exact), now_ms, last, beat, poll)
         if poll is None and (fed := arrivals.fed_ms()) is not None:
             at = min(at, max(now_ms, fed + STALE_MS + 1))  # notice the feed going quiet
         arrived = arrivals.peek()

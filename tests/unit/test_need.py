@@ -20,7 +20,7 @@ from delayline.pipeline.need import (
     arrivals_wake_ms,
     timer_wake_ms,
 )
-from delayline.pipeline.wake import Waker
+from delayline.pipeline.wake import Waker, WakerStats
 
 LEAD = 5_000
 HEARTBEAT = 30_000
@@ -167,6 +167,7 @@ def test_a_failed_wake_neither_opens_the_gate_nor_forgets_the_arrivals() -> None
     waker.tick()
     assert gate.opened == 0
     assert arrivals.peek() is not None
+    assert waker.stats() == WakerStats(wakes=0, margin_ms=MIN_MARGIN_MS, unread=NEED.records)
     clock.advance(1_000)
     waker.tick()
     assert gate.opened == 1

@@ -15,6 +15,7 @@ from delayline.contract import events as r
 from delayline.core.clock import ManualClock
 from delayline.fire.report import REFUSED, BatchReport
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness, batch_age
+from delayline.pipeline.wake import WakerStats
 
 
 def samples(metrics: PipelineMetrics) -> dict[str, float]:
@@ -180,3 +181,20 @@ def test_each_executors_tasks_and_writes_are_counted_by_label() -> None:
     assert labelled[(written, (("executor", "h/1"), ("kind", "fire")))] == 2
     assert labelled[(written, (("executor", "h/1"), ("kind", "handed")))] == 4
     assert (written, (("executor", "h/0"), ("kind", "handed"))) not in labelled
+
+
+def test_the_wakers_wakes_margin_and_unread_input_are_shown() -> None:
+    metrics = PipelineMetrics()
+    stats = WakerStats(wakes=3, margin_ms=1_500, unread=42)
+    metrics.watch_waker(lambda: stats)
+    seen = samples(metrics)
+    assert seen["delayline_wakes_total"] == 3
+    assert seen["delayline_wake_margin_seconds"] == 1.5
+    assert seen["delayline_input_unread"] == 42
+    assert metrics.progress()["waker"] == {"wakes": 3, "margin_ms": 1_500, "unread": 42}
+    stats = WakerStats(wakes=4, margin_ms=2_000, unread=None)  # batching on input
+    seen = samples(metrics)
+    assert seen["delayline_wakes_total"] == 4
+    assert "delayline_input_unread" not in seen
+    metrics.watch_waker(lambda: WakerStats(wakes=0, margin_ms=1_500, unread=0))  # started again
+    assert samples(metrics)["delayline_wakes_total"] == 0

@@ -246,6 +246,7 @@ class Pipeline:
         on_batch = self._batch_done
         if config.wake and config.waker == OWN_WAKER:
             self._waker = self._start_waker(self._spark)
+            self.metrics.watch_waker(self._waker.stats)
         elif config.wake:  # ticks of an oscillator wake it; nothing of ours is written there
             ensure_oscillator_topic(config.topology.bootstrap_servers, config.wake_topic_name)
         on_timers = None if self._waker is None else self._waker.add

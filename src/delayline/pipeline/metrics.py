@@ -11,6 +11,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -25,6 +26,7 @@ from delayline.core.clock import Clock, SystemClock
 from delayline.core.units import format_duration_ms
 from delayline.fire.report import HANDED, REFUSED, WITHHELD, BatchReport, Delivered
 from delayline.kafka.topics import cluster_brokers
+from delayline.pipeline.wake import WakerStats
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +169,8 @@ class PipelineMetrics:
         )
         self._lock = threading.Lock()
         self._committers: Callable[[], dict[str, Any]] | None = None
+        self._waker: Callable[[], WakerStats] | None = None
+        self._waker_collector: Collector | None = None
         self._last_report: dict[str, Any] | None = None
         self._last_progress: dict[str, Any] | None = None
         self._seen_batch = -1
@@ -222,6 +226,16 @@ class PipelineMetrics:
         with self._lock:
             self._committers = group
 
+    def watch_waker(self, stats: Callable[[], WakerStats]) -> None:
+        """Show what the waker did and waits for (read at each scrape), and under
+        ``waker`` in ``/progress``."""
+        collector = _WakerCollector(stats)
+        with self._lock:
+            if self._waker_collector is not None:  # a pipeline started again: its new waker
+                self.registry.unregister(self._waker_collector)
+            self.registry.register(collector)
+            self._waker, self._waker_collector = stats, collector
+
     def observe_progress(self, progresses: list[dict[str, Any]]) -> None:
         """Take Spark's progress reports not seen yet (oldest first)."""
         for progress in progresses:
@@ -243,9 +257,11 @@ class PipelineMetrics:
         """What ``/progress`` answers."""
         with self._lock:
             answer = {"last_batch": self._last_report, "spark": self._last_progress}
-            committers = self._committers
+            committers, waker = self._committers, self._waker
         if committers is not None:
             answer["committers"] = committers()
+        if waker is not None:
+            answer["waker"] = asdict(waker())
         return answer
 
 
@@ -289,6 +305,31 @@ class _PacingCollector(Collector):
             if pacing.rate_per_s is not None:
                 rate.add_metric(at, pacing.rate_per_s)
         yield from (held, delay, longest, queued, rate)
+
+
+class _WakerCollector(Collector):
+    """The waker's wake records, its margin and the input no batch was woken for yet."""
+
+    def __init__(self, stats: Callable[[], WakerStats]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._stats()
+        yield CounterMetricFamily(
+            "delayline_wakes", "Wake records written: each starts a micro-batch.", stats.wakes
+        )
+        yield GaugeMetricFamily(
+            "delayline_wake_margin_seconds",
+            "How long before a due time the waker wakes the pipeline for it.",
+            stats.margin_ms / 1000,
+        )
+        if stats.unread is not None:
+            yield GaugeMetricFamily(
+                "delayline_input_unread",
+                "Input records the committer's watch read that no micro-batch was woken "
+                "for yet (batching on need).",
+                stats.unread,
+            )
 
 
 def _summary(progress: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,7 @@ import heapq
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, Producer
@@ -50,6 +51,22 @@ log = logging.getLogger(__name__)
 
 RETRY_MS = 1_000
 """How soon a wake record Kafka did not take is written again."""
+
+
+@dataclass(frozen=True, slots=True)
+class WakerStats:
+    """What the waker did and waits for (``/progress`` and the metrics).
+
+    Attributes:
+        wakes: Wake records written since the start.
+        margin_ms: How long before a due time it wakes for it now.
+        unread: Input records the committer's watch read that no micro-batch was woken
+            for yet (``None`` without batching on need).
+    """
+
+    wakes: int
+    margin_ms: int
+    unread: int | None
 
 
 class WakePlan:
@@ -204,6 +221,15 @@ class Waker:
         """How long before a due time the waker wakes for it now."""
         with self._cond:
             return self._margin.ms()
+
+    def stats(self) -> WakerStats:
+        """What it did and waits for (thread-safe)."""
+        with self._cond:
+            unread = None
+            if self._arrivals is not None:
+                arrived = self._arrivals.peek()
+                unread = 0 if arrived is None else arrived.count
+            return WakerStats(self.wakes_written, self._margin.ms(), unread)
 
     def _replan(self) -> None:
         with self._cond:

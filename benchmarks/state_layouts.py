@@ -48,8 +48,8 @@ from delayline.kafka.config import kafka_client_config
 from delayline.kafka.produce import produce
 from delayline.kafka.topics import create_topic
 from delayline.pipeline.config import PipelineConfig
-from delayline.pipeline.job import read_schedules
 from delayline.pipeline.session import build_session
+from delayline.pipeline.source import read_schedules
 
 SLOT_MS = 1_000
 SHARDS = 8

@@ -97,7 +97,7 @@ class RungRun:
 def rung_frame(rung: str, spark: Any, config: Any, hold: Any) -> Any:
     """The streaming frame of rungs 1-4 (``source`` to ``hold``)."""
     from delayline.contract.columns import parsed  # noqa: PLC0415 - pyspark
-    from delayline.pipeline.job import kafka_records, read_schedules  # noqa: PLC0415 - pyspark
+    from delayline.pipeline.source import kafka_records, read_schedules  # noqa: PLC0415 - pyspark
 
     if rung == "source":
         return kafka_records(spark, config)

@@ -39,7 +39,7 @@ def with_contracts(records: DataFrame, topology: Topology) -> DataFrame:
     """Parse the records of envelope and timer-request topics; group them by schedule id.
 
     Args:
-        records: The input topics as read (``job.read_schedules``).
+        records: The input topics as read (``source.read_schedules``).
         topology: Which topics speak which contract.
 
     Returns:

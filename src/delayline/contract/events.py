@@ -71,7 +71,7 @@ SOURCE_SCHEMA = StructType(
         ),
     ]
 )
-"""The schedules topics as the pipeline reads them (``job.read_schedules``)."""
+"""The schedules topics as the pipeline reads them (``source.read_schedules``)."""
 
 STATE_SCHEMA = StructType(
     [

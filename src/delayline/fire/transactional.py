@@ -22,13 +22,14 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 
 from delayline.contract import (
     OutgoingRecord,
 )
 from delayline.core.timing import warn_if_slow
 from delayline.errors import DelaylineError, KafkaUnavailableError
+from delayline.fire.attempts import failure_of, is_fatal, record_unknown, reporter, sent_plan
 from delayline.fire.firing import Firing
 from delayline.fire.refusals import (
     COLLATERAL,
@@ -40,7 +41,6 @@ from delayline.fire.refusals import (
     classify,
 )
 from delayline.kafka.config import kafka_client_config
-from delayline.kafka.errors import kafka_error
 from delayline.kafka.produce import produce
 from delayline.kafka.reader import read_topic
 from delayline.kafka.topics import INFLIGHT_MAX_BYTES
@@ -283,14 +283,14 @@ class TransactionalFirer:
         extras = [Sent(record) for record in extra]
         reports = False  # the usual way: no delivery report per record (see _attempt)
         while True:
-            plan = [*_plan(records, refused, deliveries), *extras]
+            plan = [*sent_plan(records, refused, deliveries), *extras]
             failed = self._attempt(label, plan, serial, before_commit, frozenset(track), reports)
             if failed is None:
                 return dict(refused)
             sent, txn_error = failed
             fatal = self._fatal
             self._abort()
-            if not reports and not fatal and _record_unknown(sent, txn_error):
+            if not reports and not fatal and record_unknown(sent, txn_error):
                 # Which record failed is not known without reports: written again with them.
                 log.debug("%s: transaction aborted; written again with delivery reports", label)
                 reports = True
@@ -352,7 +352,7 @@ class TransactionalFirer:
             tracked = bool(track) and record in track
             if not (reports or tracked):
                 return None
-            return _reporter(k, record, errors, placed, tracked)
+            return reporter(k, record, errors, placed, tracked)
 
         txn_error: Failure | None = None
         last = self.config.last_topics
@@ -369,7 +369,7 @@ class TransactionalFirer:
                 try:
                     produce(self._producer, sent.record, on_delivery(k))
                 except KafkaException as exc:  # judged alone, before queueing
-                    errors[k] = _failure(exc)
+                    errors[k] = failure_of(exc)
                     alone.add(k)
                     continue
                 if sent.record.topic in serial:
@@ -416,12 +416,12 @@ class TransactionalFirer:
     def _failed(self, exc: KafkaException) -> Failure:
         """The transaction's error; notes a fatal one and reads the delivery reports
         that arrived during the commit."""
-        self._fatal = self._fatal or _is_fatal(exc)
+        self._fatal = self._fatal or is_fatal(exc)
         try:
             self._producer.poll(0)
         except KafkaException as late:
-            self._fatal = self._fatal or _is_fatal(late)
-        return _failure(exc)
+            self._fatal = self._fatal or is_fatal(late)
+        return failure_of(exc)
 
     def _abort(self) -> None:
         if not self._fatal:
@@ -429,7 +429,7 @@ class TransactionalFirer:
                 self._producer.abort_transaction(self.config.timeout_ms / 1000)
                 return
             except KafkaException as exc:
-                self._fatal = _is_fatal(exc)
+                self._fatal = is_fatal(exc)
                 if not self._fatal:  # the next init_transactions cleans up
                     log.warning("abort failed: %s", exc)
                     return
@@ -439,68 +439,3 @@ class TransactionalFirer:
         self._producer.flush(0)
         self._producer = self._new_producer()
         self._fatal = False
-
-
-def _plan(
-    records: Sequence[OutgoingRecord | Firing],
-    refused: Mapping[int, str],
-    deliveries: Mapping[int, OutgoingRecord],
-) -> list[Sent]:
-    """The records to write, in batch order: a refused firing as its dead letter; the
-    others' deliveries as ``deliveries`` rendered them (by position)."""
-    plan: list[Sent] = []
-    for i, item in enumerate(records):
-        if not isinstance(item, Firing):
-            plan.append(Sent(item))
-        elif i in refused:
-            plan.extend(Sent(record) for record in item.refused(refused[i]))
-        else:
-            delivery, *rest = item.records(deliveries.get(i))
-            plan.append(Sent(delivery, i, item.schedule.id))
-            plan.extend(Sent(record) for record in rest)
-    return plan
-
-
-UNREACHABLE = frozenset(
-    {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
-)
-"""Transaction errors no record's delivery report would explain: Kafka away."""
-
-
-def _record_unknown(sent: Sequence[Sent], txn_error: Failure | None) -> bool:
-    """Whether an attempt written without delivery reports failed on a record it cannot
-    name: no record's own error is known, and Kafka was not simply away."""
-    if txn_error is not None and txn_error.code in UNREACHABLE:
-        return False
-    return all(s.error is None or s.error.code in COLLATERAL for s in sent)
-
-
-def _is_fatal(exc: KafkaException) -> bool:
-    error = kafka_error(exc)
-    return error is not None and bool(error.fatal())
-
-
-def _failure(exc: KafkaException) -> Failure:
-    error = kafka_error(exc)
-    if error is not None:
-        return Failure.of(error)
-    return Failure(KafkaError._FAIL, "_FAIL", str(exc))
-
-
-def _reporter(
-    k: int,
-    record: OutgoingRecord,
-    errors: dict[int, Failure],
-    placed: dict[OutgoingRecord, tuple[int, int]],
-    tracked: bool,
-) -> Callable[[Any, Any], None]:
-    """The delivery callback of the ``k``-th record of an attempt: its error into
-    ``errors``; its place into ``placed`` when ``tracked``."""
-
-    def report(err: Any, msg: Any) -> None:
-        if err is not None:
-            errors[k] = Failure.of(err)
-        elif tracked:
-            placed[record] = (msg.partition(), msg.offset())
-
-    return report

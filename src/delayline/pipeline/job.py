@@ -9,13 +9,11 @@ from collections.abc import Callable
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.streaming.query import StreamingQuery
 
 from delayline.committer.arrivals import Arrivals
 from delayline.committer.config import RUN_COMMITTER_NAME
 from delayline.committer.service import Committer
-from delayline.contract.arrow import with_contracts
 from delayline.core.identifiers import checkpoint_query_id
 from delayline.core.units import format_duration_ms
 from delayline.errors import DelaylineError
@@ -23,8 +21,6 @@ from delayline.fire.report import BatchReport
 from delayline.fire.sink import FireSink
 from delayline.fire.tasks import deliver_as
 from delayline.holds.hold import Hold, hold_for
-from delayline.kafka.config import client_properties
-from delayline.kafka.properties import spark_options
 from delayline.kafka.topics import (
     ensure_oscillator_topic,
     ensure_wake_topic,
@@ -52,6 +48,7 @@ from delayline.pipeline.placement import check_checkpoint, check_master, read_mo
 from delayline.pipeline.progress import ProgressFeed, log_batch
 from delayline.pipeline.recovery import NO_SPACE, Failure, Recovery, diagnose, no_space_message
 from delayline.pipeline.session import build_session
+from delayline.pipeline.source import gate_opener, read_schedules, spark_trigger_ms
 from delayline.pipeline.wake import Waker
 
 log = logging.getLogger(__name__)
@@ -73,62 +70,6 @@ class PipelineError(DelaylineError):
     """The streaming query stopped with an error; restarting resumes from the checkpoint."""
 
     retriable = True
-
-
-def read_schedules(spark: SparkSession, config: PipelineConfig) -> DataFrame:
-    """The input topics as a stream (:func:`kafka_records`); records of envelope and
-    timer-request topics come parsed (:func:`delayline.contract.arrow.with_contracts`)."""
-    return with_contracts(kafka_records(spark, config), config.topology)
-
-
-GATED_SOURCE = "dev.delayline.gate.GatedKafkaSource"
-"""Spark's Kafka source behind a gate (in the hold jar: ``jvm/``)."""
-GATE_OPTION = "delayline.gate"
-"""Its option naming the gate: the query name."""
-GATE_CHECK_MS = 200
-"""How often Spark checks a closed gate (Spark's trigger interval when gated)."""
-
-
-def kafka_records(spark: SparkSession, config: PipelineConfig) -> DataFrame:
-    """The input topics as a stream of Kafka records, headers included, transactions
-    honoured.
-
-    With ``wake`` the wake topic is read too: its records make a micro-batch run (so
-    its due timers fire) and are dropped here. When :attr:`PipelineConfig.gated`, the
-    source is Spark's Kafka source behind the pipeline's gate (:data:`GATED_SOURCE`,
-    opened by the waker: :mod:`delayline.pipeline.need`).
-    """
-    reader = spark.readStream.format("kafka")
-    if config.gated:
-        reader = spark.readStream.format(GATED_SOURCE).option(GATE_OPTION, config.query_name)
-    raw = (
-        reader.option("kafka.bootstrap.servers", config.topology.bootstrap_servers)
-        .option("subscribe", ",".join(config.source_topics))
-        .option("includeHeaders", "true")
-        .option("startingOffsets", "earliest")
-        # Compaction removes offsets by design; that is not data loss here.
-        .option("failOnDataLoss", "false")
-        .option("kafka.isolation.level", "read_committed")
-        # A task's last fetch finds no more records and the broker holds it for this
-        # long: the default 500 ms made each source task of a small batch take 0.55 s.
-        .option("kafka.fetch.max.wait.ms", "10")
-        .option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
-        # TLS, SASL and the rest of --kafka-config, as Java's client takes them.
-        .options(**spark_options(client_properties()))
-        .load()
-    )
-    if config.wake:
-        raw = raw.where(F.col("topic") != config.wake_topic_name)
-    return raw.select(
-        "topic",
-        F.coalesce("key", F.lit(b"")).alias("gkey"),
-        "key",
-        "value",
-        "partition",
-        "offset",
-        F.unix_millis("timestamp").alias("timestamp_ms"),
-        "headers",
-    )
 
 
 def _last_batch_id(query: StreamingQuery) -> int:
@@ -277,13 +218,10 @@ class Pipeline:
         config = self.config
         if self._events is None or self._sink is None:
             raise PipelineError("pipeline not started")
-        # Gated, a trigger only checks the gate (no Kafka request while it is closed):
-        # checking often lets a batch start soon after the waker opens it.
-        every_ms = min(GATE_CHECK_MS, config.trigger_interval_ms) if config.gated else None
         self._query = (
             self._events.writeStream.queryName(config.query_name)
             .option("checkpointLocation", str(config.checkpoint_dir))
-            .trigger(processingTime=f"{every_ms or config.trigger_interval_ms} milliseconds")
+            .trigger(processingTime=f"{spark_trigger_ms(config)} milliseconds")
             .foreachBatch(stoppable(self._sink))
             .start()
         )
@@ -460,9 +398,7 @@ class Pipeline:
         need, open_gate = None, None
         if config.gated:
             need = Need(config.lead_ms, config.batch_wait_ms, config.batch_records)
-            jvm = spark.sparkContext._jvm
-            assert jvm is not None  # a running session has its JVM
-            open_gate = jvm.dev.delayline.gate.Gate.named(config.query_name).open
+            open_gate = gate_opener(spark, config.query_name)
         waker = Waker(
             config.topology.bootstrap_servers,
             config.wake_topic_name,

@@ -72,9 +72,35 @@ def test_inflight_keys_are_unique_per_version_and_tombstones_go_to_their_partiti
     a = render_inflight(schedule("a", 10, offset=1), INFLIGHT)
     b = render_inflight(schedule("a", 10, offset=2), INFLIGHT)
     assert a.key != b.key
-    record = ConsumedRecord(INFLIGHT, 0, 12, 5, a.key, a.value, a.headers)
-    tomb = render_inflight_tombstone(record)
-    assert (tomb.topic, tomb.partition, tomb.key, tomb.value) == (INFLIGHT, 0, a.key, None)
+    tomb = render_inflight_tombstone(INFLIGHT, a.key, 3)
+    assert (tomb.topic, tomb.partition, tomb.key, tomb.value) == (INFLIGHT, 3, a.key, None)
+
+
+def test_an_inflight_record_of_an_earlier_version_is_read() -> None:
+    """Its JSON header, written before the upgrade (a topic handed over to before it is
+    delivered after it)."""
+    facts = (
+        b'{"id":"a","due_ms":10,"target_topic":"t","target_key":"azE=",'
+        b'"source":["s",3,9,7],"batch":4,"missed":true}'
+    )
+    handed = read_inflight(
+        ConsumedRecord(INFLIGHT, 0, 4, 0, b"k", b"v", (("h", b"1"), (HEADER, facts)))
+    )
+    s = Schedule("a", 10, "t", b"k1", b"v", (("h", b"1"),), SourceRef("s", 3, 9, 7))
+    assert (handed.schedule, handed.schedule.source, handed.batch, handed.missed) == (
+        s,
+        s.source,
+        4,
+        True,
+    )
+
+
+def test_a_cut_or_newer_inflight_header_is_refused() -> None:
+    whole = render_inflight(schedule("a", 10, offset=1), INFLIGHT).headers[-1][1]
+    assert whole is not None
+    for raw in (whole[:-1], whole + b"x", bytes([3]) + whole[1:]):
+        with pytest.raises(InflightRecordError, match="unreadable"):
+            read_inflight(ConsumedRecord(INFLIGHT, 0, 4, 0, b"k", b"v", ((HEADER, raw),)))
 
 
 @pytest.mark.parametrize(
@@ -167,7 +193,7 @@ def test_a_group_holds_one_partition_and_each_partition_keeps_its_own_offsets() 
     assert plan.next_release_ms([2]) is None
     group = plan.take(now_ms=0, width_ms=5)  # the partition due first, and only it
     assert group is not None
-    assert [(p.record.partition, p.schedule.id) for p in group.items] == [(0, "a")]
+    assert [(p.partition, p.schedule.id) for p in group.items] == [(0, "a")]
     group = plan.take(now_ms=0, width_ms=5, partition=1)
     assert group is not None
     assert [p.schedule.id for p in group.items] == ["b", "c"]

@@ -8,6 +8,8 @@ from typing import Any, ClassVar
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
+from hypothesis import given
+from hypothesis import strategies as st
 
 from delayline.contract import ConsumedRecord, OutgoingRecord
 from delayline.contract import events as r
@@ -23,6 +25,7 @@ from delayline.fire.refusals import (
     batch_size,
     classify,
     precheck,
+    size_bound,
 )
 from delayline.fire.transactional import Committed, FireConfig, FireError, TransactionalFirer
 
@@ -507,3 +510,24 @@ def test_records_to_the_last_topics_are_written_after_the_others_are_acknowledge
     assert acknowledged == first_last, "a tombstone was written before the rest was acknowledged"
     out = committed(firer)
     assert [o.key for o in out if o.topic == "sched"] == [b"s0", b"s1", b"s2"]  # in order
+
+
+@given(
+    key=st.one_of(st.none(), st.binary(max_size=300)),
+    value=st.one_of(st.none(), st.binary(max_size=70_000)),
+    headers=st.lists(
+        st.tuples(st.text(max_size=200), st.one_of(st.none(), st.binary(max_size=300))),
+        max_size=12,
+    ),
+)
+def test_the_quick_size_bound_is_never_below_the_record_batch_size(
+    key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]]
+) -> None:
+    """A record under its topic's limit by the bound is under it by the exact size: the
+    exact size is computed only for records near a limit."""
+    record = OutgoingRecord("t", key, value, tuple(headers))
+    assert (
+        batch_size(record)
+        <= size_bound(record)
+        <= batch_size(record) + 100 + 18 * len(headers) + 3 * sum(len(n) for n, _ in headers)
+    )

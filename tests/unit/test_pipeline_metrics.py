@@ -8,11 +8,12 @@ import urllib.request
 from collections import Counter
 from typing import Any
 
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from delayline.contract import events as r
 from delayline.core.clock import ManualClock
+from delayline.core.histogram import BatchHistogram
 from delayline.fire.report import REFUSED, BatchReport
 from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness, batch_age
 from delayline.pipeline.wake import WakerStats
@@ -198,3 +199,26 @@ def test_the_wakers_wakes_margin_and_unread_input_are_shown() -> None:
     assert "delayline_input_unread" not in seen
     metrics.watch_waker(lambda: WakerStats(wakes=0, margin_ms=1_500, unread=0))  # started again
     assert samples(metrics)["delayline_wakes_total"] == 0
+
+
+def test_a_batch_histogram_is_exposed_as_prometheus_client_exposes_a_histogram() -> None:
+    """Observed a batch at a time, in milliseconds: the same buckets, count and sum as
+    one observed value by value, in seconds."""
+    ours, theirs = CollectorRegistry(), CollectorRegistry()
+    batch = BatchHistogram("late_seconds", "Late.", (0.005, 0.05, 1.0), ["c"], registry=ours)
+    plain = Histogram("late_seconds", "Late.", ["c"], buckets=(0.005, 0.05, 1.0), registry=theirs)
+    values_ms = [-3, 0, 5, 6, 50, 51, 999, 1_000, 1_001, 60_000]
+    batch.labels("a").observe_ms(values_ms[:4])
+    batch.observe_ms(values_ms[4:], "a")
+    for value in values_ms:
+        plain.labels("a").observe(max(value, 0) / 1000)
+    assert _samples(ours) == _samples(theirs)
+
+
+def _samples(registry: CollectorRegistry) -> dict[tuple[str, str], float]:
+    return {
+        (s.name, s.labels.get("le", "")): round(s.value, 6)
+        for family in registry.collect()
+        for s in family.samples
+        if not s.name.endswith("_created")
+    }

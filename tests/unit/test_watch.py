@@ -182,7 +182,7 @@ def pending(schedule_id: str, offset: int) -> Pending:
     version = Schedule(
         schedule_id, 10_000, "target", None, b"v", (), SourceRef(TOPIC, 0, offset, 1)
     )
-    return Pending(ConsumedRecord("inflight", 0, offset, 1, schedule_id.encode(), b"", ()), version)
+    return Pending(0, offset, schedule_id.encode(), version, handed_ms=1)
 
 
 def test_groups_in_lanes_are_found_by_id_until_reported() -> None:

@@ -9,7 +9,7 @@ import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from delayline.committer.pacing import RELEASE_AHEAD_MS, Pacer
 from delayline.contract import ConsumedRecord
@@ -21,29 +21,38 @@ BUCKET_MS = 10
 (:meth:`DuePlan.due_within`)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class Pending:
     """A handed-off schedule read from the in-flight topic.
 
     Attributes:
-        record: The in-flight record (its key, partition and offset).
+        partition: Its in-flight record's partition.
+        offset: Its in-flight record's offset.
+        key: Its in-flight record's key (its tombstone's).
         schedule: The schedule it carries.
         read_ms: When the committer read it (host clock).
+        batch: The Spark batch that handed it over (when its record says).
+        missed: Past due when the hold read it: late by its writer, not counted as
+            lateness.
+        handed_ms: Its in-flight record's timestamp (the hand-over, stamped on append).
+        paced_ms: When pacing releases it (:mod:`delayline.committer.pacing`: its window,
+            or its target's rate), if later than its due time; its rate's slot once it
+            has one.
+        late_ms: Held back by a rate: how late it already was when the committer read it
+            (an outage's lateness, which the rate's wait must not hide from
+            ``--max-lateness``).
     """
 
-    record: ConsumedRecord
+    partition: int
+    offset: int
+    key: bytes
     schedule: Schedule
     read_ms: int = 0
     batch: int | None = None
-    """The Spark batch that handed it over (when its record says)."""
     missed: bool = False
-    """Past due when the hold read it: late by its writer, not counted as lateness."""
+    handed_ms: int = 0
     paced_ms: int | None = None
-    """When pacing releases it (:mod:`delayline.committer.pacing`: its window, or its target's
-    rate), if later than its due time; its rate's slot once it has one."""
     late_ms: int = 0
-    """Held back by a rate: how late it already was when the committer read it (an
-    outage's lateness, which the rate's wait must not hide from ``--max-lateness``)."""
 
     @property
     def due_ms(self) -> int:
@@ -53,7 +62,8 @@ class Pending:
     @property
     def release_ms(self) -> int:
         """When it may be committed: its due time, or later when paced."""
-        return self.due_ms if self.paced_ms is None else self.paced_ms
+        paced = self.paced_ms
+        return self.schedule.due_ms if paced is None else paced
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,51 +112,79 @@ class DuePlan:
         """partition: [(release, due, offset)]: one release time goes out in due order."""
         self._pending: dict[tuple[int, int], Pending] = {}
         self._by_key: dict[bytes, tuple[int, int]] = {}
-        self._by_id: dict[tuple[str, str], set[tuple[int, int]]] = {}
+        self._by_id: dict[tuple[str, str], tuple[int, int] | set[tuple[int, int]]] = {}
+        """(source topic, id): the place of its one pending version, or a set of several."""
         self._read_to: dict[int, int] = {}
         self._new: list[Pending] = []
-        self._counts: dict[int, Counter[int]] = {}  # partition: {release bucket: released}
+        self._counts: dict[int, dict[int, int]] = {}  # partition: {release bucket: pending}
 
     def __len__(self) -> int:
         return len(self._pending)
 
     def read(self, record: ConsumedRecord, handed: Handed | None, now_ms: int = 0) -> bool:
         """Account for one record read at ``now_ms``: a schedule to deliver, or
-        (``handed`` None) a tombstone or foreign record. A tombstone of a pending
-        schedule means it was delivered before a restart: it is dropped. Returns whether
-        one was dropped."""
-        self._read_to[record.partition] = max(
-            self._read_to.get(record.partition, 0), record.offset + 1
-        )
-        key = record.key or b""
-        if handed is not None:
-            schedule = handed.schedule
-            at = (record.partition, record.offset)
-            if at in self._pending:  # read again: it is where it was
-                return False
-            pending = Pending(record, schedule, now_ms, handed.batch, handed.missed)
-            pacer = self.pacer
-            if pacer is not None:
-                windowed = self._windowed is not None and self._windowed(schedule)
-                ready = pacer.ready_ms(record.partition, schedule, windowed)
-                if ready > schedule.due_ms:
-                    pending = replace(pending, paced_ms=ready)
-            self._pending[at] = pending
-            self._by_key[key] = at
-            self._by_id.setdefault(id_of(schedule), set()).add(at)
-            if pacer is not None and pacer.rated(schedule.target_topic):
-                queue = self._queues.setdefault((record.partition, schedule.target_topic), [])
-                heapq.heappush(queue, (pending.release_ms, record.offset))
-                self._waiting.add(at)
-                pacer.of(schedule.target_topic).queued += 1
-            else:
-                self._push(pending)
-            self._new.append(pending)
+        (``handed`` None) a tombstone or foreign record (see :meth:`add` and
+        :meth:`tombstone`). Returns whether a pending schedule was dropped."""
+        if handed is None:
+            if record.value is None:
+                return self.tombstone(record.partition, record.offset, record.key)
+            self.passed(record.partition, record.offset)
             return False
-        if record.value is None and key in self._by_key:
-            self._forget(self._pending.pop(self._by_key.pop(key), None))
-            return True
+        pending = Pending(
+            record.partition, record.offset, record.key or b"", handed.schedule, now_ms,
+            handed.batch, handed.missed, record.timestamp_ms,
+        )  # fmt: skip
+        self.add(pending)
         return False
+
+    def add(self, pending: Pending) -> None:
+        """Take a schedule read (one read again, after a rewind, stays where it is)."""
+        partition, offset = pending.partition, pending.offset
+        self.passed(partition, offset)
+        at = (partition, offset)
+        if at in self._pending:
+            return
+        schedule = pending.schedule
+        pacer = self.pacer
+        if pacer is not None:
+            windowed = self._windowed is not None and self._windowed(schedule)
+            ready = pacer.ready_ms(partition, schedule, windowed)
+            if ready > schedule.due_ms:
+                pending.paced_ms = ready
+        self._pending[at] = pending
+        self._by_key[pending.key] = at
+        ident = id_of(schedule)
+        places = self._by_id.get(ident)
+        if places is None:
+            self._by_id[ident] = at
+        elif isinstance(places, set):
+            places.add(at)
+        else:
+            self._by_id[ident] = {places, at}
+        if pacer is not None and pacer.rated(schedule.target_topic):
+            queue = self._queues.setdefault((partition, schedule.target_topic), [])
+            heapq.heappush(queue, (pending.release_ms, offset))
+            self._waiting.add(at)
+            pacer.of(schedule.target_topic).queued += 1
+        else:
+            self._push(pending)
+        self._new.append(pending)
+
+    def tombstone(self, partition: int, offset: int, key: bytes | None) -> bool:
+        """Account for an in-flight tombstone read: one of a pending schedule means it was
+        delivered before a restart, and it is dropped. Returns whether one was."""
+        self.passed(partition, offset)
+        at = self._by_key.pop(key or b"", None)
+        if at is None:
+            return False
+        self._forget(self._pending.pop(at, None))
+        return True
+
+    def passed(self, partition: int, offset: int) -> None:
+        """Note that ``partition`` was read past ``offset`` (a record that is no schedule)."""
+        read_to = self._read_to
+        if read_to.get(partition, 0) <= offset:
+            read_to[partition] = offset + 1
 
     def release(self, now_ms: int, partitions: Iterable[int] | None = None) -> int:
         """Give each schedule waiting for its target's rate whose slot comes within
@@ -181,19 +219,24 @@ class DuePlan:
                 stats.queued -= 1
                 pending = self._pending[at]
                 if slot > max(pending.release_ms, now_ms):  # held back by the rate
-                    late = max(0, read_ms - ready)
-                    pending = self._pending[at] = replace(pending, paced_ms=slot, late_ms=late)
+                    pending.paced_ms, pending.late_ms = slot, max(0, read_ms - ready)
                 self._push(pending)
                 given += 1
         return given
 
     def _push(self, pending: Pending) -> None:
         """Make ``pending`` one to take at its release time."""
-        partition, offset = pending.record.partition, pending.record.offset
-        counts = self._counts.setdefault(partition, Counter())
-        counts[pending.release_ms // BUCKET_MS] += 1
-        entry = (pending.release_ms, pending.due_ms, offset)
-        heapq.heappush(self._heaps.setdefault(partition, []), entry)
+        partition = pending.partition
+        release = pending.release_ms
+        counts = self._counts.get(partition)
+        if counts is None:
+            counts = self._counts[partition] = {}
+        bucket = release // BUCKET_MS
+        counts[bucket] = counts.get(bucket, 0) + 1
+        heap = self._heaps.get(partition)
+        if heap is None:
+            heap = self._heaps[partition] = []
+        heapq.heappush(heap, (release, pending.schedule.due_ms, pending.offset))
 
     def take_new(self) -> list[Pending]:
         """The schedules read since the last call (some may be gone again)."""
@@ -202,7 +245,11 @@ class DuePlan:
 
     def pending_of(self, topic: str, schedule_id: str) -> list[Pending]:
         """The pending versions of ``schedule_id`` read from ``topic``."""
-        places = self._by_id.get((topic, schedule_id), ())
+        places = self._by_id.get((topic, schedule_id))
+        if places is None:
+            return []
+        if not isinstance(places, set):
+            places = {places}
         return [self._pending[at] for at in places if at in self._pending]
 
     def earliest_handed_batch(self, partitions: Collection[int] | None = None) -> int | None:
@@ -214,7 +261,7 @@ class DuePlan:
     def earliest_handed_ms(self, partitions: Collection[int] | None = None) -> int | None:
         """The earliest in-flight record time (its hand-over, stamped on append) of the
         schedules pending, in ``partitions`` only if given."""
-        return min((p.record.timestamp_ms for p in self._pending_in(partitions)), default=None)
+        return min((p.handed_ms for p in self._pending_in(partitions)), default=None)
 
     def _pending_in(self, partitions: Collection[int] | None) -> Iterator[Pending]:
         if partitions is None:
@@ -267,16 +314,17 @@ class DuePlan:
             if item is None:
                 heapq.heappop(heap)
                 continue
-            topic = item.schedule.target_topic
-            most = None if cap is None else cap(topic)
-            if most is not None and per_topic[topic] >= most:
-                break  # not skipped: what follows stays behind it
+            if cap is not None:
+                topic = item.schedule.target_topic
+                most = cap(topic)
+                if most is not None and per_topic[topic] >= most:
+                    break  # not skipped: what follows stays behind it
+                per_topic[topic] += 1
             heapq.heappop(heap)
             del self._pending[at]
-            self._by_key.pop(item.record.key or b"", None)
+            self._by_key.pop(item.key, None)
             self._forget(item)
             items.append(item)
-            per_topic[topic] += 1
         if not items:
             return None
         return Group(tuple(items), max(i.release_ms for i in items))
@@ -303,7 +351,7 @@ class DuePlan:
         gone = [at for at in self._pending if at[0] == partition]
         for at in gone:
             item = self._pending.pop(at)
-            self._by_key.pop(item.record.key or b"", None)
+            self._by_key.pop(item.key, None)
             self._forget(item)
         self._heaps.pop(partition, None)
         self._counts.pop(partition, None)
@@ -312,7 +360,7 @@ class DuePlan:
         if self.pacer is not None:
             self.pacer.forget(partition)
         self._read_to.pop(partition, None)
-        self._new = [p for p in self._new if p.record.partition != partition]
+        self._new = [p for p in self._new if p.partition != partition]
         return len(gone)
 
     def offsets(self, partitions: Iterable[int] | None = None) -> dict[int, int]:
@@ -329,24 +377,30 @@ class DuePlan:
     def _forget(self, item: Pending | None) -> None:
         if item is None:
             return
-        at = (item.record.partition, item.record.offset)
+        at = (item.partition, item.offset)
         if at in self._waiting:
             self._waiting.discard(at)
             if self.pacer is not None:
                 self.pacer.of(item.schedule.target_topic).queued -= 1
-            counts = None
         else:
-            counts = self._counts.get(item.record.partition)
-        if counts is not None:
-            bucket = item.release_ms // BUCKET_MS
-            counts[bucket] -= 1
-            if counts[bucket] <= 0:
-                del counts[bucket]
-        places = self._by_id.get(id_of(item.schedule))
-        if places is not None:
-            places.discard((item.record.partition, item.record.offset))
-            if not places:
-                del self._by_id[id_of(item.schedule)]
+            counts = self._counts.get(item.partition)
+            if counts is not None:
+                bucket = item.release_ms // BUCKET_MS
+                left = counts.get(bucket, 0) - 1
+                if left > 0:
+                    counts[bucket] = left
+                else:
+                    counts.pop(bucket, None)
+        ident = id_of(item.schedule)
+        places = self._by_id.get(ident)
+        if places == at:
+            del self._by_id[ident]
+        elif isinstance(places, set):
+            places.discard(at)
+            if len(places) == 1:
+                self._by_id[ident] = places.pop()
+            elif not places:
+                del self._by_id[ident]
 
     def _live_heap(self, partition: int) -> list[tuple[int, int, int]]:
         """``partition``'s heap, its top a schedule still pending (empty if none)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from confluent_kafka import (
     Consumer,
@@ -32,12 +32,12 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from delayline.committer.due_plan import DuePlan
+from delayline.committer.due_plan import DuePlan, Pending
 from delayline.core.clock import Clock
 from delayline.errors import DelaylineError
-from delayline.fire.inflight import InflightRecordError, read_inflight
+from delayline.fire.inflight import InflightRecordError, decode_inflight
 from delayline.kafka.config import kafka_client_config
-from delayline.kafka.reader import stable_ends, to_consumed_record, watermarks
+from delayline.kafka.reader import stable_ends, watermarks
 
 log = logging.getLogger(__name__)
 
@@ -191,16 +191,7 @@ class InflightReader:
         taken = 0
         until = time.monotonic() + READ_SLICE_MS / 1000
         while msgs:
-            for msg in msgs:
-                partition = msg.partition() or 0
-                if not self._eof(msg) and partition in self.owned:
-                    self._dropped += self._read(msg)
-                    self._at_end.pop(partition, None)
-                    offset = (msg.offset() or 0) + 1
-                    self._position[partition] = offset
-                    end = self._catching_up.get(partition)
-                    if end is not None and offset >= end:
-                        self._caught_up(partition)
+            self._read(msgs)
             taken += len(msgs)
             if taken >= READ_SLICE or time.monotonic() > until:
                 return
@@ -355,14 +346,47 @@ class InflightReader:
             log.warning("reading %s: %s", self.topic, error)
         return True
 
-    def _read(self, msg: Message) -> int:
-        record = to_consumed_record(msg)
-        handed = None
-        if record.value is not None:
+    def _read(self, msgs: list[Message]) -> None:
+        """Take a batch of what the consumer returned into the plan: each record of an
+        owned partition a schedule (:meth:`DuePlan.add`) or a tombstone
+        (:meth:`DuePlan.tombstone`); ends of partitions and errors noted."""
+        plan, owned, targets = self.plan, self.owned, self.targets
+        now = self.clock.now_ms()
+        touched: dict[int, int] = {}  # partition: the next offset to read
+        for msg in msgs:
+            if msg.error() is not None:
+                self._settle(touched)  # what was read before this end
+                touched = {}
+                self._eof(msg)
+                continue
+            partition = msg.partition() or 0
+            if partition not in owned:
+                continue
+            offset = msg.offset() or 0
+            touched[partition] = offset + 1
+            value = msg.value()
+            if value is None:
+                self._dropped += plan.tombstone(partition, offset, msg.key())
+                continue
             try:
-                handed = read_inflight(record)
+                headers = cast("list[Any]", msg.headers() or [])  # a consumer's: a list
+                schedule, batch, missed = decode_inflight(value, headers, offset)
             except InflightRecordError as exc:
                 log.warning("committer skips a record: %s", exc)
-        if handed is not None:
-            self.targets.add(handed.schedule.target_topic)
-        return int(self.plan.read(record, handed, self.clock.now_ms()))
+                plan.passed(partition, offset)
+                continue
+            key = msg.key() or b""
+            handed_ms = msg.timestamp()[1]
+            plan.add(Pending(partition, offset, key, schedule, now, batch, missed, handed_ms))
+            targets.add(schedule.target_topic)
+        self._settle(touched)
+
+    def _settle(self, read: dict[int, int]) -> None:
+        """Note where each partition of ``read`` (partition: the next offset to read) was
+        read to; one read to its end as of its fence is caught up."""
+        for partition, offset in read.items():
+            self._at_end.pop(partition, None)
+            self._position[partition] = offset
+            end = self._catching_up.get(partition)
+            if end is not None and offset >= end:
+                self._caught_up(partition)

@@ -118,11 +118,11 @@ class Withholding:
 
     def withheld(self, pending: Pending) -> bool:
         """Whether ``pending`` is withheld (safe from any thread)."""
-        return self._withheld.get(pending.record.key or b"") is not None
+        return self._withheld.get(pending.key) is not None
 
     def forget(self, pending: Pending) -> None:
         """``pending`` was written off (delivered or not): forget it."""
-        self._withheld.pop(pending.record.key or b"", None)
+        self._withheld.pop(pending.key, None)
 
     def read_for(self, partition: int) -> bool:
         """Whether the watch has read the input for ``partition``'s pending schedules
@@ -361,7 +361,7 @@ class Withholding:
             return dict(self._read_to)
 
     def _withhold(self, pending: Pending, kind: str) -> None:
-        key = pending.record.key or b""
+        key = pending.key
         if key in self._withheld:
             return
         self._withheld[key] = kind

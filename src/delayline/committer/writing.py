@@ -148,12 +148,13 @@ class GroupWriter:
             settle()
 
         records = turns.records
+        inflight = config.inflight_topic
         for p in expired:  # a recurring one ends: the fire stage wrote no tombstone for it
             forget = recurs(config.topology, p.schedule)
             records.extend(replace(firing(p), forget=forget).refused(EXPIRED))
         refused = firer.deliver(
             records,
-            extra=[render_inflight_tombstone(p.record) for p in group.items],
+            extra=[render_inflight_tombstone(inflight, p.key, p.partition) for p in group.items],
             label=f"committer group of {len(group.items)} due at {group.commit_ms}",
             before_commit=written,
             track=[record for _, record in turns.rearms],
@@ -246,7 +247,7 @@ class GroupWriter:
         counts = Counter(p.schedule.target_topic for p in live)
         if not any(self._pacer.rated(topic) for topic in counts):
             return group.commit_ms
-        partition = group.items[0].record.partition
+        partition = group.items[0].partition
         wanted = max(self._clock.now_ms(), self._time.host_ms(group.commit_ms))
         at = self._pacer.commit_at(partition, counts, wanted)
         return max(group.commit_ms, self._time.broker_ms(at))

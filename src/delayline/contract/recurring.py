@@ -68,7 +68,10 @@ MAX_GROUP_LENGTH = 200
 
 def is_recurring(headers: Headers) -> bool:
     """Whether ``headers`` state a recurrence (valid or not): a cron or a rate header."""
-    return any(name in (CRON, EVERY) for name, _ in headers)
+    for name, _ in headers:  # noqa: SIM110 - a loop: this runs once per delivery
+        if name in (CRON, EVERY):
+            return True
+    return False
 
 
 def recurrence_of(headers: Headers) -> Recurrence | None:

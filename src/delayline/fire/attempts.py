@@ -8,7 +8,7 @@ own error that delivery reports would name).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -18,25 +18,54 @@ from delayline.fire.firing import Firing
 from delayline.fire.refusals import COLLATERAL, Failure, Sent
 from delayline.kafka.errors import kafka_error
 
+Owners = dict[int, tuple[int, str]]
+"""Position of a delivery among an attempt's records: (its firing's position in the
+batch, its schedule id)."""
+
 
 def sent_plan(
     records: Sequence[OutgoingRecord | Firing],
     refused: Mapping[int, str],
     deliveries: Mapping[int, OutgoingRecord],
-) -> list[Sent]:
+) -> tuple[list[OutgoingRecord], Owners]:
     """The records to write, in batch order: a refused firing as its dead letter; the
-    others' deliveries as ``deliveries`` rendered them (by position)."""
-    plan: list[Sent] = []
+    others' deliveries as ``deliveries`` rendered them (by position); and which of them
+    are deliveries, of which firing."""
+    plan: list[OutgoingRecord] = []
+    owners: Owners = {}
     for i, item in enumerate(records):
         if not isinstance(item, Firing):
-            plan.append(Sent(item))
+            plan.append(item)
         elif i in refused:
-            plan.extend(Sent(record) for record in item.refused(refused[i]))
+            plan.extend(item.refused(refused[i]))
         else:
-            delivery, *rest = item.records(deliveries.get(i))
-            plan.append(Sent(delivery, i, item.schedule.id))
-            plan.extend(Sent(record) for record in rest)
-    return plan
+            owners[len(plan)] = (i, item.schedule.id)
+            plan.extend(item.records(deliveries.get(i)))
+    return plan, owners
+
+
+def fates(
+    plan: Sequence[OutgoingRecord], owners: Owners, alone: set[int], errors: Mapping[int, Failure]
+) -> list[Sent]:
+    """What became of each record of a failed attempt."""
+    out = []
+    for k, record in enumerate(plan):
+        firing, schedule_id = owners.get(k, (None, None))
+        out.append(Sent(record, firing, schedule_id, k in alone, errors.get(k)))
+    return out
+
+
+def write_order(
+    plan: Sequence[OutgoingRecord], last: Collection[str]
+) -> tuple[list[int], int | None]:
+    """The order to write ``plan`` in (positions): the records to the ``last`` topics
+    after the others, each in order; and where the first of those comes (``None``: none
+    does)."""
+    order = [k for k, record in enumerate(plan) if record.topic not in last]
+    if len(order) == len(plan):
+        return order, None
+    held = len(order)
+    return order + [k for k, record in enumerate(plan) if record.topic in last], held
 
 
 UNREACHABLE = frozenset(

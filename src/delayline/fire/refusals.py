@@ -117,14 +117,15 @@ def record_problem(record: OutgoingRecord, facts: TopicFacts) -> Failure | None:
     refusal = facts.refusal()
     if refusal is not None:
         return refusal
-    size = batch_size(record)
-    if facts.max_message_bytes is not None and size > facts.max_message_bytes:
-        return Failure(
-            KafkaError.MSG_SIZE_TOO_LARGE,
-            "MSG_SIZE_TOO_LARGE",
-            f"the record takes {size} bytes, over the topic's max.message.bytes "
-            f"of {facts.max_message_bytes}",
-        )
+    limit = facts.max_message_bytes
+    if limit is not None and size_bound(record) > limit:
+        size = batch_size(record)
+        if size > limit:
+            return Failure(
+                KafkaError.MSG_SIZE_TOO_LARGE,
+                "MSG_SIZE_TOO_LARGE",
+                f"the record takes {size} bytes, over the topic's max.message.bytes of {limit}",
+            )
     if facts.compacted and record.key is None:
         return Failure(
             KafkaError.INVALID_RECORD,
@@ -153,9 +154,13 @@ def precheck(
         allowed: ``--allowed-target-topics``: deliveries to other topics are refused.
     """
     refused: dict[int, str] = {}
+    problems: dict[str, str | None] = {}  # each topic's name judged once
     for i, delivery in deliveries.items():
         topic = delivery.topic
-        problem = name_problem(topic, allowed)
+        if topic in problems:
+            problem = problems[topic]
+        else:
+            problem = problems[topic] = name_problem(topic, allowed)
         if problem is not None:
             refused[i] = f"delivery to topic {topic!r} refused: the target topic is {problem}"
             continue
@@ -199,9 +204,8 @@ class TopicCatalog:
 
     def check(self, deliveries: Mapping[int, OutgoingRecord]) -> dict[int, str]:
         """The deliveries to dead-letter before producing anything (see :func:`precheck`)."""
-        topics = {
-            d.topic for d in deliveries.values() if name_problem(d.topic, self.allowed) is None
-        }
+        named = {d.topic for d in deliveries.values()}
+        topics = {topic for topic in named if name_problem(topic, self.allowed) is None}
         now = self._clock()
         facts: dict[str, TopicFacts | None] = {}
         for topic in topics:
@@ -367,6 +371,15 @@ def _judge_topics(
             shown = failure if confirmed.code == failure.code else confirmed
             refused[topic] = shown.reason(topic)
     return refused
+
+
+def size_bound(record: OutgoingRecord) -> int:
+    """At least :func:`batch_size` of ``record``, at a fraction of its cost: each varint
+    counted at its widest."""
+    body = 13 + len(record.key or b"") + len(record.value or b"") + 5
+    for name, value in record.headers:
+        body += 15 + len(name) * 4 + len(value or b"")  # 4: UTF-8's widest character
+    return RECORD_BATCH_OVERHEAD + 5 + body
 
 
 def batch_size(record: OutgoingRecord) -> int:

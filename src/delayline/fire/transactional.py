@@ -18,7 +18,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -29,7 +29,16 @@ from delayline.contract import (
 )
 from delayline.core.timing import warn_if_slow
 from delayline.errors import DelaylineError, KafkaUnavailableError
-from delayline.fire.attempts import failure_of, is_fatal, record_unknown, reporter, sent_plan
+from delayline.fire.attempts import (
+    Owners,
+    failure_of,
+    fates,
+    is_fatal,
+    record_unknown,
+    reporter,
+    sent_plan,
+    write_order,
+)
 from delayline.fire.firing import Firing
 from delayline.fire.refusals import (
     COLLATERAL,
@@ -280,11 +289,13 @@ class TransactionalFirer:
         with warn_if_slow(log, f"{label}: checking target topics"):
             refused = self._topics.check(deliveries) if firings else {}
         serial: set[str] = set()
-        extras = [Sent(record) for record in extra]
         reports = False  # the usual way: no delivery report per record (see _attempt)
         while True:
-            plan = [*sent_plan(records, refused, deliveries), *extras]
-            failed = self._attempt(label, plan, serial, before_commit, frozenset(track), reports)
+            plan, owners = sent_plan(records, refused, deliveries)
+            plan.extend(extra)
+            failed = self._attempt(
+                label, plan, owners, serial, before_commit, frozenset(track), reports
+            )
             if failed is None:
                 return dict(refused)
             sent, txn_error = failed
@@ -329,7 +340,8 @@ class TransactionalFirer:
     def _attempt(
         self,
         label: str,
-        plan: list[Sent],
+        plan: list[OutgoingRecord],
+        owners: Owners,
         serial: set[str],
         before_commit: Callable[[Placed], None] | None,
         track: frozenset[OutgoingRecord],
@@ -346,37 +358,35 @@ class TransactionalFirer:
         alone: set[int] = set()
         placed: dict[OutgoingRecord, tuple[int, int]] = {}
         timeout_s = self.config.timeout_ms / 1000
+        producer = self._producer
 
-        def on_delivery(k: int) -> Callable[[Any, Any], None] | None:
-            record = plan[k].record
+        def on_delivery(k: int, record: OutgoingRecord) -> Callable[[Any, Any], None] | None:
             tracked = bool(track) and record in track
             if not (reports or tracked):
                 return None
             return reporter(k, record, errors, placed, tracked)
 
+        calls = reports or bool(track)
         txn_error: Failure | None = None
-        last = self.config.last_topics
-        # A stable sort: the records to the last topics after the others, each in order.
-        order = sorted(range(len(plan)), key=lambda k: plan[k].record.topic in last)
-        held = next((i for i, k in enumerate(order) if plan[k].record.topic in last), None)
+        order, held = write_order(plan, self.config.last_topics)
         try:
-            self._producer.begin_transaction()
+            producer.begin_transaction()
             for i, k in enumerate(order):
-                sent = plan[k]
+                record = plan[k]
                 if i == held and i:
                     # The first record to an input topic waits for the others' acks.
-                    self._producer.flush(timeout_s)
+                    producer.flush(timeout_s)
                 try:
-                    produce(self._producer, sent.record, on_delivery(k))
+                    produce(producer, record, on_delivery(k, record) if calls else None)
                 except KafkaException as exc:  # judged alone, before queueing
                     errors[k] = failure_of(exc)
                     alone.add(k)
                     continue
-                if sent.record.topic in serial:
+                if serial and record.topic in serial:
                     alone.add(k)
-                    self._producer.flush(timeout_s)
+                    producer.flush(timeout_s)
             with warn_if_slow(log, f"{label}: flushing {len(plan)} records"):
-                self._producer.flush(timeout_s)
+                producer.flush(timeout_s)
             # With records purged only, the transaction failed and the commit says why
             # (librdkafka fails the commit of a transaction with any failed delivery).
             if all(e.code in COLLATERAL for e in errors.values()):
@@ -387,10 +397,7 @@ class TransactionalFirer:
                     return None
         except KafkaException as exc:
             txn_error = self._failed(exc)
-        fates = [
-            replace(sent, alone=k in alone, error=errors.get(k)) for k, sent in enumerate(plan)
-        ]
-        return fates, txn_error
+        return fates(plan, owners, alone, errors), txn_error
 
     def _commit(self, label: str, before_commit: Callable[[], None] | None) -> None:
         # No consumer offsets go with the transaction: librdkafka's

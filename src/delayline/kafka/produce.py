@@ -13,20 +13,22 @@ from delayline.kafka.config import kafka_client_config
 
 def produce(producer: Producer, record: OutgoingRecord, on_delivery: Any) -> None:
     """Queue ``record``, waiting for queue space when librdkafka's buffer is full."""
-    kwargs: dict[str, Any] = {
-        "topic": record.topic,
-        "key": record.key,
-        "value": record.value,
-        "headers": list(record.headers),
-        "on_delivery": on_delivery,
-    }
-    if record.partition is not None:
-        kwargs["partition"] = record.partition
-    if record.timestamp_ms is not None:
-        kwargs["timestamp"] = record.timestamp_ms
+    # Keywords, no dict of them: this runs for every record written.
+    headers: list[tuple[str, str | bytes | None]] = list(record.headers)
+    timestamp = record.timestamp_ms or 0  # 0: the time of writing
     while True:
         try:
-            producer.produce(**kwargs)
+            if record.partition is None:  # the partitioner's choice
+                producer.produce(
+                    topic=record.topic, value=record.value, key=record.key,
+                    on_delivery=on_delivery, timestamp=timestamp, headers=headers,
+                )  # fmt: skip
+            else:
+                producer.produce(
+                    topic=record.topic, value=record.value, key=record.key,
+                    partition=record.partition, on_delivery=on_delivery, timestamp=timestamp,
+                    headers=headers,
+                )  # fmt: skip
             return
         except BufferError:
             producer.poll(0.05)

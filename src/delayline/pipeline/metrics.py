@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 from delayline.committer.config import CommitterStatus
 from delayline.contract import kinds as r
 from delayline.core.clock import Clock, SystemClock
+from delayline.core.histogram import BatchHistogram
 from delayline.core.units import format_duration_ms
 from delayline.fire.report import HANDED, REFUSED, WITHHELD, BatchReport, Delivered
 from delayline.kafka.topics import cluster_brokers
@@ -107,17 +108,17 @@ class PipelineMetrics:
             ["executor", "kind"],
             registry=self.registry,
         )
-        self.lateness = Histogram(
+        self.lateness = BatchHistogram(
             "delayline_lateness_seconds",
             "Commit time of a delivery minus its due time (schedules not yet due on arrival).",
-            buckets=LATENESS_BUCKETS_S,
+            LATENESS_BUCKETS_S,
             registry=self.registry,
         )
-        self.missed_lateness = Histogram(
+        self.missed_lateness = BatchHistogram(
             "delayline_missed_lateness_seconds",
             "Commit time of a delivery minus its due time, for schedules already past due "
             "when they arrived (fired at once).",
-            buckets=MISSED_LATENESS_BUCKETS_S,
+            MISSED_LATENESS_BUCKETS_S,
             registry=self.registry,
         )
         self.pending = Gauge(
@@ -142,11 +143,11 @@ class PipelineMetrics:
             ["committer"],
             registry=self.registry,
         )
-        self.committer_lateness = Histogram(
+        self.committer_lateness = BatchHistogram(
             "delayline_committer_lateness_seconds",
             "Commit time of a committer's delivery minus its due time.",
+            LATENESS_BUCKETS_S,
             ["committer"],
-            buckets=LATENESS_BUCKETS_S,
             registry=self.registry,
         )
         self.committer_partitions = Gauge(
@@ -195,10 +196,8 @@ class PipelineMetrics:
             for kind in (r.Kind.RAISE, HANDED):
                 if done[kind]:
                     self.executor_written.labels(executor, kind).inc(done[kind])
-        for late_ms in report.lateness_ms:
-            self.lateness.observe(max(0, late_ms) / 1000)
-        for late_ms in report.missed_lateness_ms:
-            self.missed_lateness.observe(max(0, late_ms) / 1000)
+        self.lateness.observe_ms(report.lateness_ms)
+        self.missed_lateness.observe_ms(report.missed_lateness_ms)
 
     def observe_committed(self, delivered: Delivered, committer: str) -> None:
         """Count one group the committer called ``committer`` delivered (it calls this)."""
@@ -208,10 +207,8 @@ class PipelineMetrics:
             self.events["refused"].inc(delivered.refused)
         if delivered.withheld:
             self.events["withheld"].inc(delivered.withheld)
-        by_committer = self.committer_lateness.labels(committer)
-        for late_ms in delivered.lateness_ms:
-            self.lateness.observe(max(0, late_ms) / 1000)
-            by_committer.observe(max(0, late_ms) / 1000)
+        self.lateness.observe_ms(delivered.lateness_ms)
+        self.committer_lateness.observe_ms(delivered.lateness_ms, committer)
 
     def watch_committer(
         self, status: Callable[[], CommitterStatus], group: Callable[[], dict[str, Any]]

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from delayline.contract import ConsumedRecord, build_schedule, parse_record, render_schedule
-from delayline.contract.records import parse_record_checked
+from delayline.contract.contracts import PARSERS
+from delayline.contract.records import is_own_tombstone, parse_record_checked
 from delayline.core.model import MAX_EPOCH_MS, Cancel, Invalid, Schedule
 
 topic_names = st.text(
@@ -122,3 +123,31 @@ def test_the_safety_net_dead_letters_a_parser_bug(monkeypatch: pytest.MonkeyPatc
     parsed = parse_record(ConsumedRecord("t", 0, 5, 0, b"id", b"v", ()))
     assert isinstance(parsed, Invalid)
     assert parsed.reason == "unparseable record: KeyError"
+
+
+fired_values = st.one_of(
+    st.none(),
+    st.binary(max_size=22),
+    st.integers(min_value=0, max_value=10**20).map(lambda n: str(n).encode()),
+)
+
+
+@given(
+    key=st.one_of(st.none(), st.binary(max_size=12), st.text(max_size=12).map(str.encode)),
+    headers=st.lists(
+        st.tuples(
+            st.sampled_from(["delayline-fired-offset", "x", "delayline-copy-of"]), fired_values
+        ),
+        max_size=4,
+    ),
+)
+def test_an_own_tombstone_is_told_exactly_as_every_parser_tells_it(
+    key: bytes | None, headers: list[tuple[str, bytes | None]]
+) -> None:
+    """The watch skips delayline's own tombstones without parsing them: exactly those
+    every contract's parser makes a cancel naming the offset that fired."""
+    record = ConsumedRecord("t", 0, 5, 0, key, None, tuple(headers))
+    for parser in PARSERS.values():
+        parsed = parser(record)
+        own = isinstance(parsed, Cancel) and parsed.fired_offset is not None
+        assert is_own_tombstone(key, tuple(headers)) == own

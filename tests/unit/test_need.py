@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+from confluent_kafka import Message
+
 from delayline.committer.arrivals import STALE_MS, Arrivals, Arrived
 from delayline.committer.watch import InputWatch
-from delayline.contract import ConsumedRecord
 from delayline.contract import headers as h
 from delayline.contract.contracts import InputParser
 from delayline.contract.topology import Topology
 from delayline.core.clock import ManualClock
 from delayline.core.model import Schedule
+from delayline.kafka.reader import to_consumed_record
 from delayline.pipeline.need import (
     MARGIN_PAD_MS,
     MARGIN_SPARE,
@@ -178,8 +180,12 @@ TOPIC = "schedules"
 PARSE = InputParser(Topology(schedules_topics=(TOPIC,)))
 
 
-def record(offset: int, value: bytes | None, headers: tuple[tuple[str, bytes | None], ...]) -> ConsumedRecord:  # fmt: skip
-    return ConsumedRecord(TOPIC, 0, offset, T0, b"a", value, headers)
+def record(offset: int, value: bytes | None, headers: tuple[tuple[str, bytes | None], ...]) -> Message:  # fmt: skip
+    """A record as the watch's consumer returns it."""
+    return Message(
+        topic=TOPIC, partition=0, offset=offset, key=b"a", value=value,
+        headers=list(headers), timestamp=(1, T0),
+    )  # fmt: skip
 
 
 def test_the_watch_counts_what_the_pipeline_must_read_not_its_own_tombstones() -> None:
@@ -188,7 +194,7 @@ def test_the_watch_counts_what_the_pipeline_must_read_not_its_own_tombstones() -
     try:
         soon = record(1, b"v", ((h.EPOCH, b"20"), (h.TARGET_TOPIC, b"t")))
         later = record(2, b"v", ((h.EPOCH, b"90"), (h.TARGET_TOPIC, b"t")))
-        parsed = PARSE(soon)
+        parsed = PARSE(to_consumed_record(soon))
         assert isinstance(parsed, Schedule)
         watch._note(soon, T0)
         watch._note(later, T0)

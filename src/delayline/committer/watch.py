@@ -48,15 +48,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import cast
 
 from confluent_kafka import KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from delayline.committer.arrivals import Arrivals
 from delayline.committer.later import MEMORY_MS, LaterRecords, later_from
-from delayline.contract import ConsumedRecord
 from delayline.contract.contracts import InputParser
-from delayline.core.model import Cancel, Schedule
+from delayline.contract.records import is_own_tombstone
+from delayline.core.model import Cancel, Headers, Schedule
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import (
@@ -172,7 +173,7 @@ class InputWatch:
                 error = msg.error()
                 self._advance(msg)
                 if error is None:
-                    self._note(to_consumed_record(msg), now)
+                    self._note(msg, now)
                 elif error.code() != KafkaError._PARTITION_EOF:
                     log.warning("committer watch: %s", error)
                     continue
@@ -242,7 +243,7 @@ class InputWatch:
                         continue
                     offset = msg.offset() or 0
                     if error is None and offset < todo[place][1]:
-                        noted = self._note(to_consumed_record(msg), now, arrived=False)
+                        noted = self._note(msg, now, arrived=False)
                         if noted is not None:
                             out.append(noted)
                     if offset + (error is None) >= todo[place][1]:
@@ -262,7 +263,7 @@ class InputWatch:
                 error = msg.error()
                 self._advance(msg)
                 if error is None:
-                    noted = self._note(to_consumed_record(msg), now)
+                    noted = self._note(msg, now)
                     if noted is not None:
                         out.append(noted)
                 elif error.code() != KafkaError._PARTITION_EOF:
@@ -328,13 +329,14 @@ class InputWatch:
         if offset > self.positions.get(place, -1):
             self.positions[place] = offset
 
-    def _note(
-        self, record: ConsumedRecord, now_ms: int, *, arrived: bool = True
-    ) -> tuple[str, str] | None:
-        """Remember what ``record`` ends, read at ``now_ms``: (topic, id), or ``None``
-        for a record that ends nothing. With ``arrived`` (not a record read again),
-        counts it among the arrivals unless it is delayline's own tombstone."""
+    def _note(self, msg: Message, now_ms: int, *, arrived: bool = True) -> tuple[str, str] | None:
+        """Remember what the record ``msg`` ends, read at ``now_ms``: (topic, id), or
+        ``None`` for a record that ends nothing. With ``arrived`` (not a record read
+        again), counts it among the arrivals unless it is delayline's own tombstone."""
         self.read += 1
+        if msg.value() is None and is_own_tombstone(msg.key(), _headers(msg)):
+            return None  # one follows each delivery: it ends nothing, and is not parsed
+        record = to_consumed_record(msg)
         parsed = self.parse(record)
         if arrived and (not isinstance(parsed, Cancel) or parsed.fired_offset is None):
             self._arrived += 1
@@ -355,6 +357,11 @@ class InputWatch:
         if self.arrivals is not None:
             self.arrivals.add(self._arrived, self._earliest_due_ms, now_ms)
         self._arrived, self._earliest_due_ms = 0, None
+
+
+def _headers(msg: Message) -> Headers:
+    """A consumed record's headers: a list of (name, bytes) pairs, as read."""
+    return cast("Headers", msg.headers() or ())
 
 
 def has_read(positions: Mapping[tuple[str, int], int], ends: Mapping[tuple[str, int], int]) -> bool:

@@ -195,6 +195,20 @@ def parse_tombstone(record: ConsumedRecord) -> Cancel | Invalid:
     return Cancel(schedule_id, _fired_offset(record.headers), record.source)
 
 
+def is_own_tombstone(key: bytes | None, headers: Headers) -> bool:
+    """Whether a tombstone (null value) with ``key`` and ``headers`` is delayline's own
+    after a delivery: exactly when every contract's parser makes it a :class:`Cancel`
+    naming the offset that fired (:func:`parse_tombstone`), without making one (the
+    committer's watch reads one after each delivery, and skips it)."""
+    if not key:
+        return False
+    try:
+        key.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return _fired_offset(headers) is not None
+
+
 def _record_id(record: ConsumedRecord) -> str | Invalid:
     """The schedule id in the record's key."""
     if record.key is None or record.key == b"":

@@ -62,7 +62,8 @@ class GroupWriter:
         has written for good (:attr:`Slot.settled`): written while the group before waits
         for the watch to read that partition, its open transaction would hold that wait,
         and the group before hold its commit."""
-        ordered = self._paced(group) or self.writes_input(group)
+        inputs = self.writes_input(group)
+        ordered = inputs or self._paced(group)
         before = slot.settled if ordered else None
         settled = slot.settled = threading.Event()
 
@@ -75,7 +76,9 @@ class GroupWriter:
                     before.wait()  # set by that group's thread, whatever becomes of it
                 while True:
                     try:
-                        return self._write(group, firer, after_before, done_writing, settled.set)
+                        return self._write(
+                            group, inputs, firer, after_before, done_writing, settled.set
+                        )
                     except Withdrawn:
                         log.debug("committer group due at %d: written again without what "
                                   "was withheld meanwhile", group.commit_ms)  # fmt: skip
@@ -98,17 +101,19 @@ class GroupWriter:
     def _write(
         self,
         group: Group,
+        writes_input: bool,
         firer: TransactionalFirer,
         after_before: Callable[[], None],
         done_writing: Callable[[], None],
         settle: Callable[[], None],
     ) -> Delivered:
-        """One attempt at a group: what is withheld by now is left out. Calls ``settle``
-        when about to commit (it writes nothing more)."""
+        """One attempt at a group (``writes_input``: :meth:`writes_input`): what is
+        withheld by now is left out. Calls ``settle`` when about to commit (it writes
+        nothing more)."""
         config = self._config
-        ahead = self._writes_ahead(group, firer)
+        ahead = not writes_input and self._writes_ahead(group, firer)
         if not ahead:
-            self._wait_to_write(group)
+            self._wait_to_write(group, writes_input)
         now = self._clock.now_ms()
         live, expired, withheld = self._split(group, now)
 
@@ -134,7 +139,7 @@ class GroupWriter:
             # (read the watch again before: a cancel read by then still wins). One that
             # writes to an input topic waited for its slot before the write: a read now
             # would wait for this very transaction.
-            inputs = not ahead and self.writes_input(group)
+            inputs = not ahead and writes_input
             commit_ms = group.commit_ms if inputs else self._rate_commit_ms(group, live)
             again = ahead or commit_ms > group.commit_ms
             if again:
@@ -199,13 +204,13 @@ class GroupWriter:
             withheld=withheld,
         )
 
-    def _wait_to_write(self, group: Group) -> None:
+    def _wait_to_write(self, group: Group, writes_input: bool) -> None:
         """Wait until ``group`` may be written once due: its due time has passed, the
         watch having read the input 20 ms before. One that writes to an input topic
-        (:meth:`writes_input`) and is held by a rate waits for its slot too (open until
+        (``writes_input``) and is held by a rate waits for its slot too (open until
         then, its transaction would hold every group's read of that partition)."""
         self._await(group.commit_ms)
-        if not self.writes_input(group):
+        if not writes_input:
             return  # a rate's slot, if any, is its commit time (:meth:`_write`)
         paced_ms = self._rate_commit_ms(group, self._split(group, self._clock.now_ms())[0])
         if paced_ms > group.commit_ms:
@@ -221,11 +226,12 @@ class GroupWriter:
     def _writes_ahead(self, group: Group, firer: TransactionalFirer) -> bool:
         """Whether ``group`` may be written before it is due: every target of it is named
         by :attr:`CommitterConfig.write_ahead_topics` and known not to be stamped on
-        append (unknown facts count as stamped: better late than stamped early), and it
-        writes to no input topic (:meth:`writes_input`: held open ahead, such a record
-        would hold the watch of every group due before it until its commit)."""
+        append (unknown facts count as stamped: better late than stamped early). Asked
+        only of a group that writes to no input topic (:meth:`writes_input`: held open
+        ahead, such a record would hold the watch of every group due before it until its
+        commit)."""
         pattern = self._config.write_ahead_topics
-        if pattern is None or self.writes_input(group):
+        if pattern is None:
             return False
         return all(
             may_write_ahead(p.schedule.target_topic, pattern, firer.topics) for p in group.items

@@ -7,8 +7,9 @@ from collections import Counter
 
 import pytest
 
-from delayline.committer.due_plan import DuePlan, Group
+from delayline.committer.due_plan import DuePlan
 from delayline.committer.pacing import STEP_MS, Pacer, spread_ms
+from delayline.committer.pending import Group
 from delayline.contract import ConsumedRecord
 from delayline.contract.headers import WINDOW
 from delayline.contract.pacing import (

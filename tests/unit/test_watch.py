@@ -6,9 +6,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from delayline.committer.checkpoint_log import checkpoint_positions, latest_logged_batch
-from delayline.committer.due_plan import DuePlan, Group, Pending
+from delayline.committer.due_plan import DuePlan
 from delayline.committer.later import CANCEL, UPDATE, Later, LaterRecords, later_of
 from delayline.committer.ownership import InLanes
+from delayline.committer.pending import Group, Pending
 from delayline.committer.watch import has_read
 from delayline.contract import ConsumedRecord
 from delayline.contract import headers as h

@@ -9,9 +9,9 @@ import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass
 
 from delayline.committer.pacing import RELEASE_AHEAD_MS, Pacer
+from delayline.committer.pending import Group, Pending, id_of
 from delayline.contract import ConsumedRecord
 from delayline.core.model import Schedule
 from delayline.fire.inflight import Handed
@@ -19,65 +19,6 @@ from delayline.fire.inflight import Handed
 BUCKET_MS = 10
 """The plan counts its schedules by due time in buckets this wide
 (:meth:`DuePlan.due_within`)."""
-
-
-@dataclass(slots=True, eq=False)
-class Pending:
-    """A handed-off schedule read from the in-flight topic.
-
-    Attributes:
-        partition: Its in-flight record's partition.
-        offset: Its in-flight record's offset.
-        key: Its in-flight record's key (its tombstone's).
-        schedule: The schedule it carries.
-        read_ms: When the committer read it (host clock).
-        batch: The Spark batch that handed it over (when its record says).
-        missed: Past due when the hold read it: late by its writer, not counted as
-            lateness.
-        handed_ms: Its in-flight record's timestamp (the hand-over, stamped on append).
-        paced_ms: When pacing releases it (:mod:`delayline.committer.pacing`: its window,
-            or its target's rate), if later than its due time; its rate's slot once it
-            has one.
-        late_ms: Held back by a rate: how late it already was when the committer read it
-            (an outage's lateness, which the rate's wait must not hide from
-            ``--max-lateness``).
-    """
-
-    partition: int
-    offset: int
-    key: bytes
-    schedule: Schedule
-    read_ms: int = 0
-    batch: int | None = None
-    missed: bool = False
-    handed_ms: int = 0
-    paced_ms: int | None = None
-    late_ms: int = 0
-
-    @property
-    def due_ms(self) -> int:
-        """When it must be delivered."""
-        return self.schedule.due_ms
-
-    @property
-    def release_ms(self) -> int:
-        """When it may be committed: its due time, or later when paced."""
-        paced = self.paced_ms
-        return self.schedule.due_ms if paced is None else paced
-
-
-@dataclass(frozen=True, slots=True)
-class Group:
-    """Schedules delivered in one transaction.
-
-    Attributes:
-        items: In release order.
-        commit_ms: The latest release time among them (:attr:`Pending.release_ms`): the
-            transaction commits then, never before, so no record of it is visible early.
-    """
-
-    items: tuple[Pending, ...]
-    commit_ms: int
 
 
 class DuePlan:
@@ -237,6 +178,10 @@ class DuePlan:
         if heap is None:
             heap = self._heaps[partition] = []
         heapq.heappush(heap, (release, pending.schedule.due_ms, pending.offset))
+
+    def waiting_for_rate(self) -> bool:
+        """Whether a schedule waits for its target rate's slot (:meth:`release`)."""
+        return bool(self._waiting)
 
     def take_new(self) -> list[Pending]:
         """The schedules read since the last call (some may be gone again)."""
@@ -431,8 +376,3 @@ def burst_start_ms(
         return None
     ahead = plan.due_within(partition, due, due + width_ms * max(groups, 1))
     return due - math.ceil(per_item_ms * ahead)
-
-
-def id_of(schedule: Schedule) -> tuple[str, str]:
-    """(source topic, schedule id): what a later cancel or update names."""
-    return schedule.require_source().topic, schedule.id

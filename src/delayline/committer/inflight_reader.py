@@ -32,7 +32,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from delayline.committer.due_plan import DuePlan, Pending
+from delayline.committer.due_plan import DuePlan
+from delayline.committer.pending import Pending
 from delayline.core.clock import Clock
 from delayline.errors import DelaylineError
 from delayline.fire.inflight import InflightRecordError, decode_inflight

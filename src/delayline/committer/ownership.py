@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from confluent_kafka import TopicPartition
 
 from delayline.committer.config import CommitterConfig
-from delayline.committer.due_plan import Group, Pending, id_of
 from delayline.committer.lanes import Job, Lanes
+from delayline.committer.pending import Group, Pending, id_of
 from delayline.core.identifiers import committer_transactional_id
 from delayline.fire.refusals import TopicCatalog
 from delayline.fire.report import Delivered

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from delayline.committer.due_plan import Pending
+from delayline.committer.pending import Pending
 from delayline.committer.recurring import take_turn
 from delayline.contract import OutgoingRecord
 from delayline.contract.pacing import WINDOW_REFUSED, WindowError, has_window, window_of

@@ -55,6 +55,7 @@ from confluent_kafka.admin import AdminClient
 
 from delayline.committer.arrivals import Arrivals
 from delayline.committer.later import MEMORY_MS, LaterRecords, later_from
+from delayline.committer.watch_pace import WatchPace
 from delayline.contract.contracts import InputParser
 from delayline.contract.records import is_own_tombstone
 from delayline.core.model import Cancel, Headers, Schedule
@@ -129,6 +130,9 @@ class InputWatch:
         committer: empty, nothing forgotten, until it has seen a logged batch); ``None``:
         not followed, the time alone decides."""
         self._assigned: list[tuple[str, int]] = []
+        self.pace = WatchPace()
+        """Whether it fetches all the time (set :attr:`WatchPace.relaxed` when nothing is
+        near: :mod:`delayline.committer.watch_pace`)."""
 
     def start(
         self,
@@ -255,6 +259,10 @@ class InputWatch:
 
     def poll(self) -> list[tuple[str, str]]:
         """Read what arrived since the last call: the (topic, schedule id) of each."""
+        pause = self.pace.step(self.now_ms())
+        if pause is not None:
+            parts = self._consumer.assignment()
+            (self._consumer.pause if pause else self._consumer.resume)(parts)
         out: list[tuple[str, str]] = []
         while True:
             msgs = self._consumer.consume(BATCH, 0)

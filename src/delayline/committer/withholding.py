@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from delayline.committer.arrivals import Arrivals
 from delayline.committer.checkpoint_log import checkpoint_positions, latest_logged_batch
 from delayline.committer.config import CommitterConfig
-from delayline.committer.due_plan import DuePlan, Pending
+from delayline.committer.due_plan import DuePlan
 from delayline.committer.inflight_reader import InflightReader
 from delayline.committer.later import later_of
 from delayline.committer.ownership import Slots
+from delayline.committer.pending import Pending
 from delayline.committer.read_barrier import ReadBarrier
 from delayline.committer.rearms import RangeReader, rearm_ranges
 from delayline.committer.turns import Rearmed
@@ -282,6 +283,17 @@ class Withholding:
             sure.taken = None
             sure.taken_batch = batch
             self.watch.taken = positions
+
+    def relax(self, relaxed: bool) -> None:
+        """Let the watch fetch the input only now and then (``relaxed``: nothing is near,
+        :mod:`delayline.committer.watch_pace`), or all the time."""
+        if self.watch is not None:
+            self.watch.pace.relaxed = relaxed
+
+    def pace_wait_ms(self) -> int | None:
+        """How long until the relaxed watch must be polled to pause or resume its
+        partitions (``None``: it is not relaxed)."""
+        return None if self.watch is None else self.watch.pace.wait_ms(self._clock.now_ms())
 
     def poll(self) -> None:
         """Read the input topics; withhold what a new record ends, pending or being

@@ -19,10 +19,10 @@ from dataclasses import replace
 
 from delayline.committer.broker_clock import BrokerTime
 from delayline.committer.config import CommitterConfig
-from delayline.committer.due_plan import Group, Pending
 from delayline.committer.lanes import Job
 from delayline.committer.ownership import Slot
 from delayline.committer.pacing import Pacer
+from delayline.committer.pending import Group, Pending
 from delayline.committer.turns import recurs, take_turns
 from delayline.committer.watch import READ_AHEAD_MS
 from delayline.committer.withholding import Withdrawn, Withholding

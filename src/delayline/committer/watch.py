@@ -259,10 +259,6 @@ class InputWatch:
 
     def poll(self) -> list[tuple[str, str]]:
         """Read what arrived since the last call: the (topic, schedule id) of each."""
-        pause = self.pace.step(self.now_ms())
-        if pause is not None:
-            parts = self._consumer.assignment()
-            (self._consumer.pause if pause else self._consumer.resume)(parts)
         out: list[tuple[str, str]] = []
         while True:
             msgs = self._consumer.consume(BATCH, 0)
@@ -281,6 +277,12 @@ class InputWatch:
         now = self.now_ms()
         self._report_arrived(now)
         self.later.expire(now, self.taken)
+        # Paused only once what was fetched is read: a pause drops what the client holds
+        # of the partition (it fetches again from the last record read when resumed).
+        pause = self.pace.step(now)
+        if pause is not None:
+            parts = self._consumer.assignment()
+            (self._consumer.pause if pause else self._consumer.resume)(parts)
         return out
 
     def acknowledged_ends(self, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -129,8 +129,26 @@ def test_a_window_spreads_a_burst_evenly(run: Run) -> None:
     mean = WINDOWED / (WINDOW_MS / 1000)
     counts = [per_second.get(s, 0) for s in range(WINDOW_MS // 1000)]
     outside = {s: c for s, c in enumerate(counts) if abs(c - mean) > EVEN * mean}
-    assert not outside, f"seconds off the mean {mean:.0f}: {outside}"
+    assert not outside, f"seconds off the mean {mean:.0f}: {outside}; " + _tenths(
+        ours, start, outside
+    )
     print(f"\nwindowed: per second min {min(counts)}, max {max(counts)} (mean {mean:.0f})")
+
+
+def _tenths(ours: list[Delivery], start_ms: int, seconds: Mapping[int, int]) -> str:
+    """Deliveries per tenth of the ``seconds`` off the mean, by arrival and by the
+    timestamp the committer stamped (written then): which of the two bunched."""
+    lines = []
+    for second in sorted(seconds):
+        for what, times in (
+            ("arrived", [d.arrival_ms for d in ours]),
+            ("stamped", [d.timestamp_ms for d in ours]),
+        ):
+            tenths = Counter((t - start_ms - second * 1000) // 100 for t in times)
+            lines.append(
+                f"second {second} {what} by tenth: {[tenths.get(i, 0) for i in range(10)]}"
+            )
+    return "; ".join(lines)
 
 
 def test_a_sigkill_loses_and_repeats_nothing_and_the_rate_holds_after(run: Run) -> None:

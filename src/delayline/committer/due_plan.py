@@ -179,10 +179,6 @@ class DuePlan:
             heap = self._heaps[partition] = []
         heapq.heappush(heap, (release, pending.schedule.due_ms, pending.offset))
 
-    def waiting_for_rate(self) -> bool:
-        """Whether a schedule waits for its target rate's slot (:meth:`release`)."""
-        return bool(self._waiting)
-
     def take_new(self) -> list[Pending]:
         """The schedules read since the last call (some may be gone again)."""
         new, self._new = self._new, []

@@ -28,7 +28,6 @@ from delayline.committer.pacing import Pacer
 from delayline.committer.tally import Tally
 from delayline.committer.turns import windowed
 from delayline.committer.watch import POLL_MS
-from delayline.committer.watch_pace import NEAR_MS
 from delayline.committer.withholding import Withholding
 from delayline.committer.writing import GroupWriter, may_write_ahead
 from delayline.core.identifiers import committer_group, committer_instance_id
@@ -233,7 +232,6 @@ class Session:
         self.withholding.gained(reader)
         self.withholding.check_new()
         self.withholding.follow_pipeline(reader)
-        self.withholding.relax(self._quiet())
         self.withholding.poll()
         self._warm()
         for slot in self.slots:
@@ -243,16 +241,6 @@ class Session:
             # The watch is read again meanwhile: a group in a lane may be withheld from.
             watching = self.withholding.watch is not None
             blocked.lanes.wait_ready((POLL_MS if watching else self._config.poll_ms) / 1000)
-
-    def _quiet(self) -> bool:
-        """Whether nothing is near: no group in a lane, no partition being fenced, none
-        waiting for a rate's slot, nothing due within :data:`NEAR_MS` (the watch may
-        relax: :mod:`delayline.committer.watch_pace`)."""
-        if self.slots.in_lanes or self.slots.fencing() or self.plan.waiting_for_rate():
-            return False
-        due = self.plan.next_release_ms()
-        time_ = self._time
-        return due is None or time_.host_ms(due) - time_.clock.now_ms() > NEAR_MS
 
     def _wait_ms(self, deliverable: list[int]) -> int:
         """How long to wait for in-flight records before the next step: until the next
@@ -272,9 +260,6 @@ class Session:
             or self.slots.fencing()
         ):
             wait_ms = min(wait_ms, POLL_MS)
-        pace_ms = self.withholding.pace_wait_ms()  # a relaxed watch pauses or resumes then
-        if pace_ms is not None:
-            wait_ms = min(wait_ms, pace_ms)
         return min(max(wait_ms, 0), config.poll_ms)
 
     def _take_groups(self, deliverable: list[int]) -> Slot | None:

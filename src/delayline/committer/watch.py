@@ -55,7 +55,6 @@ from confluent_kafka.admin import AdminClient
 
 from delayline.committer.arrivals import Arrivals
 from delayline.committer.later import MEMORY_MS, LaterRecords, later_from
-from delayline.committer.watch_pace import WatchPace
 from delayline.contract.contracts import InputParser
 from delayline.contract.records import is_own_tombstone
 from delayline.core.model import Cancel, Headers, Schedule
@@ -130,9 +129,6 @@ class InputWatch:
         committer: empty, nothing forgotten, until it has seen a logged batch); ``None``:
         not followed, the time alone decides."""
         self._assigned: list[tuple[str, int]] = []
-        self.pace = WatchPace()
-        """Whether it fetches all the time (set :attr:`WatchPace.relaxed` when nothing is
-        near: :mod:`delayline.committer.watch_pace`)."""
 
     def start(
         self,
@@ -277,12 +273,6 @@ class InputWatch:
         now = self.now_ms()
         self._report_arrived(now)
         self.later.expire(now, self.taken)
-        # Paused only once what was fetched is read: a pause drops what the client holds
-        # of the partition (it fetches again from the last record read when resumed).
-        pause = self.pace.step(now)
-        if pause is not None:
-            parts = self._consumer.assignment()
-            (self._consumer.pause if pause else self._consumer.resume)(parts)
         return out
 
     def acknowledged_ends(self, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:

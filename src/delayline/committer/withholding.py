@@ -284,17 +284,6 @@ class Withholding:
             sure.taken_batch = batch
             self.watch.taken = positions
 
-    def relax(self, relaxed: bool) -> None:
-        """Let the watch fetch the input only now and then (``relaxed``: nothing is near,
-        :mod:`delayline.committer.watch_pace`), or all the time."""
-        if self.watch is not None:
-            self.watch.pace.relaxed = relaxed
-
-    def pace_wait_ms(self) -> int | None:
-        """How long until the relaxed watch must be polled to pause or resume its
-        partitions (``None``: it is not relaxed)."""
-        return None if self.watch is None else self.watch.pace.wait_ms(self._clock.now_ms())
-
     def poll(self) -> None:
         """Read the input topics; withhold what a new record ends, pending or being
         written."""

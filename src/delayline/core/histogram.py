@@ -4,7 +4,7 @@
 buckets for every value: 1.4-1.5 us a value here, and delayline observes the lateness of
 every delivery, once or twice. This one takes a whole batch's values (a group's or a
 fire task's lateness, in milliseconds) under one lock, a bisection each, and is exposed
-exactly as a histogram of that name is (``_bucket``, ``_count``, ``_sum``).
+as a histogram of that name is (``_bucket``, ``_count``, ``_sum``; no ``_created``).
 """
 
 from __future__ import annotations

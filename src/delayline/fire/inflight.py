@@ -12,10 +12,10 @@ tombstone shows delivered), and compaction forgets what was delivered.
 A record here: key ``<source topic>/<partition>/<offset>`` (one per schedule version),
 value the payload, headers the schedule's own headers then :data:`HEADER`: id, due
 time, target, source, so no contract is parsed again on the way out. The header is
-versioned by its first byte: ``2`` is the binary layout :data:`LAYOUT` (written since
-the committer reads records in batches: 1.2 against 4.5 us a record to read here),
-``{`` the JSON of earlier versions, which readers still take (a topic written before an
-upgrade is delivered after it). Its partition
+versioned by its first byte: ``2`` is the binary layout :data:`LAYOUT` (no JSON, no
+base64 to read: the committer reads one per schedule it delivers), ``{`` the JSON of
+earlier versions, which readers still take (a topic written before an upgrade is
+delivered after it). Its partition
 follows the schedule's id (:func:`inflight_partition`): every version of a schedule goes
 to one partition, so to one committer of the group, and the committers split the topic's
 partitions between them.

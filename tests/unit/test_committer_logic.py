@@ -24,7 +24,6 @@ from delayline.fire.inflight import (
     HEADER,
     InflightRecordError,
     inflight_partition,
-    read_inflight,
     render_inflight,
     render_inflight_tombstone,
 )
@@ -32,6 +31,7 @@ from delayline.fire.partition import fire_rows
 from delayline.fire.report import HANDED, REFUSED, Delivered
 from delayline.kafka.topics import INFLIGHT_MAX_BYTES
 from delayline.pipeline.config import MAX_LEAD_MS, PipelineConfig
+from tests.inflight import handed_of, read_into
 
 INFLIGHT = "pipeline-inflight"
 
@@ -59,12 +59,12 @@ def test_inflight_record_round_trips_every_field(
     sid: str, due: int, key: bytes | None, payload: bytes
 ) -> None:
     s = Schedule(sid, due, "t", key, payload, (("h", None), ("h", b"1")), SourceRef("s", 3, 9, 7))
-    handed = read_inflight(consumed(0, render_inflight(s, INFLIGHT)))
+    handed = handed_of(consumed(0, render_inflight(s, INFLIGHT)))
     back = handed.schedule
     assert back == s
     assert back.source == s.source
     assert (handed.batch, handed.missed) == (None, False)
-    later = read_inflight(consumed(0, render_inflight(s, INFLIGHT, 12, missed=True)))
+    later = handed_of(consumed(0, render_inflight(s, INFLIGHT, 12, missed=True)))
     assert (later.schedule, later.batch, later.missed) == (s, 12, True)
 
 
@@ -83,7 +83,7 @@ def test_an_inflight_record_of_an_earlier_version_is_read() -> None:
         b'{"id":"a","due_ms":10,"target_topic":"t","target_key":"azE=",'
         b'"source":["s",3,9,7],"batch":4,"missed":true}'
     )
-    handed = read_inflight(
+    handed = handed_of(
         ConsumedRecord(INFLIGHT, 0, 4, 0, b"k", b"v", (("h", b"1"), (HEADER, facts)))
     )
     s = Schedule("a", 10, "t", b"k1", b"v", (("h", b"1"),), SourceRef("s", 3, 9, 7))
@@ -100,7 +100,7 @@ def test_a_cut_or_newer_inflight_header_is_refused() -> None:
     assert whole is not None
     for raw in (whole[:-1], whole + b"x", bytes([3]) + whole[1:]):
         with pytest.raises(InflightRecordError, match="unreadable"):
-            read_inflight(ConsumedRecord(INFLIGHT, 0, 4, 0, b"k", b"v", ((HEADER, raw),)))
+            handed_of(ConsumedRecord(INFLIGHT, 0, 4, 0, b"k", b"v", ((HEADER, raw),)))
 
 
 @pytest.mark.parametrize(
@@ -111,14 +111,14 @@ def test_foreign_inflight_records_are_refused_clearly(
     headers: tuple[tuple[str, bytes], ...],
 ) -> None:
     with pytest.raises(InflightRecordError, match="offset 4"):
-        read_inflight(ConsumedRecord(INFLIGHT, 0, 4, 0, b"k", b"v", headers))
+        handed_of(ConsumedRecord(INFLIGHT, 0, 4, 0, b"k", b"v", headers))
 
 
 def plan_with(*dues: int) -> tuple[DuePlan, list[ConsumedRecord]]:
     plan, records = DuePlan(), []
     for offset, due in enumerate(dues):
         record = consumed(offset, render_inflight(schedule(f"s{offset}", due, offset), INFLIGHT))
-        plan.read(record, read_inflight(record))
+        read_into(plan, record)
         records.append(record)
     return plan, records
 
@@ -168,18 +168,18 @@ def test_offsets_never_pass_a_pending_schedule() -> None:
 
 def test_a_tombstone_read_after_a_restart_drops_what_was_delivered() -> None:
     plan, records = plan_with(1_000, 2_000)
-    dropped = plan.read(ConsumedRecord(INFLIGHT, 0, 7, 0, records[0].key, None, ()), None)
+    dropped = plan.tombstone(0, 7, records[0].key)
     assert dropped
     assert plan.next_release_ms() == 2_000
     assert len(plan) == 1
-    assert not plan.read(ConsumedRecord(INFLIGHT, 0, 8, 0, b"unknown", None, ()), None)
+    assert not plan.tombstone(0, 8, b"unknown")
     assert plan.offsets() == {0: 1}
 
 
 def read_at(plan: DuePlan, partition: int, offset: int, sid: str, due: int) -> None:
     out = render_inflight(schedule(sid, due, offset), INFLIGHT)
     record = ConsumedRecord(INFLIGHT, partition, offset, 5, out.key, out.value, out.headers)
-    plan.read(record, read_inflight(record))
+    read_into(plan, record)
 
 
 def test_a_group_holds_one_partition_and_each_partition_keeps_its_own_offsets() -> None:
@@ -233,7 +233,7 @@ def test_due_within_counts_what_is_pending_to_a_bucket_either_side(
         plan.take(now_ms=0, width_ms=taken, partition=partition)
     if dues:
         first = render_inflight(schedule("s0", dues[0][1], 0), INFLIGHT)
-        plan.read(ConsumedRecord(INFLIGHT, dues[0][0], 999, 0, first.key, None, ()), None)
+        plan.tombstone(dues[0][0], 999, first.key)
     pending = [
         d
         for offset, (p, d) in enumerate(dues)

@@ -298,7 +298,7 @@ class FakeProducer:
         if self.eager and topic in self.denied:
             self.txn_error = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "denied early")
         self.queue.append(
-            (OutgoingRecord(topic, key, value, tuple(headers), kw.get("partition")), on_delivery)
+            (OutgoingRecord(topic, key, value, tuple(headers), _assigned(kw)), on_delivery)
         )
 
     def flush(self, _timeout: float = 0) -> int:
@@ -470,6 +470,13 @@ def test_a_new_writer_reads_the_markers_only_when_the_batch_may_be_a_replay(
     # Perhaps a replay (first batch after a start, a retried task): read, and skip it.
     assert firer.commit_batch("other/p1", 7, batch, refresh=True) == Committed(replay=True)
     assert reads == ["commits"]
+
+
+def _assigned(produced: dict[str, Any]) -> int | None:
+    """The partition a record was produced to, as the client takes it (-1: the
+    partitioner's choice)."""
+    partition = produced.get("partition", -1)
+    return None if partition < 0 else int(partition)
 
 
 class OrderProducer(FakeProducer):

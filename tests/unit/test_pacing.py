@@ -9,8 +9,7 @@ import pytest
 
 from delayline.committer.due_plan import DuePlan
 from delayline.committer.pacing import STEP_MS, Pacer, spread_ms
-from delayline.committer.pending import Group
-from delayline.contract import ConsumedRecord
+from delayline.committer.pending import Group, Pending
 from delayline.contract.headers import WINDOW
 from delayline.contract.pacing import (
     MAX_WINDOW_MS,
@@ -22,7 +21,6 @@ from delayline.contract.pacing import (
 from delayline.contract.topology import Topology
 from delayline.core.model import Schedule, SourceRef
 from delayline.errors import ConfigError
-from delayline.fire.inflight import Handed
 
 T0 = 1_800_000_000_000  # a due time on a whole second
 
@@ -102,7 +100,7 @@ def test_a_rated_burst_goes_out_at_the_rate_in_due_order_never_early() -> None:
     dues = [T0 + (i * 7919) % 1000 for i in range(20_000)]  # scattered over the second
     for offset, due in enumerate(dues):
         _read(plan, _schedule(f"s{offset}", due, offset, target="limited"))
-    plan.read(*_inflight(_schedule("free", T0, 20_000, target="free")))
+    plan.add(_pending(_schedule("free", T0, 20_000, target="free")))
     taken = _drain(plan, T0 - 2_000, T0 + 30_000)
     limited = [(p.schedule.id, p.due_ms, at) for at, g in taken for p in g.items
                if p.schedule.target_topic == "limited"]  # fmt: skip
@@ -150,7 +148,7 @@ def test_what_leaves_the_queue_frees_its_place() -> None:
     records = [_read(plan, _schedule(f"s{i}", T0, i, target="limited")) for i in range(5)]
     assert pacer.stats["limited"].queued == 5
     gone = records[0]
-    plan.read(ConsumedRecord(gone.topic, 0, 99, 0, gone.key, None, ()), None)  # its tombstone
+    plan.tombstone(0, 99, gone.key)  # its tombstone
     assert pacer.stats["limited"].queued == 4
     assert plan.offsets() == {0: 1}  # never past one that waits
     taken = _drain(plan, T0, T0 + 1_000)
@@ -186,17 +184,17 @@ def _schedule(
     return Schedule(sid, due_ms, target, b"k", b"p", headers, SourceRef(topic, 0, offset, 1))
 
 
-def _inflight(schedule: Schedule, partition: int = 0) -> tuple[ConsumedRecord, Handed, int]:
+def _pending(schedule: Schedule, partition: int = 0, read_ms: int = 0) -> Pending:
+    """``schedule`` as the committer reads it from the in-flight topic at ``read_ms``."""
     offset = schedule.require_source().offset
     key = f"schedules/0/{offset}".encode()
-    record = ConsumedRecord("inflight", partition, offset, 1, key, b"p", ())
-    return record, Handed(schedule), 0
+    return Pending(partition, offset, key, schedule, read_ms, handed_ms=1)
 
 
-def _read(plan: DuePlan, schedule: Schedule, partition: int = 0) -> ConsumedRecord:
-    record, handed, now = _inflight(schedule, partition)
-    plan.read(record, handed, now)
-    return record
+def _read(plan: DuePlan, schedule: Schedule, partition: int = 0) -> Pending:
+    pending = _pending(schedule, partition)
+    plan.add(pending)
+    return pending
 
 
 def _drain(plan: DuePlan, start_ms: int, end_ms: int) -> list[tuple[int, Group]]:
@@ -268,8 +266,8 @@ def test_a_group_holds_one_step_of_each_rated_topic_in_order() -> None:
 def test_a_backlog_read_late_keeps_its_lateness_for_max_lateness() -> None:
     plan = DuePlan(Pacer(TargetRates((("limited", 10.0),))))
     for offset in range(3):
-        record, handed, _ = _inflight(_schedule(f"s{offset}", T0, offset, target="limited"))
-        plan.read(record, handed, T0 + 3_600_000)  # read an hour after it was due
+        schedule = _schedule(f"s{offset}", T0, offset, target="limited")
+        plan.add(_pending(schedule, read_ms=T0 + 3_600_000))  # read an hour after it was due
     plan.release(T0 + 3_600_000)
     held = [plan.take(T0 + 3_600_000 + 300, 5) for _ in range(3)]
     lates = sorted(p.late_ms for g in held if g is not None for p in g.items)

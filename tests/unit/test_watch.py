@@ -16,7 +16,8 @@ from delayline.contract import headers as h
 from delayline.contract.contracts import InputParser
 from delayline.contract.topology import Topology
 from delayline.core.model import Schedule, SourceRef
-from delayline.fire.inflight import read_inflight, render_inflight
+from delayline.fire.inflight import render_inflight
+from tests.inflight import read_into
 
 TOPIC = "schedules"
 PARSE = InputParser(Topology(schedules_topics=(TOPIC,)))
@@ -104,7 +105,7 @@ def test_the_plan_finds_pending_versions_by_id_until_taken() -> None:
     plan = DuePlan()
     handed = render_inflight(VERSION, "inflight")
     as_read = ConsumedRecord("inflight", 0, 0, 9_000, handed.key, handed.value, handed.headers)
-    plan.read(as_read, read_inflight(as_read), now_ms=9_000)
+    read_into(plan, as_read, now_ms=9_000)
     (new,) = plan.take_new()
     assert plan.take_new() == []
     assert plan.pending_of(TOPIC, "a") == [new]
@@ -122,7 +123,7 @@ def test_the_earliest_hand_over_of_some_partitions_only() -> None:
         record = ConsumedRecord(
             "inflight", partition, offset, at_ms, handed.key, handed.value, handed.headers
         )
-        plan.read(record, read_inflight(record), now_ms=at_ms)
+        read_into(plan, record, now_ms=at_ms)
     assert (plan.earliest_handed_batch(), plan.earliest_handed_ms()) == (3, 5_000)
     assert (plan.earliest_handed_batch([1]), plan.earliest_handed_ms([1])) == (7, 8_000)
     assert (plan.earliest_handed_batch([2]), plan.earliest_handed_ms([2])) == (None, None)

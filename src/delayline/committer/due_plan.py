@@ -12,9 +12,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 
 from delayline.committer.pacing import RELEASE_AHEAD_MS, Pacer
 from delayline.committer.pending import Group, Pending, id_of
-from delayline.contract import ConsumedRecord
 from delayline.core.model import Schedule
-from delayline.fire.inflight import Handed
 
 BUCKET_MS = 10
 """The plan counts its schedules by due time in buckets this wide
@@ -53,30 +51,13 @@ class DuePlan:
         """partition: [(release, due, offset)]: one release time goes out in due order."""
         self._pending: dict[tuple[int, int], Pending] = {}
         self._by_key: dict[bytes, tuple[int, int]] = {}
-        self._by_id: dict[tuple[str, str], tuple[int, int] | set[tuple[int, int]]] = {}
-        """(source topic, id): the place of its one pending version, or a set of several."""
+        self._by_id: dict[tuple[str, str], set[tuple[int, int]]] = {}
         self._read_to: dict[int, int] = {}
         self._new: list[Pending] = []
         self._counts: dict[int, dict[int, int]] = {}  # partition: {release bucket: pending}
 
     def __len__(self) -> int:
         return len(self._pending)
-
-    def read(self, record: ConsumedRecord, handed: Handed | None, now_ms: int = 0) -> bool:
-        """Account for one record read at ``now_ms``: a schedule to deliver, or
-        (``handed`` None) a tombstone or foreign record (see :meth:`add` and
-        :meth:`tombstone`). Returns whether a pending schedule was dropped."""
-        if handed is None:
-            if record.value is None:
-                return self.tombstone(record.partition, record.offset, record.key)
-            self.passed(record.partition, record.offset)
-            return False
-        pending = Pending(
-            record.partition, record.offset, record.key or b"", handed.schedule, now_ms,
-            handed.batch, handed.missed, record.timestamp_ms,
-        )  # fmt: skip
-        self.add(pending)
-        return False
 
     def add(self, pending: Pending) -> None:
         """Take a schedule read (one read again, after a rewind, stays where it is)."""
@@ -94,14 +75,7 @@ class DuePlan:
                 pending.paced_ms = ready
         self._pending[at] = pending
         self._by_key[pending.key] = at
-        ident = id_of(schedule)
-        places = self._by_id.get(ident)
-        if places is None:
-            self._by_id[ident] = at
-        elif isinstance(places, set):
-            places.add(at)
-        else:
-            self._by_id[ident] = {places, at}
+        self._by_id.setdefault(id_of(schedule), set()).add(at)
         if pacer is not None and pacer.rated(schedule.target_topic):
             queue = self._queues.setdefault((partition, schedule.target_topic), [])
             heapq.heappush(queue, (pending.release_ms, offset))
@@ -186,11 +160,7 @@ class DuePlan:
 
     def pending_of(self, topic: str, schedule_id: str) -> list[Pending]:
         """The pending versions of ``schedule_id`` read from ``topic``."""
-        places = self._by_id.get((topic, schedule_id))
-        if places is None:
-            return []
-        if not isinstance(places, set):
-            places = {places}
+        places = self._by_id.get((topic, schedule_id), ())
         return [self._pending[at] for at in places if at in self._pending]
 
     def earliest_handed_batch(self, partitions: Collection[int] | None = None) -> int | None:
@@ -334,13 +304,9 @@ class DuePlan:
                     counts.pop(bucket, None)
         ident = id_of(item.schedule)
         places = self._by_id.get(ident)
-        if places == at:
-            del self._by_id[ident]
-        elif isinstance(places, set):
+        if places is not None:
             places.discard(at)
-            if len(places) == 1:
-                self._by_id[ident] = places.pop()
-            elif not places:
+            if not places:
                 del self._by_id[ident]
 
     def _live_heap(self, partition: int) -> list[tuple[int, int, int]]:

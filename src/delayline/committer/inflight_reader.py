@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol, cast
+from typing import Protocol
 
 from confluent_kafka import (
     Consumer,
@@ -38,7 +38,7 @@ from delayline.core.clock import Clock
 from delayline.errors import DelaylineError
 from delayline.fire.inflight import InflightRecordError, decode_inflight
 from delayline.kafka.config import kafka_client_config
-from delayline.kafka.reader import stable_ends, watermarks
+from delayline.kafka.reader import message_headers, stable_ends, watermarks
 
 log = logging.getLogger(__name__)
 
@@ -370,8 +370,7 @@ class InflightReader:
                 self._dropped += plan.tombstone(partition, offset, msg.key())
                 continue
             try:
-                headers = cast("list[Any]", msg.headers() or [])  # a consumer's: a list
-                schedule, batch, missed = decode_inflight(value, headers, offset)
+                schedule, batch, missed = decode_inflight(value, message_headers(msg), offset)
             except InflightRecordError as exc:
                 log.warning("committer skips a record: %s", exc)
                 plan.passed(partition, offset)

@@ -48,7 +48,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import cast
 
 from confluent_kafka import KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -57,11 +56,12 @@ from delayline.committer.arrivals import Arrivals
 from delayline.committer.later import MEMORY_MS, LaterRecords, later_from
 from delayline.contract.contracts import InputParser
 from delayline.contract.records import is_own_tombstone
-from delayline.core.model import Cancel, Headers, Schedule
+from delayline.core.model import Cancel, Schedule
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import (
     acknowledged_ends,
+    message_headers,
     private_consumer,
     stable_ends,
     to_consumed_record,
@@ -334,7 +334,7 @@ class InputWatch:
         ``None`` for a record that ends nothing. With ``arrived`` (not a record read
         again), counts it among the arrivals unless it is delayline's own tombstone."""
         self.read += 1
-        if msg.value() is None and is_own_tombstone(msg.key(), _headers(msg)):
+        if msg.value() is None and is_own_tombstone(msg.key(), message_headers(msg)):
             return None  # one follows each delivery: it ends nothing, and is not parsed
         record = to_consumed_record(msg)
         parsed = self.parse(record)
@@ -357,11 +357,6 @@ class InputWatch:
         if self.arrivals is not None:
             self.arrivals.add(self._arrived, self._earliest_due_ms, now_ms)
         self._arrived, self._earliest_due_ms = 0, None
-
-
-def _headers(msg: Message) -> Headers:
-    """A consumed record's headers: a list of (name, bytes) pairs, as read."""
-    return cast("Headers", msg.headers() or ())
 
 
 def has_read(positions: Mapping[tuple[str, int], int], ends: Mapping[tuple[str, int], int]) -> bool:

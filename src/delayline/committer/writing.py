@@ -139,8 +139,7 @@ class GroupWriter:
             # (read the watch again before: a cancel read by then still wins). One that
             # writes to an input topic waited for its slot before the write: a read now
             # would wait for this very transaction.
-            inputs = not ahead and writes_input
-            commit_ms = group.commit_ms if inputs else self._rate_commit_ms(group, live)
+            commit_ms = group.commit_ms if writes_input else self._rate_commit_ms(group, live)
             again = ahead or commit_ms > group.commit_ms
             if again:
                 self._time.wait_until(commit_ms - READ_AHEAD_MS)

@@ -200,23 +200,27 @@ def is_own_tombstone(key: bytes | None, headers: Headers) -> bool:
     after a delivery: exactly when every contract's parser makes it a :class:`Cancel`
     naming the offset that fired (:func:`parse_tombstone`), without making one (the
     committer's watch reads one after each delivery, and skips it)."""
-    if not key:
-        return False
-    try:
-        key.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return _fired_offset(headers) is not None
+    return _key_id(key) is not None and _fired_offset(headers) is not None
 
 
 def _record_id(record: ConsumedRecord) -> str | Invalid:
     """The schedule id in the record's key."""
-    if record.key is None or record.key == b"":
+    schedule_id = _key_id(record.key)
+    if schedule_id is not None:
+        return schedule_id
+    if not record.key:
         return Invalid("missing schedule id (record key is empty)", record.source)
+    return Invalid("schedule id (record key) is not valid UTF-8", record.source)
+
+
+def _key_id(key: bytes | None) -> str | None:
+    """The schedule id ``key`` holds (non-empty UTF-8), else ``None``."""
+    if not key:
+        return None
     try:
-        return record.key.decode("utf-8")
+        return key.decode("utf-8")
     except UnicodeDecodeError:
-        return Invalid("schedule id (record key) is not valid UTF-8", record.source)
+        return None
 
 
 def _fired_offset(headers: Headers) -> int | None:

@@ -27,9 +27,9 @@ import base64
 import json
 import struct
 import zlib
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from delayline.contract import ConsumedRecord, OutgoingRecord
+from delayline.contract import OutgoingRecord
 from delayline.core.model import Headers, Schedule, SourceRef
 from delayline.errors import DelaylineError
 
@@ -114,21 +114,9 @@ class Handed(NamedTuple):
     missed: bool = False
 
 
-def read_inflight(record: ConsumedRecord) -> Handed:
-    """The schedule an in-flight record carries, with what its header says beside it.
-
-    Raises:
-        InflightRecordError: the record is a tombstone or lacks a readable
-            :data:`HEADER`.
-    """
-    if record.value is None:
-        raise InflightRecordError(f"record at offset {record.offset} is no in-flight schedule")
-    return decode_inflight(record.value, record.headers, record.offset)
-
-
-def decode_inflight(value: bytes, headers: Headers | list[Any], offset: int) -> Handed:
-    """What the in-flight record at ``offset`` with ``value`` and ``headers`` (as read:
-    name and value pairs) carries; either version of :data:`HEADER`.
+def decode_inflight(value: bytes, headers: Headers, offset: int) -> Handed:
+    """What the in-flight record at ``offset`` with ``value`` and ``headers`` carries;
+    either version of :data:`HEADER`.
 
     Raises:
         InflightRecordError: its last header is not a readable :data:`HEADER`.
@@ -138,7 +126,7 @@ def decode_inflight(value: bytes, headers: Headers | list[Any], offset: int) -> 
     raw = headers[-1][1] or b""
     try:
         if raw[:1] == b"{":
-            return _from_json(raw, value, tuple(headers[:-1]))
+            return _from_json(raw, value, headers[:-1])
         version, flags, due_ms, batch, partition, source_offset, timestamp_ms, *lengths = (
             LAYOUT.unpack_from(raw)
         )
@@ -157,7 +145,7 @@ def decode_inflight(value: bytes, headers: Headers | list[Any], offset: int) -> 
             raw[id_end:target_end].decode(),
             None if key_len < 0 else raw[topic_end:],
             value,
-            tuple(headers[:-1]),
+            headers[:-1],
             SourceRef(raw[target_end:topic_end].decode(), partition, source_offset, timestamp_ms),
         )
     except (ValueError, KeyError, TypeError, struct.error) as exc:

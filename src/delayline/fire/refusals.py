@@ -15,6 +15,7 @@ allow delivery are cached, facts that refuse it are read afresh. Only
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -135,9 +136,11 @@ def record_problem(record: OutgoingRecord, facts: TopicFacts) -> Failure | None:
     return None
 
 
+@functools.lru_cache(maxsize=4_096)
 def name_problem(topic: str, allowed: str | None) -> str | None:
     """Why a delivery to ``topic`` is refused by its name alone (no need to ask the
-    cluster): not a valid target, or outside ``--allowed-target-topics``."""
+    cluster): not a valid target, or outside ``--allowed-target-topics``. Remembered
+    (pure, and asked for every delivery of every batch)."""
     return target_topic_problem(topic) or target_not_allowed(topic, allowed)
 
 
@@ -154,13 +157,9 @@ def precheck(
         allowed: ``--allowed-target-topics``: deliveries to other topics are refused.
     """
     refused: dict[int, str] = {}
-    problems: dict[str, str | None] = {}  # each topic's name judged once
     for i, delivery in deliveries.items():
         topic = delivery.topic
-        if topic in problems:
-            problem = problems[topic]
-        else:
-            problem = problems[topic] = name_problem(topic, allowed)
+        problem = name_problem(topic, allowed)
         if problem is not None:
             refused[i] = f"delivery to topic {topic!r} refused: the target topic is {problem}"
             continue
@@ -204,8 +203,9 @@ class TopicCatalog:
 
     def check(self, deliveries: Mapping[int, OutgoingRecord]) -> dict[int, str]:
         """The deliveries to dead-letter before producing anything (see :func:`precheck`)."""
-        named = {d.topic for d in deliveries.values()}
-        topics = {topic for topic in named if name_problem(topic, self.allowed) is None}
+        topics = {
+            d.topic for d in deliveries.values() if name_problem(d.topic, self.allowed) is None
+        }
         now = self._clock()
         facts: dict[str, TopicFacts | None] = {}
         for topic in topics:

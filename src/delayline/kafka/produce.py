@@ -15,20 +15,14 @@ def produce(producer: Producer, record: OutgoingRecord, on_delivery: Any) -> Non
     """Queue ``record``, waiting for queue space when librdkafka's buffer is full."""
     # Keywords, no dict of them: this runs for every record written.
     headers: list[tuple[str, str | bytes | None]] = list(record.headers)
+    partition = -1 if record.partition is None else record.partition  # -1: the partitioner's
     timestamp = record.timestamp_ms or 0  # 0: the time of writing
     while True:
         try:
-            if record.partition is None:  # the partitioner's choice
-                producer.produce(
-                    topic=record.topic, value=record.value, key=record.key,
-                    on_delivery=on_delivery, timestamp=timestamp, headers=headers,
-                )  # fmt: skip
-            else:
-                producer.produce(
-                    topic=record.topic, value=record.value, key=record.key,
-                    partition=record.partition, on_delivery=on_delivery, timestamp=timestamp,
-                    headers=headers,
-                )  # fmt: skip
+            producer.produce(
+                topic=record.topic, value=record.value, key=record.key, partition=partition,
+                on_delivery=on_delivery, timestamp=timestamp, headers=headers,
+            )  # fmt: skip
             return
         except BufferError:
             producer.poll(0.05)

@@ -219,16 +219,19 @@ def _ends(
             time.sleep(0.1)
 
 
-def to_consumed_record(msg: Message) -> ConsumedRecord:
-    """Copy a confluent-kafka message into the library-neutral record type."""
+def message_headers(msg: Message) -> Headers:
+    """A consumed confluent-kafka message's headers, in order."""
     raw = msg.headers() or []
     if isinstance(raw, list):
         # A consumed message's are (str, bytes | None) pairs already (confluent-kafka's
         # documented return; its stubs allow str values, which only a producer sets):
         # 80 ns against 970 per record with three headers, copied pair by pair.
-        headers = cast("Headers", tuple(raw))
-    else:
-        headers = tuple((name, _as_bytes(value)) for name, value in raw.items())  # a mapping
+        return cast("Headers", tuple(raw))
+    return tuple((name, _as_bytes(value)) for name, value in raw.items())  # a mapping
+
+
+def to_consumed_record(msg: Message) -> ConsumedRecord:
+    """Copy a confluent-kafka message into the library-neutral record type."""
     return ConsumedRecord(
         topic=msg.topic() or "",
         partition=msg.partition() or 0,
@@ -236,7 +239,7 @@ def to_consumed_record(msg: Message) -> ConsumedRecord:
         timestamp_ms=msg.timestamp()[1],
         key=_as_bytes(msg.key()),
         value=_as_bytes(msg.value()),
-        headers=headers,
+        headers=message_headers(msg),
     )
 
 

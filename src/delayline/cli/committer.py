@@ -17,6 +17,8 @@ from delayline.cli._common import (
 )
 from delayline.cli.extras import require_extras
 from delayline.cli.run import add_delivery_flags, target_rates_from
+from delayline.core.heap import PAUSES
+from delayline.core.heap import settle as settle_heap
 from delayline.core.units import parse_duration_ms
 from delayline.pipeline.config import PipelineConfig
 
@@ -147,6 +149,8 @@ def _committer(args: argparse.Namespace) -> int:
     try:
         committer, _ = start_committer(config, settings, metrics)
         started.append(committer)
+        settle_heap()  # what start-up made, out of the collector's walk
+        PAUSES.install()
         while not stop.wait(1.0):
             if committer.wait(0) and committer.failure is not None:
                 raise committer.failure

@@ -20,6 +20,8 @@ from delayline.cli._common import (
 from delayline.cli._holds import add_hold_flags, hold_settings_from
 from delayline.cli.extras import require_extras
 from delayline.contract.pacing import TargetRates
+from delayline.core.heap import PAUSES
+from delayline.core.heap import settle as settle_heap
 from delayline.core.units import parse_duration_ms
 from delayline.holds.registry import hold_kind
 from delayline.kafka.topics import TopicsConfig, ensure_topics
@@ -409,5 +411,7 @@ def _run(args: argparse.Namespace) -> int:
         kind.topics(bootstrap, config.hold_settings, topics.replication_factor, timeout_s)
     stop = stop_on_signals(log, "finishing the batch in flight")
     pipeline.start(rebuild=args.rebuild)
+    settle_heap()  # what start-up made, out of the collector's walk
+    PAUSES.install()
     pipeline.run_until(stop)
     return 0

@@ -16,13 +16,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from delayline.committer.config import CommitterStatus
 from delayline.contract import kinds as r
 from delayline.core.clock import Clock, SystemClock
+from delayline.core.heap import PAUSE_BUCKETS_S, PAUSES, GcPauses
 from delayline.core.histogram import BatchHistogram
 from delayline.core.units import format_duration_ms
 from delayline.fire.report import HANDED, REFUSED, WITHHELD, BatchReport, Delivered
@@ -168,6 +174,7 @@ class PipelineMetrics:
             ["committer"],
             registry=self.registry,
         )
+        self.registry.register(_GcCollector(PAUSES))
         self._lock = threading.Lock()
         self._committers: Callable[[], dict[str, Any]] | None = None
         self._waker: Callable[[], WakerStats] | None = None
@@ -327,6 +334,29 @@ class _WakerCollector(Collector):
                 "for yet (batching on need).",
                 stats.unread,
             )
+
+
+class _GcCollector(Collector):
+    """How long this process's garbage collections took: every thread, the committer's
+    among them, waits for one (:mod:`delayline.core.heap`)."""
+
+    def __init__(self, pauses: GcPauses) -> None:
+        self._pauses = pauses
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(
+            "delayline_gc_pause_seconds",
+            "Garbage collections of the process by generation: every thread waits for one.",
+            labels=["generation"],
+        )
+        bounds = [str(b) for b in PAUSE_BUCKETS_S] + ["+Inf"]
+        for generation, (counts, sum_s) in enumerate(self._pauses.snapshot()):
+            cumulative, total = [], 0
+            for bound, count in zip(bounds, counts, strict=True):
+                total += count
+                cumulative.append((bound, total))
+            family.add_metric([str(generation)], cumulative, sum_s)
+        yield family
 
 
 def _summary(progress: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,9 @@ def test_a_pause_lands_in_the_first_bucket_that_holds_it() -> None:
     pauses.observe(2, 0.025)  # a bound is its own bucket's (Prometheus' le)
     pauses.observe(0, 3.0)  # past every bound
     counts, sum_s = pauses.snapshot()[2]
-    assert counts[0] == 1 and counts[PAUSE_BUCKETS_S.index(0.025)] == 1 and sum(counts) == 2
+    assert counts[0] == 1
+    assert counts[PAUSE_BUCKETS_S.index(0.025)] == 1
+    assert sum(counts) == 2
     assert sum_s == pytest.approx(0.029)
     assert pauses.snapshot()[0][0][-1] == 1
     assert pauses.longest_s == 3.0

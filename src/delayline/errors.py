@@ -68,6 +68,11 @@ class TopicMissingError(TopicConfigError):
     often a misspelt name than a topic about to appear)."""
 
 
+class NoSuchTopicError(TopicConfigError):
+    """A topic named in a request does not exist, nor is anything about to make it (a
+    consumer group's dead-letter topic: the API answers 404)."""
+
+
 class TargetNotAllowedError(DelaylineError):
     """The target topic does not match ``--allowed-target-topics``."""
 

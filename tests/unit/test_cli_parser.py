@@ -47,6 +47,11 @@ NO_ENV = {
     "--target-topic",
     "--limit",
     "--json",
+    # delayline dead-letters redrive: which letters, and whether to write
+    "--source-topic",
+    "--since",
+    "--error",
+    "--dry-run",
     # delayline acls: create them now rather than print them (an action)
     "--apply",
 }

@@ -17,7 +17,7 @@ from delayline.api.auth import WritesDisabledError
 from delayline.api.config import ApiConfig
 from delayline.api.limits import BodyLimit, SecurityHeaders
 from delayline.api.metrics import ApiMetrics
-from delayline.api.routes import groups, ops, schedules
+from delayline.api.routes import groups, ops, retries, schedules
 from delayline.api.state import ApiState
 from delayline.api.writes import Writers
 from delayline.catalog import CatalogFollower, FollowConfig, SqliteCatalog
@@ -28,6 +28,7 @@ from delayline.errors import (
     ConfigError,
     DelaylineError,
     InvalidScheduleError,
+    NoSuchTopicError,
     TargetNotAllowedError,
     TopicMissingError,
 )
@@ -75,6 +76,7 @@ def create_app(config: ApiConfig, clock: Clock | None = None) -> FastAPI:
     app.include_router(groups.router)
     app.include_router(schedules.router)
     app.include_router(ops.router)
+    app.include_router(retries.router)
     app.mount("/ui", StaticFiles(directory=_ui_dir(), html=True), name="ui")
 
     @app.get("/", include_in_schema=False)
@@ -111,6 +113,7 @@ _STATUS: list[tuple[type[DelaylineError], int]] = [
     (AuthError, 401),
     (InvalidScheduleError, 422),
     (ConfigError, 400),
+    (NoSuchTopicError, 404),
     (CatalogError, 503),
     # The pipeline (or `delayline topics create`) makes it: try again in a moment.
     (TopicMissingError, 503),

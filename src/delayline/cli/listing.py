@@ -9,6 +9,7 @@ import urllib.parse
 from datetime import datetime
 from typing import Any
 
+from delayline.cli import redrive
 from delayline.cli._common import (
     NotFoundError,
     add_api,
@@ -69,6 +70,7 @@ def _register_dead_letters(sub: argparse._SubParsersAction[argparse.ArgumentPars
     p.add_argument("--limit", type=int, default=100, help="at most this many (1-1000)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=_dead_letters)
+    redrive.register(p)
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -39,10 +39,14 @@ command line says it in its own words and filters this one out)."""
 class SchedulerCore:
     """Producer, partition lookup and record building; no delivery waiting."""
 
-    def __init__(self, config: ClientConfig | str, clock: Clock | None) -> None:
+    def __init__(
+        self, config: ClientConfig | str, clock: Clock | None, producer: Producer | None = None
+    ) -> None:
+        """``producer``: the one to write with (a transactional one, say); an idempotent
+        one of ``config``'s by default."""
         self.config = ClientConfig(bootstrap_servers=config) if isinstance(config, str) else config
         self.clock = clock or SystemClock()
-        self.producer = Producer(self.config.producer_config())
+        self.producer = producer or Producer(self.config.producer_config())
         self._partitions: int | None = None
 
     @property

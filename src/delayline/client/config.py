@@ -79,25 +79,38 @@ class ClientConfig:
 class RetryPolicy:
     """Exponential backoff for :meth:`Scheduler.schedule_retry`.
 
-    Attempt ``n`` (1-based) waits ``min(initial_delay_ms * multiplier**(n-1), max_delay_ms)``.
+    Retry ``n`` (1-based) waits ``min(initial_delay_ms * multiplier**(n-1), max_delay_ms)``,
+    shortened by a random share of up to ``jitter`` (never lengthened: ``max_delay_ms``
+    stays the longest wait).
 
     Attributes:
         initial_delay_ms: Delay of the first retry.
         max_delay_ms: Ceiling of any single delay.
         multiplier: Growth factor between attempts.
-        max_attempts: Highest attempt number allowed.
+        max_attempts: Highest retry number allowed: a record is tried at most
+            ``1 + max_attempts`` times.
+        jitter: 0 to 1: the largest share of a delay taken off at random, so that
+            records that failed together are not all retried together.
     """
 
     initial_delay_ms: int = 5_000
     max_delay_ms: int = 3_600_000
     multiplier: float = 2.0
     max_attempts: int = 50
+    jitter: float = 0.0
 
     def __post_init__(self) -> None:
         if self.initial_delay_ms < 0 or self.max_delay_ms < self.initial_delay_ms:
             raise ConfigError("need 0 <= initial_delay_ms <= max_delay_ms")
         if self.multiplier < 1 or self.max_attempts < 1:
             raise ConfigError("need multiplier >= 1 and max_attempts >= 1")
+        if not 0 <= self.jitter <= 1:
+            raise ConfigError(f"jitter is a share from 0 to 1, got {self.jitter}")
+
+    def jittered_ms(self, attempt: int, draw: float) -> int:
+        """Delay before retry ``attempt`` with its jitter: ``draw`` (0 to 1, a random
+        number the caller draws) of :attr:`jitter` taken off :meth:`delay_ms`."""
+        return round(self.delay_ms(attempt) * (1 - self.jitter * draw))
 
     def delay_ms(self, attempt: int) -> int:
         """Delay before retry number ``attempt`` (1-based)."""

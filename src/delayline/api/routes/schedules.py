@@ -45,7 +45,7 @@ ERRORS: dict[int | str, dict[str, object]] = {
         "description": "Writes are disabled (no --token), or the target topic is not allowed "
         "(--allowed-target-topics).",
     },
-    404: {"model": Problem, "description": "No such schedule."},
+    404: {"model": Problem, "description": "No such schedule (or dead-letter topic)."},
     413: {"model": Problem, "description": "The body is over --max-body-bytes."},
     422: {"model": Problem, "description": "The request breaks the schedule contract."},
     503: {

@@ -17,6 +17,7 @@ from delayline.api.auth import WritesDisabledError
 from delayline.api.config import ApiConfig
 from delayline.api.limits import BodyLimit, SecurityHeaders
 from delayline.api.metrics import ApiMetrics
+from delayline.api.retry_watch import RetryWatch
 from delayline.api.routes import groups, ops, retries, schedules
 from delayline.api.state import ApiState
 from delayline.api.writes import Writers
@@ -55,13 +56,18 @@ def create_app(config: ApiConfig, clock: Clock | None = None) -> FastAPI:
             clock,
         )
         writers = Writers(config.topology.bootstrap_servers, config.request_timeout_ms, clock)
-        app.state.api = ApiState(config, store, follower, writers, clock or SystemClock())
-        app.state.metrics = ApiMetrics(store, follower, clock)
+        retries = RetryWatch(config.topology.bootstrap_servers, config.retry_groups)
+        app.state.api = ApiState(
+            config, store, follower, writers, clock or SystemClock(), retries=retries
+        )
+        app.state.metrics = ApiMetrics(store, follower, clock, retries=retries)
         follower.start()
+        retries.start()
         log.info("api serving catalog %s", config.catalog_path)
         try:
             yield
         finally:
+            retries.stop()
             follower.stop()
             await writers.close()
             store.close()

@@ -32,6 +32,8 @@ class ApiConfig:
             than this; ``None`` keeps everything.
         max_body_bytes: Larger request bodies are refused with 413 before they are
             read.
+        retry_groups: Retrying consumer groups (docs/retry.md) whose retries and dead
+            letters ``/retries``, ``/metrics`` and the admin page show.
     """
 
     topology: Topology = field(default_factory=Topology)
@@ -44,6 +46,7 @@ class ApiConfig:
     request_timeout_ms: int = 10_000
     catalog_retention_ms: int | None = 7 * 86_400_000
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    retry_groups: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1024:

@@ -6,11 +6,12 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
 
+from delayline.api.retry_watch import RetryWatch
 from delayline.catalog import CatalogFollower, CatalogStore
 from delayline.core.clock import Clock, SystemClock
 
@@ -56,11 +57,44 @@ class CatalogCollector(Collector):
         )
 
 
+class RetryCollector(Collector):
+    """The watched retrying consumer groups' retries and dead letters."""
+
+    def __init__(self, watch: RetryWatch) -> None:
+        self.watch = watch
+
+    def collect(self) -> Iterator[Metric]:
+        retries = CounterMetricFamily(
+            "delayline_retries_delivered",
+            "Retries delivered back to a retrying consumer group, by the topic each record "
+            "was first read from.",
+            labels=["group", "source_topic"],
+        )
+        dead = CounterMetricFamily(
+            "delayline_retry_dead_letters",
+            "A retrying consumer group's dead letters, by source topic and reason "
+            "(exhausted, not-retryable).",
+            labels=["group", "source_topic", "reason"],
+        )
+        for counts in self.watch.snapshot():
+            for source, n in sorted(counts.retries.items()):
+                retries.add_metric([counts.group, source], n)
+            for (source, reason), n in sorted(counts.dead_letters.items()):
+                dead.add_metric([counts.group, source, reason], n)
+        yield retries
+        yield dead
+
+
 class ApiMetrics:
     """The API's registry, with request counts and durations by route."""
 
     def __init__(
-        self, store: CatalogStore, follower: CatalogFollower, clock: Clock | None = None
+        self,
+        store: CatalogStore,
+        follower: CatalogFollower,
+        clock: Clock | None = None,
+        *,
+        retries: RetryWatch | None = None,
     ) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
@@ -76,6 +110,8 @@ class ApiMetrics:
             registry=self.registry,
         )
         self.registry.register(CatalogCollector(store, follower, clock or SystemClock()))
+        if retries is not None:
+            self.registry.register(RetryCollector(retries))
 
     async def middleware(
         self, request: Request, call_next: Callable[[Request], Awaitable[Response]]

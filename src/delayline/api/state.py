@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient
 from starlette.requests import Request
 
 from delayline.api.config import ApiConfig
+from delayline.api.retry_watch import RetryWatch
 from delayline.api.writes import Writers
 from delayline.catalog import CatalogFollower, CatalogStore
 from delayline.contract.contracts import HEADER
@@ -36,6 +37,7 @@ class ApiState:
         follower: Keeps ``store`` current.
         writers: Write schedules and cancels to the schedules topics.
         clock: "Now" for dashboards and relative due times.
+        retries: Counts of the retrying consumer groups it watches.
     """
 
     config: ApiConfig
@@ -43,6 +45,7 @@ class ApiState:
     follower: CatalogFollower
     writers: Writers
     clock: Clock
+    retries: RetryWatch | None = None
     _brokers: tuple[int, list[dict[str, object]]] = field(default=(0, []), repr=False)
     _admin: AdminClient | None = field(default=None, repr=False)
     _admin_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

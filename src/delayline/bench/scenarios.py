@@ -10,6 +10,7 @@ from typing import Any
 
 from delayline.bench.cancels import cancels
 from delayline.bench.recurring import recurring
+from delayline.bench.retry_storm import retry_storm
 from delayline.bench.run import (
     BenchEnv,
     accept_lags_ms,
@@ -55,6 +56,7 @@ SIZES: dict[str, tuple[Size, Size]] = {  # (full, quick)
     "soak": (Size(rate_per_s=1000, duration_s=1200), Size(rate_per_s=100, duration_s=90)),
     "cancels": (Size(count=20), Size(count=5)),
     "recurring": (Size(count=100_000), Size(count=2_000)),
+    "retry-storm": (Size(rate_per_s=10_000, duration_s=30), Size(rate_per_s=1_000, duration_s=10)),
 }  # fmt: skip
 
 
@@ -275,7 +277,7 @@ SCENARIOS: dict[str, Callable[[BenchEnv, Size], dict[str, Any]]] = {
     "steady": steady, "trickle": trickle, "burst": burst, "burst-ahead": burst_ahead,
     "backlog": backlog,
     "restart": restart, "idle": idle, "soak": soak, "cancels": cancels,
-    "recurring": recurring,
+    "recurring": recurring, "retry-storm": retry_storm,
 }  # fmt: skip
 
 

@@ -17,7 +17,7 @@ from delayline.holds.registry import HOLD_KINDS
 
 ORDER = ("trickle", "steady-1000", "steady", "burst", "burst-rate-5000", "burst-ahead",
          "backlog", "backlog-2", "backlog-3", "restart", "restart-1k", "idle", "soak",
-         "recurring", "catalog")  # fmt: skip
+         "recurring", "retry-storm", "catalog")  # fmt: skip
 """Result files (``<name>.json``) in table order; ``backlog-2``/``-3`` repeat the backlog,
 ``restart-1k`` is the restart scenario with ``--pending 1000``, ``steady-1000`` the steady
 one with ``--rate 1000``, ``burst-rate-5000`` the burst with ``--target-rate 5000/s``

@@ -90,6 +90,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=int,
         help="larger request bodies are refused with 413 before they are read",
     )
+    env_flag(
+        p,
+        "--retry-groups",
+        env="DELAYLINE_API_RETRY_GROUPS",
+        default="",
+        metavar="GROUP[,GROUP]",
+        help="retrying consumer groups (docs/retry.md) whose retries and dead letters "
+        "/retries, /metrics and the admin page show",
+    )
     p.set_defaults(func=_api)
 
 
@@ -109,6 +118,7 @@ def _api(args: argparse.Namespace) -> int:
         request_timeout_ms=args.request_timeout_ms,
         catalog_retention_ms=args.catalog_retention_ms or None,
         max_body_bytes=args.max_body_bytes,
+        retry_groups=tuple(g.strip() for g in args.retry_groups.split(",") if g.strip()),
     )
     logging.getLogger("delayline").setLevel(min(logging.INFO, logging.getLogger().level))
     if config.token is None:

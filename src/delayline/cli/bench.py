@@ -44,7 +44,7 @@ from delayline.pipeline.placement import check_master
 
 PENDING_SCENARIOS = ("backlog", "restart", "idle")
 """The scenarios that hold far-future schedules (``--pending`` sets how many)."""
-RATE_SCENARIOS = ("steady", "trickle")
+RATE_SCENARIOS = ("steady", "trickle", "retry-storm")
 """The scenarios that write at a rate (``--rate`` sets it)."""
 
 

@@ -30,9 +30,13 @@ SOURCE_OFFSET = "retry-source-offset"
 GROUP = "retry-group"
 """The consumer group that failed on it."""
 DEAD_REASON = "retry-dead-reason"
-"""On a dead letter: :data:`EXHAUSTED` or :data:`NOT_RETRYABLE`."""
+"""On a dead letter: :data:`EXHAUSTED`, :data:`NOT_RETRYABLE` or :data:`UNSCHEDULABLE`."""
 EXHAUSTED = "exhausted"
+"""Its retries were used up."""
 NOT_RETRYABLE = "not-retryable"
+"""Its error may not be retried."""
+UNSCHEDULABLE = "unschedulable"
+"""It cannot be a schedule (too large for the schedules topic, say): logged with why."""
 
 RETRY_HEADERS = (
     ATTEMPT,

@@ -4,6 +4,7 @@ import { flash } from "./flash.js";
 import { dashboard } from "./dashboard.js";
 import { list, detail, form } from "./schedules.js";
 import { deadLetters } from "./deadletters.js";
+import { retries } from "./retries.js";
 
 const main = document.getElementById("main");
 let latest = 0;
@@ -28,6 +29,7 @@ async function route() {
     else if (section === "new") await form(view, null);
     else if (section === "edit") await form(view, decodeURIComponent(parts.slice(1).join("/")));
     else if (section === "dead-letters") await deadLetters(view, params);
+    else if (section === "retries") await retries(view, parts[1] ? decodeURIComponent(parts[1]) : null);
     else view.innerHTML = "<h1>Not found</h1>";
   } catch (err) {
     const hint = err instanceof ApiError && err.status === 401 ? " Enter the API token at the top right." : "";

@@ -60,6 +60,29 @@ class RetryDeadLetterPage(BaseModel):
     items: list[RetryDeadLetterOut]
 
 
+class SourceCounts(BaseModel):
+    """A group's retries and dead letters of records first read from one topic."""
+
+    source_topic: str
+    retries: int
+    dead_letters: dict[str, int] = Field(description="By reason.")
+
+
+class GroupRetriesOut(BaseModel):
+    """A retrying consumer group the API watches (``--retry-groups``)."""
+
+    group: str
+    retry_topic: str
+    dead_letter_topic: str
+    sources: list[SourceCounts]
+
+
+class RetriesOut(BaseModel):
+    """The watched groups, in the order configured."""
+
+    groups: list[GroupRetriesOut]
+
+
 class RedriveIn(BaseModel):
     """Which dead letters to send back: all that are given must hold."""
 
@@ -78,6 +101,33 @@ class RedriveOut(BaseModel):
     redriven: list[str]
     already: list[str]
     dry_run: bool
+
+
+@router.get(
+    "/retries",
+    response_model=RetriesOut,
+    responses=ERRORS,
+    dependencies=[Depends(require_read)],
+    summary="Retrying consumer groups: retries and dead letters by source topic",
+)
+def list_retry_groups(request: Request) -> RetriesOut:
+    """Counted from each group's retry and dead-letter topics since the API started."""
+    watch = api_state(request).retries
+    groups = [] if watch is None else watch.snapshot()
+    out = []
+    for g in groups:
+        sources = sorted(set(g.retries) | {s for s, _ in g.dead_letters})
+        counts = [
+            SourceCounts(
+                source_topic=s,
+                retries=g.retries.get(s, 0),
+                dead_letters={r: n for (t, r), n in sorted(g.dead_letters.items()) if t == s},
+            )
+            for s in sources
+        ]
+        topics = {"retry_topic": g.retry_topic, "dead_letter_topic": g.dead_letter_topic}
+        out.append(GroupRetriesOut(group=g.group, sources=counts, **topics))
+    return RetriesOut(groups=out)
 
 
 @router.get(

@@ -6,7 +6,8 @@ are committed; a crash in between hands some records to the handler again. Exact
 (``transactional=True``): the batch's retries, dead letters, whatever the handler wrote
 with :attr:`RetryingConsumer.producer`, and the offsets commit in one Kafka transaction
 (``send_offsets_to_transaction``); a crash aborts it and the batch is read again, so a
-handler whose effects are records it writes there has each record's effect once.
+handler whose effects are records it writes there has each record's effect once (what
+it wrote before it raised commits too: a record of each try).
 """
 
 from __future__ import annotations
@@ -24,10 +25,13 @@ from delayline.client.config import ClientConfig
 from delayline.client.consumer.retries import Retries, RetryConfig
 from delayline.client.consumer.topics import ensure_retry_topics
 from delayline.core.clock import Clock
-from delayline.errors import ConfigError, KafkaUnavailableError
+from delayline.errors import ConfigError
 from delayline.kafka.config import kafka_client_config
 
 log = logging.getLogger(__name__)
+
+TRANSACTION_CALL_S = 60.0
+"""The longest one call of a transaction (offsets, commit, abort) waits for Kafka."""
 
 Handler = Callable[[Message], object]
 """Handles one record; an exception it raises is the record's failure."""
@@ -172,8 +176,12 @@ class RetryingConsumer:
             if not self.loop.transactional or not exc.args[0].txn_requires_abort():
                 raise
             log.warning("transaction aborted (%s): the batch is read again", exc.args[0].str())
-            self.producer.abort_transaction()
+            self.producer.abort_transaction(TRANSACTION_CALL_S)
             self._rewind(records)
+        except BaseException:
+            if self.loop.transactional:  # nothing of the batch stays open for readers
+                self.producer.abort_transaction(TRANSACTION_CALL_S)
+            raise
 
     def _one(self, record: Message) -> None:
         try:
@@ -185,9 +193,9 @@ class RetryingConsumer:
 
     def _commit_transaction(self, records: Sequence[Message]) -> None:
         self.producer.send_offsets_to_transaction(
-            _next_offsets(records), self.consumer.consumer_group_metadata()
+            _next_offsets(records), self.consumer.consumer_group_metadata(), TRANSACTION_CALL_S
         )
-        self.producer.commit_transaction()
+        self.producer.commit_transaction(TRANSACTION_CALL_S)
         self.retries.raise_failures()
 
     def _rewind(self, records: Sequence[Message]) -> None:
@@ -210,7 +218,8 @@ def _producer_settings(
 
 
 def _skipped(message: Message) -> bool:
-    """A partition's end or a passing error, logged; raises a fatal one."""
+    """A partition's end or a passing error (logged: a missing topic, a broker away);
+    raises a fatal one."""
     error = message.error()
     if error is None:
         return False
@@ -218,10 +227,6 @@ def _skipped(message: Message) -> bool:
         return True
     if error.fatal():
         raise KafkaException(error)
-    if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-        raise KafkaUnavailableError(
-            f"a topic the retrying consumer reads is missing: {error.str()}"
-        )
     log.warning("consumer: %s", error.str())
     return True
 

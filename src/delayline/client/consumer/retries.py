@@ -25,12 +25,18 @@ from delayline.client.retry import (
     DEAD_REASON,
     EXHAUSTED,
     NOT_RETRYABLE,
+    UNSCHEDULABLE,
     Failure,
 )
 from delayline.contract import ConsumedRecord, OutgoingRecord
 from delayline.contract.topics import topic_name_problem
 from delayline.core.clock import Clock, SystemClock
-from delayline.errors import ConfigError, DeliveryError, KafkaUnavailableError
+from delayline.errors import (
+    ConfigError,
+    DeliveryError,
+    InvalidScheduleError,
+    KafkaUnavailableError,
+)
 from delayline.kafka.produce import produce
 from delayline.kafka.reader import to_consumed_record
 
@@ -163,14 +169,18 @@ class Retries:
         target = failure.source[0] if config.back_to_source else config.retry_topic
         due_ms = now_ms + config.policy.jittered_ms(attempt, self._draw())
         schedule_id = retry_id(config.group, message)
-        _, record = self._core.schedule_record(
-            schedule_id,
-            message.value or b"",
-            target,
-            due_ms,
-            message.key,
-            failure.headers(config.group, error, attempt=attempt),
-        )
+        try:
+            _, record = self._core.schedule_record(
+                schedule_id,
+                message.value or b"",
+                target,
+                due_ms,
+                message.key,
+                failure.headers(config.group, error, attempt=attempt),
+            )
+        except InvalidScheduleError as why:  # too large for the schedules topic, say
+            log.warning("record %s cannot be scheduled for a retry: %s", schedule_id, why)
+            return self._dead(message, failure, error, UNSCHEDULABLE)
         self._produce(schedule_id, record)
         with self._lock:
             self.retried += 1

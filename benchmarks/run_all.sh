@@ -36,6 +36,8 @@ engine() {
   bench burst-ahead-write-ahead --scenario burst-ahead --lead 30s --write-ahead
   # Recurring schedules: 100,000 every minute (three occurrences each).
   bench recurring --scenario recurring
+  # A retry storm: 10,000 consumer failures a second for 30 s, each retried after 1 s.
+  bench retry-storm --scenario retry-storm
   # The restart target with 1,000 pending (the scenario's own size holds 1M).
   bench restart-1k --scenario restart --pending 1000 --plot benchmarks/results/restart-1k.png
   # How close to the due time a cancel still wins.

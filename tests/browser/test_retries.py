@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from confluent_kafka import Producer
 from playwright.sync_api import Browser, Page, expect
@@ -22,6 +23,7 @@ from delayline.dev.testing import create_topic, unique_topic
 from delayline.kafka.reader import read_topic
 from tests.browser.conftest import SHOTS, TOKEN, opened_page
 from tests.browser.test_admin import sign_in
+from tests.support import eventually
 
 
 class DeclinedError(Exception):
@@ -62,10 +64,23 @@ def retries_page(
     producer.flush(10)
     url = server.start()
     try:
+        # The page reads /retries once: wait until the watch has counted everything.
+        eventually(lambda: _counts(url) == (1, 2), 30, "the retry watch counted the group's topics")
         with opened_page(browser, url, "retries") as page:
             yield page
     finally:
         server.stop()
+
+
+def _counts(url: str) -> tuple[int, int]:
+    """The watched group's retries and dead letters, as ``GET /retries`` has them."""
+    (group,) = httpx.get(f"{url}/retries", headers={"Authorization": f"Bearer {TOKEN}"}).json()[
+        "groups"
+    ]
+    sources = group["sources"]
+    return sum(s["retries"] for s in sources), sum(
+        n for s in sources for n in s["dead_letters"].values()
+    )
 
 
 def test_a_groups_dead_letters_are_shown_and_one_is_redriven_once(

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
-from confluent_kafka import Message, Producer
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from tests.integration.test_cli import delayline
 
 from delayline.api.config import ApiConfig
@@ -115,7 +116,8 @@ def test_the_loop_commits_a_batchs_retries_and_offsets_together(
     kafka_bootstrap: str, schedules: str, group: RetryConfig
 ) -> None:
     """Transactional mode: the handler's writes, the retries and the offsets commit
-    together; a second run of the group reads nothing again."""
+    together; the group's committed offsets are the source's ends, and a second run
+    reads nothing again."""
     source = create_topic(kafka_bootstrap, unique_topic("src"), partitions=2)
     out = create_topic(kafka_bootstrap, unique_topic("out"))
     producer = Producer({"bootstrap.servers": kafka_bootstrap})
@@ -125,37 +127,64 @@ def test_the_loop_commits_a_batchs_retries_and_offsets_together(
     client = ClientConfig(kafka_bootstrap, schedules)
     loop = LoopConfig((source,), transactional=True, instance="it", poll_timeout_ms=200)
 
-    def run_until_read(count: int) -> RetryingConsumer:
-        stop = threading.Event()
-        seen: list[int] = []
-
+    def run_until(done: Callable[[], bool]) -> RetryingConsumer:
         def handle(record: Message) -> None:
-            i = int(record.value() or b"")
-            seen.append(i)
             consumer.producer.produce(out, value=record.value())
-            if i % 10 == 0:
-                raise TimeoutError(f"record {i}")
-            if len(seen) >= count:
-                stop.set()
+            if int(record.value() or b"") % 10 == 0:
+                raise TimeoutError("the payment service timed out")
 
         consumer = RetryingConsumer(client, group, loop, handle)
+        stop = threading.Event()
         thread = threading.Thread(target=consumer.run, args=(stop,))
         thread.start()
-        stop.wait(60)
-        time.sleep(1.5)  # the batch in hand commits
-        stop.set()
-        thread.join(30)
+        try:
+            deadline = time.monotonic() + 60
+            while not done() and time.monotonic() < deadline:
+                time.sleep(0.2)
+        finally:
+            stop.set()
+            thread.join(30)
         return consumer
 
-    first = run_until_read(100)
+    first = run_until(
+        lambda: (
+            len(read_topic(kafka_bootstrap, schedules)) >= 10
+            and len(read_topic(kafka_bootstrap, out)) >= 100
+        )
+    )
     assert first.handled == 90
     assert first.retries.retried == 10
     assert len(read_topic(kafka_bootstrap, out)) == 100
     retried = read_topic(kafka_bootstrap, schedules)
     assert sorted(int(r.value or b"") for r in retried) == list(range(0, 100, 10))
-    again = run_until_read(1)  # nothing left: the offsets were committed
+    ends = {p: 0 for p in range(2)}
+    for r in read_topic(kafka_bootstrap, source):
+        ends[r.partition] = r.offset + 1
+    reader = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": group.group})
+    try:
+        committed = reader.committed([TopicPartition(source, p) for p in ends], timeout=10)
+    finally:
+        reader.close()
+    assert {tp.partition: tp.offset for tp in committed} == ends
+    quiet_until = time.monotonic() + 5
+    again = run_until(lambda: time.monotonic() > quiet_until)  # nothing left to read
     assert again.handled == 0
+    assert again.retries.retried == 0
     assert len(read_topic(kafka_bootstrap, out)) == 100
+
+
+def test_a_record_too_large_to_schedule_is_a_dead_letter(
+    kafka_bootstrap: str, schedules: str, group: RetryConfig
+) -> None:
+    small = RetryConfig(group.group, policy=POLICY, max_schedule_bytes=1_000)
+    retries = Retries(ClientConfig(kafka_bootstrap, schedules), small)
+    big = ConsumedRecord("orders", 0, 9, NOW_MS, b"k", b"x" * 2_000, ())
+    assert retries.failed(big, TimeoutError("slow")) == DEAD
+    retries.flush()
+    assert read_topic(kafka_bootstrap, schedules) == []
+    (letter,) = read_topic(kafka_bootstrap, group.dead_letter_topic)
+    assert header_value(letter.headers, DEAD_REASON) == b"unschedulable"
+    assert letter.value == b"x" * 2_000
 
 
 def test_redrive_sends_chosen_letters_back_once(
@@ -210,6 +239,7 @@ def test_redrive_from_the_cli_and_the_api(
             catalog_path=tmp_path / "catalog.db",
             port=0,
             token="t",
+            retry_groups=(group.group,),
         )
     )
     url = server.start()
@@ -228,10 +258,13 @@ def test_redrive_from_the_cli_and_the_api(
         )
         assert sent.status_code == 200, sent.text
         assert sent.json()["redriven"] == [items[0]["id"]]
-        missing = httpx.get(
-            f"{url}/retries/dead-letters", params={"topic": unique_topic("none")}, headers=auth
-        )
-        assert missing.status_code == 404
+        for topic in (unique_topic("none"), schedules):  # the API reads no other topic
+            refused = httpx.get(
+                f"{url}/retries/dead-letters", params={"topic": topic}, headers=auth
+            )
+            assert refused.status_code == 404, refused.text
+        counts = httpx.get(f"{url}/retries", headers=auth).json()["groups"]
+        assert counts[0]["group"] == group.group
     finally:
         server.stop()
     assert len(read_topic(kafka_bootstrap, group.retry_topic)) == 2

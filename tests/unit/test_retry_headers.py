@@ -67,10 +67,21 @@ def test_a_retry_that_fails_again_keeps_its_source_and_first_failure() -> None:
     assert headers[SOURCE_OFFSET] == b"41"
 
 
-def test_garbage_retry_headers_count_as_absent() -> None:
-    failure = Failure([(ATTEMPT, b"x"), (ORIGINAL_TIMESTAMP, None)], "t", 0, 1, now_ms=9)
+@pytest.mark.parametrize("attempt", [b"x", b"-1", b"+2", b"", None, "\u0663".encode()])
+def test_garbage_retry_headers_count_as_absent(attempt: bytes | None) -> None:
+    failure = Failure([(ATTEMPT, attempt), (ORIGINAL_TIMESTAMP, None)], "t", 0, 1, now_ms=9)
     assert failure.retries == 0
     assert failure.first_ms == 9
+
+
+def test_another_groups_retry_headers_are_not_this_groups_count() -> None:
+    """A retry sent back to a shared source topic is read by every group of it: each
+    counts its own tries."""
+    theirs = Failure([], "orders", 0, 5, now_ms=1).headers("a", KeyError(), attempt=3)
+    mine = Failure(theirs, "orders", 0, 9, now_ms=2, group="b")
+    assert (mine.retries, mine.first_ms, mine.source) == (0, 2, ("orders", 0, 9))
+    same = Failure(theirs, "orders", 0, 9, now_ms=2, group="a")
+    assert (same.retries, same.first_ms, same.source) == (3, 1, ("orders", 0, 5))
 
 
 @given(st.text(min_size=0, max_size=3_000))

@@ -73,7 +73,7 @@ class RetryCollector(Collector):
         dead = CounterMetricFamily(
             "delayline_retry_dead_letters",
             "A retrying consumer group's dead letters, by source topic and reason "
-            "(exhausted, not-retryable).",
+            "(exhausted, not-retryable, unschedulable).",
             labels=["group", "source_topic", "reason"],
         )
         for counts in self.watch.snapshot():

@@ -1,6 +1,6 @@
 """The retry headers: what a retried record and a dead letter carry. Pure: no I/O.
 
-A contract any language can follow (docs/contracts.md, "Retry later"): a consumer that
+A contract any language can follow (docs/retry.md): a consumer that
 fails on a record writes a schedule whose payload, key and headers are the record's,
 with these headers set, due after the policy's delay, to its group's retry topic. The
 delivered record is that schedule's: every header comes back.
@@ -29,6 +29,8 @@ SOURCE_OFFSET = "retry-source-offset"
 """... its offset (decimal)."""
 GROUP = "retry-group"
 """The consumer group that failed on it."""
+RETRY_TOPIC = "retry-topic"
+"""On a dead letter: where its retries went, so where a redrive sends it."""
 DEAD_REASON = "retry-dead-reason"
 """On a dead letter: :data:`EXHAUSTED`, :data:`NOT_RETRYABLE` or :data:`UNSCHEDULABLE`."""
 EXHAUSTED = "exhausted"
@@ -47,6 +49,7 @@ RETRY_HEADERS = (
     SOURCE_PARTITION,
     SOURCE_OFFSET,
     GROUP,
+    RETRY_TOPIC,
     DEAD_REASON,
 )
 """Every name above: set afresh on each retry, never carried from the record."""
@@ -106,6 +109,9 @@ class Failure:
         topic, partition, offset: Where the failed record was read (the source the first
             time, a retry topic after).
         now_ms: When it failed.
+        group: The group that failed on it: retry headers another group wrote (its
+            retries back to a shared source topic) are not this group's, and count as
+            absent. ``None``: any group's count.
     """
 
     def __init__(
@@ -115,6 +121,8 @@ class Failure:
         partition: int,
         offset: int,
         now_ms: int,
+        *,
+        group: str | None = None,
     ) -> None:
         self.retries = 0
         """How many retries the record already had (its ``retry-attempt``, 0 if none)."""
@@ -129,6 +137,8 @@ class Failure:
                 found[name] = value
             elif not name.startswith(OWN_PREFIXES):
                 self.carried.append((name, value))
+        if group is not None and found.get(GROUP) not in (None, group.encode()):
+            found = {}
         self.retries = _int_or(found.get(ATTEMPT), 0)
         self.first_ms = _int_or(found.get(ORIGINAL_TIMESTAMP), now_ms)
         source_topic = found.get(SOURCE_TOPIC)
@@ -185,7 +195,7 @@ def header_value(headers: Iterable[tuple[str, bytes | None]], name: str) -> byte
 
 
 def _int_or(value: bytes | None, default: int) -> int:
-    try:
-        return int((value or b"").decode("ascii"))
-    except (UnicodeDecodeError, ValueError):
+    """``value`` as a number of ASCII digits (no sign), else ``default``."""
+    if not value or not value.isdigit() or not value.isascii():
         return default
+    return int(value)

@@ -28,11 +28,17 @@ from delayline.client.retry import (
 )
 from delayline.contract import ConsumedRecord
 from delayline.core.clock import datetime_to_ms
+from delayline.errors import NoSuchTopicError
 
 router = APIRouter(tags=["retries"])
 
 Topic = Annotated[
-    str, Query(min_length=1, max_length=249, description="The dead-letter topic (<group>-dlt).")
+    str,
+    Query(
+        min_length=1,
+        max_length=249,
+        description="A watched group's dead-letter topic (<group>-dlt).",
+    ),
 ]
 
 
@@ -42,7 +48,7 @@ class RetryDeadLetterOut(BaseModel):
     id: str = Field(description="<partition>/<offset> in the dead-letter topic.")
     at: datetime
     group: str | None
-    reason: str | None = Field(description="exhausted or not-retryable.")
+    reason: str | None = Field(description="exhausted, not-retryable or unschedulable.")
     retries: int | None
     error_class: str | None
     error_message: str | None
@@ -111,7 +117,8 @@ class RedriveOut(BaseModel):
     summary="Retrying consumer groups: retries and dead letters by source topic",
 )
 def list_retry_groups(request: Request) -> RetriesOut:
-    """Counted from each group's retry and dead-letter topics since the API started."""
+    """Counted from each group's retry and dead-letter topics, from their beginnings (as
+    far back as their retention keeps)."""
     watch = api_state(request).retries
     groups = [] if watch is None else watch.snapshot()
     out = []
@@ -142,7 +149,7 @@ async def list_retry_dead_letters(
 ) -> RetryDeadLetterPage:
     """The newest ``limit`` letters of the dead-letter topic (read whole from Kafka),
     each with whether it was redriven."""
-    bootstrap = api_state(request).config.topology.bootstrap_servers
+    bootstrap = _watched(request, topic)
     letters = await run_in_threadpool(dead_letters, bootstrap, topic)
     newest = letters[::-1][:limit]
     return RetryDeadLetterPage(items=[_out(letter, done) for letter, done in newest])
@@ -165,13 +172,29 @@ async def redrive_dead_letters(request: Request, body: RedriveIn) -> RedriveOut:
         None if body.until is None else datetime_to_ms(body.until),
         body.error,
     )
-    bootstrap = api_state(request).config.topology.bootstrap_servers
+    bootstrap = _watched(request, body.topic)
     done = await run_in_threadpool(
         lambda: redrive(bootstrap, body.topic, choice, dry_run=body.dry_run)
     )
     return RedriveOut(
         redriven=list(done.redriven), already=list(done.already), dry_run=done.dry_run
     )
+
+
+def _watched(request: Request, topic: str) -> str:
+    """The bootstrap servers, once ``topic`` is a watched group's dead-letter topic: the
+    API reads no other topic for a request.
+
+    Raises:
+        NoSuchTopicError: it is not (404).
+    """
+    config = api_state(request).config
+    if topic not in {f"{g}-dlt" for g in config.retry_groups}:
+        raise NoSuchTopicError(
+            f"{topic!r} is not the dead-letter topic of a group this API watches "
+            "(delayline api --retry-groups)"
+        )
+    return config.topology.bootstrap_servers
 
 
 def _out(letter: ConsumedRecord, redriven: bool) -> RetryDeadLetterOut:

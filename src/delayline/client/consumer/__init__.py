@@ -6,7 +6,7 @@ dead-letter topic.
   error path.
 - :class:`RetryingConsumer`: the whole loop, at least once or exactly once.
 - :mod:`delayline.client.retry`: the headers every retry and dead letter carries, a
-  contract for any language (docs/contracts.md).
+  contract for any language (docs/retry.md).
 """
 
 from delayline.client.consumer.aio import AsyncRetries

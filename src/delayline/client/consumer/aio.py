@@ -24,7 +24,7 @@ class AsyncRetries:
 
     async def failed(self, message: Message, error: BaseException) -> str:
         """See :meth:`Retries.failed`: ``"retried"`` or ``"dead"``."""
-        return self.retries.failed(message, error)
+        return await asyncio.to_thread(self.retries.failed, message, error)
 
     async def flush(self, timeout_s: float = 30.0) -> None:
         """See :meth:`Retries.flush`."""

@@ -45,9 +45,12 @@ class LoopConfig:
         topics: The source topics (the retry topic is read besides them).
         transactional: Retries, dead letters, the handler's own records and the offsets
             in one transaction per batch: each record's effect once.
-        instance: This process among the group's (its transactional id's last part):
-            the same after a restart, so the new process aborts what the killed one left
-            open at once, instead of readers waiting for the transaction's timeout.
+        instance: This process among the group's, unique among them and the same after a
+            restart (the host name by default: one process per host). It names the
+            process's transactional id and static group membership: a restarted process
+            aborts what the killed one left open and takes its partitions back at once,
+            instead of readers waiting for the transaction's timeout. Two processes with
+            one instance fence each other.
         batch_size: Records read and committed together, at most.
         poll_timeout_ms: How long one read waits for records.
         transaction_timeout_ms: A transaction left open longer is aborted by the broker.
@@ -162,26 +165,47 @@ class RetryingConsumer:
         return max(counts)
 
     def _batch(self, records: Sequence[Message]) -> None:
-        if self.loop.transactional:
-            self.producer.begin_transaction()
+        if not self.loop.transactional:
+            for record in records:
+                self._one(record)
+            self.retries.flush()  # every retry acknowledged: now the offsets
+            try:
+                self.consumer.commit(offsets=_next_offsets(records), asynchronous=False)
+            except KafkaException as exc:
+                if exc.args[0].fatal():
+                    raise
+                # Read again after a rebalance: each retry, written again with its id,
+                # replaces itself.
+                log.warning("offsets not committed (%s): the batch may be read again",
+                            exc.args[0].str())  # fmt: skip
+            return
+        self.producer.begin_transaction()
         try:
             for record in records:
                 self._one(record)
-            if self.loop.transactional:
-                self._commit_transaction(records)
-            else:
-                self.retries.flush()
-                self.consumer.commit(offsets=_next_offsets(records), asynchronous=False)
-        except KafkaException as exc:
-            if not self.loop.transactional or not exc.args[0].txn_requires_abort():
+            self.producer.send_offsets_to_transaction(
+                _next_offsets(records), self.consumer.consumer_group_metadata(), TRANSACTION_CALL_S
+            )
+            self.producer.commit_transaction(TRANSACTION_CALL_S)
+        except BaseException as exc:
+            error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+            if error is not None and error.fatal():
                 raise
-            log.warning("transaction aborted (%s): the batch is read again", exc.args[0].str())
-            self.producer.abort_transaction(TRANSACTION_CALL_S)
+            self._abort()  # nothing of the batch stays open for readers
+            if error is None or not error.txn_requires_abort():
+                raise
+            log.warning("transaction aborted (%s): the batch is read again", error.str())
             self._rewind(records)
-        except BaseException:
-            if self.loop.transactional:  # nothing of the batch stays open for readers
-                self.producer.abort_transaction(TRANSACTION_CALL_S)
-            raise
+        finally:
+            # A committed transaction had no failed write (its commit would have failed);
+            # an aborted one's failures are its own.
+            self.retries.discard_failures()
+
+    def _abort(self) -> None:
+        try:
+            self.producer.abort_transaction(TRANSACTION_CALL_S)
+        except KafkaException as exc:  # what made us abort is the error to report
+            log.warning("abort failed: %s", exc.args[0].str() if exc.args else exc)
 
     def _one(self, record: Message) -> None:
         try:
@@ -190,13 +214,6 @@ class RetryingConsumer:
             self.retries.failed(record, exc)
         else:
             self.handled += 1
-
-    def _commit_transaction(self, records: Sequence[Message]) -> None:
-        self.producer.send_offsets_to_transaction(
-            _next_offsets(records), self.consumer.consumer_group_metadata(), TRANSACTION_CALL_S
-        )
-        self.producer.commit_transaction(TRANSACTION_CALL_S)
-        self.retries.raise_failures()
 
     def _rewind(self, records: Sequence[Message]) -> None:
         """Read an aborted batch again: each partition back to its first record in it."""
@@ -214,6 +231,9 @@ def _producer_settings(
     if loop.transactional:
         settings["transactional.id"] = f"delayline-retry-{retry.group}-{loop.instance}"
         settings["transaction.timeout.ms"] = loop.transaction_timeout_ms
+        # librdkafka refuses a message timeout past the transaction's.
+        timeout = min(int(settings["delivery.timeout.ms"]), loop.transaction_timeout_ms)
+        settings["delivery.timeout.ms"] = timeout
     return settings
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from delayline.client.consumer.topics import ensure_topics
 from delayline.client.retry import (
@@ -28,6 +28,7 @@ from delayline.client.retry import (
     ERROR_CLASS,
     ERROR_MESSAGE,
     GROUP,
+    RETRY_TOPIC,
     SOURCE_TOPIC,
     header_value,
 )
@@ -42,7 +43,7 @@ from delayline.errors import (
 )
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.produce import produce
-from delayline.kafka.reader import read_topic
+from delayline.kafka.reader import private_consumer, read_topic
 
 log = logging.getLogger(__name__)
 
@@ -191,11 +192,14 @@ def require_topic(bootstrap_servers: str, topic: str) -> None:
     problem = topic_name_problem(topic)
     if problem is not None:
         raise ConfigError(f"dead-letter topic name {topic!r} is invalid: {problem}")
-    admin = AdminClient(kafka_client_config(bootstrap_servers))
+    # A consumer's lookup: it never creates the topic (an admin client's may).
+    consumer = private_consumer(bootstrap_servers, "delayline-redrive")
     try:
-        found = admin.list_topics(topic, timeout=10).topics.get(topic)
+        found = consumer.list_topics(topic, timeout=10).topics.get(topic)
     except KafkaException as exc:
         raise KafkaUnavailableError(f"Kafka did not answer: {exc.args[0].str()}") from exc
+    finally:
+        consumer.close()
     if found is None or found.error is not None:
         raise NoSuchTopicError(f"no topic {topic!r}: not a dead-letter topic here")
 
@@ -209,7 +213,8 @@ def _copy(dead_letter_topic: str, letter: ConsumedRecord) -> OutgoingRecord:
         )
     place = f"{dead_letter_topic}/{letter_id(letter)}".encode()
     headers = tuple((n, v) for n, v in letter.headers if n not in (DEAD_REASON, REDRIVEN_FROM))
-    target = f"{group.decode()}-retry"
+    named = header_value(letter.headers, RETRY_TOPIC)  # absent: a writer of the default
+    target = named.decode() if named else f"{group.decode()}-retry"
     return OutgoingRecord(target, letter.key, letter.value, (*headers, (REDRIVEN_FROM, place)))
 
 
@@ -233,7 +238,10 @@ def _write(
             produce(producer, mark, on_delivery)
         producer.commit_transaction(60)
     except KafkaException as exc:
-        producer.abort_transaction(30)
+        try:
+            producer.abort_transaction(30)
+        except KafkaException as again:  # fenced: another redrive of the topic began
+            log.warning("redrive not aborted: %s", again.args[0].str())
         raise DeliveryError([("redrive", exc.args[0].str())]) from exc
     if failures:
         raise DeliveryError(failures)

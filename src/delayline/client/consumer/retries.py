@@ -25,6 +25,7 @@ from delayline.client.retry import (
     DEAD_REASON,
     EXHAUSTED,
     NOT_RETRYABLE,
+    RETRY_TOPIC,
     UNSCHEDULABLE,
     Failure,
 )
@@ -42,6 +43,8 @@ from delayline.kafka.reader import to_consumed_record
 
 log = logging.getLogger(__name__)
 
+RECORD_OVERHEAD_BYTES = 100
+"""A record's own framing in a batch, rounded up."""
 RETRIED = "retried"
 """:meth:`Retries.failed`'s answer: scheduled for another try."""
 DEAD = "dead"
@@ -63,6 +66,9 @@ class RetryConfig:
             instead of the retry topic: every group of that topic then reads them again.
         not_retryable: Exception classes that go straight to the dead-letter topic.
         retryable: Decides for every other error (``None``: all are retryable).
+        max_schedule_bytes: A retry larger than this as a schedule (the record, its
+            headers and the retry headers) is a dead letter (``unschedulable``): keep it
+            at most the schedules topic's ``max.message.bytes`` (Kafka's default, 1 MiB).
     """
 
     group: str
@@ -72,6 +78,7 @@ class RetryConfig:
     back_to_source: bool = False
     not_retryable: tuple[type[BaseException], ...] = ()
     retryable: Callable[[BaseException], bool] | None = None
+    max_schedule_bytes: int = 1_000_000
 
     def __post_init__(self) -> None:
         if not self.group:
@@ -91,6 +98,13 @@ class RetryConfig:
         if isinstance(error, self.not_retryable):
             return False
         return self.retryable is None or bool(self.retryable(error))
+
+
+def record_bytes(record: OutgoingRecord) -> int:
+    """About what ``record`` takes of a topic's ``max.message.bytes``: its key, value and
+    headers, and a record's own overhead."""
+    headers = sum(len(n) + len(v or b"") + 2 for n, v in record.headers)
+    return len(record.key or b"") + len(record.value or b"") + headers + RECORD_OVERHEAD_BYTES
 
 
 def retry_id(group: str, message: ConsumedRecord) -> str:
@@ -160,7 +174,7 @@ class Retries:
         if not isinstance(message, ConsumedRecord):
             message = to_consumed_record(message)
         where = (message.topic, message.partition, message.offset)
-        failure = Failure(message.headers, *where, now_ms)
+        failure = Failure(message.headers, *where, now_ms, group=config.group)
         attempt = failure.retries + 1
         if not config.may_retry(error):
             return self._dead(message, failure, error, NOT_RETRYABLE)
@@ -178,9 +192,14 @@ class Retries:
                 message.key,
                 failure.headers(config.group, error, attempt=attempt),
             )
-        except InvalidScheduleError as why:  # too large for the schedules topic, say
-            log.warning("record %s cannot be scheduled for a retry: %s", schedule_id, why)
-            return self._dead(message, failure, error, UNSCHEDULABLE)
+        except InvalidScheduleError as refused:
+            return self._unschedulable(message, failure, error, str(refused))
+        size = record_bytes(record)
+        if size > config.max_schedule_bytes:
+            limit = config.max_schedule_bytes
+            return self._unschedulable(
+                message, failure, error, f"{size} bytes as a schedule, over {limit}"
+            )
         self._produce(schedule_id, record)
         with self._lock:
             self.retried += 1
@@ -200,11 +219,27 @@ class Retries:
                 f"{remaining} retry or dead-letter record(s) unacknowledged after {timeout_s:g} s"
             )
 
+    def discard_failures(self) -> None:
+        """Forget what was refused so far: the writes of an aborted transaction."""
+        self.producer.poll(0)
+        with self._lock:
+            self._failures.clear()
+
+    def _unschedulable(
+        self, message: ConsumedRecord, failure: Failure, error: BaseException, why: str
+    ) -> str:
+        log.warning("record %s/%d/%d cannot be scheduled for a retry: %s",
+                    message.topic, message.partition, message.offset, why)  # fmt: skip
+        return self._dead(message, failure, error, UNSCHEDULABLE)
+
     def _dead(
         self, message: ConsumedRecord, failure: Failure, error: BaseException, reason: str
     ) -> str:
+        config = self.config
+        retried_to = failure.source[0] if config.back_to_source else config.retry_topic
         headers = (
-            *failure.headers(self.config.group, error, attempt=None),
+            *failure.headers(config.group, error, attempt=None),
+            (RETRY_TOPIC, retried_to.encode()),
             (DEAD_REASON, reason.encode()),
         )
         topic = self.config.dead_letter_topic

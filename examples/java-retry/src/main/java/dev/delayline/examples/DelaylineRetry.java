@@ -59,10 +59,12 @@ public final class DelaylineRetry {
     boolean again = retryable && retries < maxAttempts;
     ProducerRecord<byte[], byte[]> out;
     if (again) {
-      long due = now + Math.min(initialDelayMs << retries, 3_600_000L);
+      long due = now + Math.min(initialDelayMs << Math.min(retries, 30), 3_600_000L);
       String id = "retry/" + group + "/" + record.topic() + "/" + record.partition() + "/"
           + record.offset();
-      out = new ProducerRecord<>(schedulesTopic, id.getBytes(UTF_8), record.value());
+      // A null value would be a cancel on the schedules topic: it comes back empty.
+      byte[] value = record.value() == null ? new byte[0] : record.value();
+      out = new ProducerRecord<>(schedulesTopic, id.getBytes(UTF_8), value);
       out.headers()
           .add("scheduler-epoch", String.format("%d.%03d", due / 1000, due % 1000).getBytes(UTF_8))
           .add("scheduler-target-topic", retryTopic().getBytes(UTF_8));
@@ -71,6 +73,7 @@ public final class DelaylineRetry {
       }
     } else {
       out = new ProducerRecord<>(deadLetterTopic(), record.key(), record.value());
+      out.headers().add("retry-topic", retryTopic().getBytes(UTF_8));
     }
     for (Header header : seen) {  // the record's own headers, in order
       String name = header.key();

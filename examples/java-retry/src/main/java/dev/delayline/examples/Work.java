@@ -22,7 +22,7 @@ final class Work {
   }
 
   void handle(ConsumerRecord<byte[], byte[]> record) {
-    String value = new String(record.value(), UTF_8);
+    String value = record.value() == null ? "" : new String(record.value(), UTF_8);
     int attempt = DelaylineRetry.attemptOf(record);
     String id = value.substring(value.indexOf(':') + 1);
     if (value.startsWith("dead:")) {

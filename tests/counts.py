@@ -46,7 +46,9 @@ def check_exactly_once(deliveries: list[Delivery], due: dict[str, int]) -> None:
     its due time."""
     counts = Counter(d.schedule_id for d in deliveries)
     duplicates = {k: n for k, n in counts.items() if n > 1}
-    assert not duplicates, f"{len(duplicates)} duplicated: {list(duplicates.items())[:5]}"
+    assert not duplicates, f"{len(duplicates)} duplicated: {list(duplicates.items())[:5]}; " + (
+        "; ".join(_seen(d) for d in deliveries if d.schedule_id in list(duplicates)[:3])
+    )
     lost = set(due) - set(counts)
     assert not lost, f"{len(lost)} lost: {sorted(lost)[:5]}"
     unknown = {str(k) for k in counts} - set(due)
@@ -55,6 +57,15 @@ def check_exactly_once(deliveries: list[Delivery], due: dict[str, int]) -> None:
     assert not early, f"{len(early)} stamped before due"
     seen_early = [d for d in deliveries if d.arrival_ms < due[d.schedule_id or ""]]
     assert not seen_early, f"{len(seen_early)} visible before due"
+
+
+def _seen(d: Delivery) -> str:
+    """Where and when a delivery was written and read, with the headers delayline set."""
+    own = {k: v for k, v in d.headers if k.startswith(("scheduler-", "delayline-"))}
+    return (
+        f"{d.schedule_id} at {d.topic}/{d.partition}@{d.offset} stamped {d.timestamp_ms} "
+        f"read {d.arrival_ms} {own}"
+    )
 
 
 def check_counts(deliveries: list[Delivery], due: dict[str, int]) -> None:

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from tests.integration.test_cli import delayline
+from tests.support import eventually
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
@@ -265,6 +266,11 @@ def test_redrive_from_the_cli_and_the_api(
             assert refused.status_code == 404, refused.text
         counts = httpx.get(f"{url}/retries", headers=auth).json()["groups"]
         assert counts[0]["group"] == group.group
+        series = (
+            f'delayline_retry_dead_letters_total{{group="{group.group}",'
+            'reason="not-retryable",source_topic="orders"} 2.0'
+        )
+        eventually(lambda: series in httpx.get(f"{url}/metrics").text, 30, "dead letters counted")
     finally:
         server.stop()
     assert len(read_topic(kafka_bootstrap, group.retry_topic)) == 2

@@ -38,7 +38,7 @@ from delayline.core.clock import Clock
 from delayline.errors import DelaylineError
 from delayline.fire.inflight import InflightRecordError, decode_inflight
 from delayline.kafka.config import kafka_client_config
-from delayline.kafka.reader import message_headers, stable_ends, watermarks
+from delayline.kafka.reader import acknowledged_ends, message_headers, stable_ends, watermarks
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +222,13 @@ class InflightReader:
         places = [(self.topic, p) for p in sorted(self.owned)]
         return {p: end for (_, p), end in stable_ends(self._admin, places, timeout_s).items()}
 
+    def _acknowledged_end(self, partition: int, timeout_s: float) -> int:
+        """``partition``'s high watermark now: open transactions included."""
+        if self._admin is None:
+            self._admin = AdminClient(kafka_client_config(self._bootstrap_servers))
+        ends = acknowledged_ends(self._admin, [(self.topic, partition)], timeout_s)
+        return ends[(self.topic, partition)]
+
     def has_read(self, ends: dict[int, int]) -> bool:
         """Whether every partition of ``ends`` still owned is read (into the plan) up to
         its offset there."""
@@ -278,13 +285,19 @@ class InflightReader:
         self.owner.assigned(mine)
 
     def fenced(self, partition: int) -> None:
-        """``partition``'s earlier owners are fenced: read it to its end as of now (what
-        they committed before the fence is all there is) before delivering from it."""
+        """``partition``'s earlier owners are fenced: read it to its end as of now before
+        delivering from it. The end counts transactions still open (the high watermark,
+        not the last stable offset): a fire task's transaction left open by a killed
+        pipeline, or one a live batch has not committed yet, may sit before delivery
+        tombstones an earlier owner committed, and a schedule whose tombstone was not read
+        would be delivered again. A read_committed reader gets there once every such
+        transaction has ended."""
         if self._catching_up.get(partition, 0) is not None:
             return  # not ours any more, or fenced already
         # Retried while a just-created partition has no leader yet.
         deadline = time.monotonic() + 30
-        low, high = watermarks(self._consumer, TopicPartition(self.topic, partition), deadline)
+        low, _ = watermarks(self._consumer, TopicPartition(self.topic, partition), deadline)
+        high = self._acknowledged_end(partition, max(0.1, deadline - time.monotonic()))
         read_to = max(self._position.get(partition, 0), self._at_end.get(partition, -1))
         if high <= low or read_to >= high:
             self._caught_up(partition)
@@ -333,8 +346,9 @@ class InflightReader:
             return False
         if error.code() == KafkaError._PARTITION_EOF:
             partition = msg.partition() or 0
-            self._at_end[partition] = msg.offset() or 0
-            if self._catching_up.get(partition) is not None:  # an end after the fence
+            at = self._at_end[partition] = msg.offset() or 0
+            end = self._catching_up.get(partition)
+            if end is not None and at >= end:  # past the fence's end: an open one ended
                 self._caught_up(partition)
         elif error.code() == KafkaError._FATAL or error.fatal():
             if "group.instance.id" in error.str():

@@ -27,6 +27,7 @@ from confluent_kafka import KafkaException, Producer
 from delayline.contract import (
     OutgoingRecord,
 )
+from delayline.core.identifiers import partition_transactional_id
 from delayline.core.timing import warn_if_slow
 from delayline.errors import DelaylineError, KafkaUnavailableError
 from delayline.fire.attempts import (
@@ -446,3 +447,29 @@ class TransactionalFirer:
         self._producer.flush(0)
         self._producer = self._new_producer()
         self._fatal = False
+
+
+def end_left_open(
+    bootstrap_servers: str, transactional_id: str, partitions: int, timeout_s: float = 30.0
+) -> None:
+    """Abort what a killed run's fire tasks left open: a producer of each partition's
+    transactional id (``partition_transactional_id``) initialised and closed. A
+    transaction left open in the in-flight topic holds every read_committed reader there
+    (the committer catching up after the restart) until it ends: otherwise when the
+    batch's replay makes its producer again, once Spark has started, or at the
+    transaction's timeout.
+
+    Raises:
+        KafkaUnavailableError: Kafka did not answer within ``timeout_s``.
+    """
+    for partition in range(partitions):
+        tx_id = partition_transactional_id(transactional_id, partition)
+        producer = Producer(kafka_client_config(bootstrap_servers, **{"transactional.id": tx_id}))
+        try:
+            producer.init_transactions(timeout_s)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"could not end the transactions of {tx_id}: {exc.args[0].str()}"
+            ) from exc
+        finally:
+            producer.flush(0)

@@ -20,6 +20,7 @@ from delayline.errors import DelaylineError
 from delayline.fire.report import BatchReport
 from delayline.fire.sink import FireSink
 from delayline.fire.tasks import deliver_as
+from delayline.fire.transactional import end_left_open
 from delayline.holds.hold import Hold, hold_for
 from delayline.kafka.topics import (
     ensure_oscillator_topic,
@@ -364,9 +365,15 @@ class Pipeline:
 
     def _start_committer(self) -> tuple[Committer, bool]:
         """Started whatever the lead: an earlier run may have handed schedules over.
-        Returns it, and whether its in-flight topic was just made."""
-        settings = committer_config(self.config, RUN_COMMITTER_NAME)
-        return start_committer(self.config, settings, self.metrics, self._arrivals)
+        Returns it, and whether its in-flight topic was just made. A killed run's fire
+        transactions are ended first, not when Spark replays its batch: until then the
+        committer could not read the in-flight topic to its end."""
+        config = self.config
+        end_left_open(
+            config.topology.bootstrap_servers, config.transactional_id, config.shuffle_partitions
+        )
+        settings = committer_config(config, RUN_COMMITTER_NAME)
+        return start_committer(config, settings, self.metrics, self._arrivals)
 
     def _deliver_first(self, committer: Committer) -> None:
         """Wait until ``committer`` has delivered what was handed over before this start

@@ -15,7 +15,8 @@ from delayline.contract import events as r
 from delayline.core.clock import ManualClock
 from delayline.core.histogram import BatchHistogram
 from delayline.fire.report import REFUSED, BatchReport
-from delayline.pipeline.metrics import MetricsServer, PipelineMetrics, Readiness, batch_age
+from delayline.pipeline.metrics import PipelineMetrics
+from delayline.pipeline.metrics_server import MetricsServer, Readiness, batch_age
 from delayline.pipeline.wake import WakerStats
 
 

@@ -108,9 +108,9 @@ def _committer(args: argparse.Namespace) -> int:
         committer_config,
         start_committer,
     )
-    from delayline.pipeline.metrics import (  # noqa: PLC0415 - same
+    from delayline.pipeline.metrics import PipelineMetrics  # noqa: PLC0415 - same
+    from delayline.pipeline.metrics_server import (  # noqa: PLC0415 - same
         MetricsServer,
-        PipelineMetrics,
         Readiness,
         kafka_probe,
     )

@@ -133,7 +133,7 @@ def ensure_topics(config: TopicsConfig) -> dict[str, str]:
             if wanted[name] != ANY_POLICY:
                 _check_policy(admin, name, wanted[name], timeout_s)
             outcome[name] = "exists"
-    _wait_for_leaders(admin, list(wanted), timeout_s)
+    wait_for_leaders(admin, list(wanted), timeout_s)
     return outcome
 
 
@@ -193,11 +193,11 @@ def create_topic(
         config=dict(config or {}),
     )
     admin.create_topics([topic], operation_timeout=timeout_s)[name].result(timeout=timeout_s)
-    _wait_for_leaders(admin, [name], timeout_s)
+    wait_for_leaders(admin, [name], timeout_s)
     return name
 
 
-def _wait_for_leaders(admin: AdminClient, names: list[str], timeout_s: float) -> None:
+def wait_for_leaders(admin: AdminClient, names: list[str], timeout_s: float) -> None:
     """Block until every partition of ``names`` has a leader.
 
     CreateTopics returns before leaders are elected; a read or watermark
@@ -303,7 +303,7 @@ def ensure_inflight_topic(
         had = len(found.partitions)
         grow = NewPartitions(name, partitions)
         admin.create_partitions([grow], operation_timeout=timeout_s)[name].result(timeout_s)
-        _wait_for_leaders(admin, [name], timeout_s)
+        wait_for_leaders(admin, [name], timeout_s)
     except KafkaException as exc:
         raise TopicConfigError(
             f"could not grow in-flight topic {name} to {partitions} partitions: {exc.args[0]}"

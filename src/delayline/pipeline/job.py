@@ -37,13 +37,8 @@ from delayline.pipeline.config import (
 from delayline.pipeline.interrupt import stoppable
 from delayline.pipeline.lease import QueryLease
 from delayline.pipeline.lock import CheckpointLock, clear_checkpoint
-from delayline.pipeline.metrics import (
-    MetricsServer,
-    PipelineMetrics,
-    Readiness,
-    batch_age,
-    kafka_probe,
-)
+from delayline.pipeline.metrics import PipelineMetrics
+from delayline.pipeline.metrics_server import MetricsServer, Readiness, batch_age, kafka_probe
 from delayline.pipeline.need import Need
 from delayline.pipeline.placement import check_checkpoint, check_master, read_mounts
 from delayline.pipeline.progress import ProgressFeed, log_batch

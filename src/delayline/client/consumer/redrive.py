@@ -131,7 +131,7 @@ def dead_letters(
         KafkaUnavailableError: Kafka did not answer in time.
     """
     require_topic(bootstrap_servers, dead_letter_topic)
-    done = _marked(bootstrap_servers, dead_letter_topic + MARKS_SUFFIX, dry_run=True)
+    done = _marked(bootstrap_servers, dead_letter_topic + MARKS_SUFFIX, missing_ok=True)
     letters = read_topic(bootstrap_servers, dead_letter_topic, timeout_ms=READ_TIMEOUT_MS)
     letters.sort(key=lambda r: (r.timestamp_ms, r.partition, r.offset))
     return [(letter, letter_id(letter) in done) for letter in letters]
@@ -164,7 +164,7 @@ def redrive(
             )
         )
         producer.init_transactions(30)  # before the marks are read: see the module
-    done = _marked(bootstrap_servers, marks, dry_run=dry_run)
+    done = _marked(bootstrap_servers, marks, missing_ok=dry_run)
     chosen = [
         letter
         for letter in read_topic(bootstrap_servers, dead_letter_topic, timeout_ms=READ_TIMEOUT_MS)
@@ -247,14 +247,14 @@ def _write(
         raise DeliveryError(failures)
 
 
-def _marked(bootstrap_servers: str, marks: str, *, dry_run: bool) -> set[str]:
+def _marked(bootstrap_servers: str, marks: str, *, missing_ok: bool) -> set[str]:
     """The ids of letters redriven before."""
     try:
         records: Iterable[ConsumedRecord] = read_topic(
             bootstrap_servers, marks, timeout_ms=READ_TIMEOUT_MS
         )
     except TopicConfigError:
-        if not dry_run:
+        if not missing_ok:
             raise
-        return set()  # a dry run makes nothing: no marks topic, nothing redriven yet
+        return set()  # none made yet: nothing redriven
     return {r.key.decode() for r in records if r.key is not None}

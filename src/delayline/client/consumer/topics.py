@@ -4,7 +4,6 @@ topics, a dead-letter topic's redrive marks."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException
@@ -14,6 +13,7 @@ from delayline.client.config import ClientConfig
 from delayline.client.consumer.retries import RetryConfig
 from delayline.errors import KafkaUnavailableError, TopicConfigError
 from delayline.kafka.config import kafka_client_config
+from delayline.kafka.topics import wait_for_leaders
 
 log = logging.getLogger(__name__)
 
@@ -72,31 +72,5 @@ def ensure_topics(
             raise TopicConfigError(f"could not create topic {name}: {error.str()}") from exc
         outcome[name] = "created"
         log.info("created topic %s", name)
-    _wait_for_leaders(admin, [n for n, o in outcome.items() if o == "created"], timeout_s)
+    wait_for_leaders(admin, [n for n, o in outcome.items() if o == "created"], timeout_s)
     return outcome
-
-
-def _wait_for_leaders(admin: AdminClient, names: list[str], timeout_s: float) -> None:
-    """Until every partition of ``names`` has a leader: a topic just made is not readable
-    before (a reader would call it missing).
-
-    Raises:
-        KafkaUnavailableError: not within ``timeout_s``.
-    """
-    deadline = time.monotonic() + timeout_s
-    waiting = set(names)
-    while waiting:
-        topics = admin.list_topics(timeout=max(0.1, deadline - time.monotonic())).topics
-        for name in list(waiting):
-            found = topics.get(name)
-            if (
-                found is not None
-                and found.error is None
-                and found.partitions
-                and all(p.leader >= 0 for p in found.partitions.values())
-            ):
-                waiting.discard(name)
-        if waiting:
-            if time.monotonic() > deadline:
-                raise KafkaUnavailableError(f"topics {sorted(waiting)} have no leader yet")
-            time.sleep(0.1)

@@ -1,0 +1,164 @@
+"""A small HTTP server of a pipeline's or a committer's :class:`PipelineMetrics`.
+
+``/metrics`` is the Prometheus text format; ``/progress`` is JSON with the last batch's
+counts and Spark's last progress (the API's ``/info`` reads it); ``/readyz`` answers 200
+while batches finish and Kafka answers, 503 with the reasons otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from delayline.core.clock import Clock, SystemClock
+from delayline.core.units import format_duration_ms
+from delayline.kafka.topics import cluster_brokers
+from delayline.pipeline.metrics import PipelineMetrics
+
+log = logging.getLogger(__name__)
+
+
+class Readiness:
+    """Whether a process is doing its work, for ``/readyz``: Kafka answered the last probe
+    and every check passes. Probes run on demand, at most one every ``probe_every_ms``.
+
+    Args:
+        kafka_probe: Asks Kafka something small: ``None`` when it answered, else why not.
+        checks: Each says why the process is not ready, or ``None`` (see
+            :func:`batch_age` and :meth:`delayline.committer.service.Committer.not_ready`).
+        clock: "Now".
+        probe_every_ms: How long a probe's answer stands.
+    """
+
+    def __init__(
+        self,
+        kafka_probe: Callable[[], str | None],
+        checks: Sequence[Callable[[], str | None]] = (),
+        *,
+        clock: Clock | None = None,
+        probe_every_ms: int = 5_000,
+    ) -> None:
+        self.kafka_probe = kafka_probe
+        self.checks = tuple(checks)
+        self.clock = clock or SystemClock()
+        self.probe_every_ms = probe_every_ms
+        self._lock = threading.Lock()
+        self._probed: tuple[int, str | None] | None = None
+
+    def reasons(self) -> list[str]:
+        """Why the process is not ready; empty when it is."""
+        reasons = [reason for check in self.checks if (reason := check()) is not None]
+        kafka = self._kafka(self.clock.now_ms())
+        return reasons if kafka is None else [*reasons, kafka]
+
+    def _kafka(self, now_ms: int) -> str | None:
+        with self._lock:  # one probe at a time; the others wait for its answer
+            if self._probed is None or now_ms - self._probed[0] >= self.probe_every_ms:
+                self._probed = (now_ms, self.kafka_probe())
+            return self._probed[1]
+
+
+def kafka_probe(bootstrap_servers: str, timeout_s: float = 2.0) -> Callable[[], str | None]:
+    """A probe of :class:`Readiness`: the cluster lists its brokers within ``timeout_s``."""
+
+    def probe() -> str | None:
+        if cluster_brokers(bootstrap_servers, timeout_s):
+            return None
+        return f"Kafka at {bootstrap_servers} did not answer"
+
+    return probe
+
+
+def batch_age(
+    metrics: PipelineMetrics, max_batch_age_ms: int, clock: Clock | None = None
+) -> Callable[[], str | None]:
+    """A check of :class:`Readiness`: a micro-batch finished within ``max_batch_age_ms``
+    (keep it above the heartbeat interval: an idle pipeline runs a batch that often)."""
+    now_ms = (clock or SystemClock()).now_ms
+
+    def check() -> str | None:
+        last = metrics.last_batch_ms
+        if last is None:
+            return "no micro-batch finished yet"
+        age = now_ms() - last
+        if age > max_batch_age_ms:
+            return (
+                f"last micro-batch finished {format_duration_ms(age)} ago "
+                f"(more than {format_duration_ms(max_batch_age_ms)})"
+            )
+        return None
+
+    return check
+
+
+class MetricsServer:
+    """Serves ``/metrics``, ``/progress`` and ``/readyz`` from a daemon thread.
+
+    Args:
+        metrics: What ``/metrics`` and ``/progress`` show.
+        host: Address to listen on.
+        port: Port to listen on (0: any free one).
+        readiness: What ``/readyz`` asks; without it, ``/readyz`` is 404.
+    """
+
+    def __init__(
+        self, metrics: PipelineMetrics, host: str, port: int, readiness: Readiness | None = None
+    ) -> None:
+        self.metrics = metrics
+        handler = _handler(metrics, readiness)
+        self._server = ThreadingHTTPServer((host, port), handler)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="delayline-metrics", daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        """The port listened on."""
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        """Start serving."""
+        self._thread.start()
+        log.info("metrics on http://%s:%d/metrics", *self._server.server_address[:2])
+
+    def stop(self) -> None:
+        """Stop serving."""
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _handler(metrics: PipelineMetrics, readiness: Readiness | None) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path, status = self.path.split("?")[0], 200
+            if path == "/metrics":
+                body, kind = generate_latest(metrics.registry), CONTENT_TYPE_LATEST
+            elif path == "/progress":
+                body, kind = json.dumps(metrics.progress()).encode(), "application/json"
+            elif path == "/readyz" and readiness is not None:
+                reasons = readiness.reasons()
+                status = 503 if reasons else 200
+                answer = (
+                    {"status": "not ready", "reasons": reasons} if reasons else {"status": "ready"}
+                )
+                body, kind = json.dumps(answer).encode(), "application/json"
+            else:
+                self.send_error(404, "try /metrics, /progress or /readyz")
+                return
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            log.debug("metrics request: " + format, *args)
+
+    return Handler

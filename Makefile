@@ -32,13 +32,16 @@ $(JS_STAMP): package-lock.json
 
 js: $(JS_STAMP)
 
-lint: $(STAMP) js
+lint: system $(STAMP) js
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy  # src, tests and benchmarks: [tool.mypy] files in pyproject.toml
 	$(BIN)/lint-imports --no-cache  # imports go down the layers: [tool.importlinter]
 	npx eslint src/delayline/admin/static
 	node --test tests/js/
+	promtool check rules ops/prometheus/rules.yml
+	cd ops/prometheus && promtool test rules rules.test.yml
+	promtool check config --syntax-only ops/prometheus/prometheus.yml
 
 test: setup lint
 	$(BIN)/pytest tests -m 'not long'

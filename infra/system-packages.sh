@@ -2,7 +2,8 @@
 # Install the Debian packages delayline's commands need and the machine lacks:
 # Java 17 and Maven (broker and jar cache), python3-venv, Chromium (browser tests),
 # Node.js and npm (lint and unit tests of the admin page's JavaScript), redis-server
-# (the Redis hold's tests and `delayline redis`).
+# (the Redis hold's tests and `delayline redis`), Prometheus and promtool (the alert
+# rules' tests in `make lint`, the Prometheus e2e test).
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
 
@@ -14,6 +15,7 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
 command -v redis-server >/dev/null || missing+=(redis-server)
+command -v promtool >/dev/null || missing+=(prometheus)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

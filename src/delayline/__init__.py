@@ -18,7 +18,7 @@ from delayline.client import (
 from delayline.core.model import Cancel, Invalid, Schedule
 from delayline.errors import DelaylineError
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 # A library logs; the application decides where it goes.
 logging.getLogger(__name__).addHandler(logging.NullHandler())

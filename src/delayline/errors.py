@@ -28,6 +28,12 @@ class RecordFormatError(DelaylineError, ValueError):
     schedule, an envelope's JSON) cannot be read: truncated, or of another format."""
 
 
+class FormatVersionError(DelaylineError):
+    """Data delayline left behind (a checkpoint, an in-flight record, a commit marker, a
+    held schedule in Redis) was written in a newer format than this release reads: stop
+    and run the release that wrote it, or a later one. Not a bad record to skip."""
+
+
 class WaitTimeoutError(DelaylineError, TimeoutError):
     """Something waited for did not come in time (the test and bench harnesses)."""
 

@@ -51,7 +51,7 @@ class Api:
                 "DELAYLINE_API_URL": self.url,
                 "DELAYLINE_API_TOKEN": TOKEN,
                 "DELAYLINE_BOOTSTRAP_SERVERS": self.bootstrap,
-                "DELAYLINE_SCHEDULES_TOPIC": self.schedules,
+                "DELAYLINE_SCHEDULES_TOPICS": self.schedules,
             },
         )
 

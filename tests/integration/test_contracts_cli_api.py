@@ -38,7 +38,7 @@ class Stack:
         env = {
             "DELAYLINE_API_URL": self.url,
             "DELAYLINE_BOOTSTRAP_SERVERS": self.bootstrap,
-            "DELAYLINE_SCHEDULES_TOPIC": self.schedules,
+            "DELAYLINE_SCHEDULES_TOPICS": self.schedules,
         }
         done = delayline(*args, env=env)
         return done.returncode, done.stdout, done.stderr

@@ -18,7 +18,7 @@ from delayline.contract.kinds import HoldEvent
 from delayline.contract.topology import Topology
 from delayline.core.clock import ManualClock
 from delayline.core.model import Schedule, SourceRef
-from delayline.errors import ConfigError
+from delayline.errors import ConfigError, FormatVersionError
 from delayline.fire.firing import Firing
 from delayline.fire.inflight import (
     HEADER,
@@ -98,9 +98,12 @@ def test_an_inflight_record_of_an_earlier_version_is_read() -> None:
 def test_a_cut_or_newer_inflight_header_is_refused() -> None:
     whole = render_inflight(schedule("a", 10, offset=1), INFLIGHT).headers[-1][1]
     assert whole is not None
-    for raw in (whole[:-1], whole + b"x", bytes([3]) + whole[1:]):
+    for raw in (whole[:-1], whole + b"x", bytes([1]) + whole[1:]):
         with pytest.raises(InflightRecordError, match="unreadable"):
             handed_of(ConsumedRecord(INFLIGHT, 0, 4, 0, b"k", b"v", ((HEADER, raw),)))
+    newer = bytes([3]) + whole[1:]  # a newer release's: stop, never skip it
+    with pytest.raises(FormatVersionError, match="written by a newer delayline"):
+        handed_of(ConsumedRecord(INFLIGHT, 0, 4, 0, b"k", b"v", ((HEADER, newer),)))
 
 
 @pytest.mark.parametrize(

@@ -67,7 +67,7 @@ _HELD = encode_schedule(Schedule("a", 1, "x", None, b"payload", (), SourceRef("t
 
 
 @pytest.mark.parametrize(
-    "data", [b"", b"\x02" + bytes(40), _HELD[:-3], _HELD + b"\x00"],
+    "data", [b"", b"\x00" + bytes(40), _HELD[:-3], _HELD + b"\x00"],
     ids=["empty", "unknown version", "truncated", "trailing"],
 )  # fmt: skip
 def test_unknown_truncated_or_overlong_encodings_are_refused(data: bytes) -> None:

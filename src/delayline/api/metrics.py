@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.requests import Request
@@ -110,6 +110,7 @@ class ApiMetrics:
             registry=self.registry,
         )
         self.registry.register(CatalogCollector(store, follower, clock or SystemClock()))
+        ProcessCollector(registry=self.registry)  # memory, CPU and open files of this process
         if retries is not None:
             self.registry.register(RetryCollector(retries))
 

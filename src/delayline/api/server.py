@@ -36,8 +36,10 @@ class ApiServer:
             if not any_port_if_taken:
                 raise ConfigError(f"cannot listen on {config.host}:{config.port}: {exc}") from exc
             self._socket = _bind(config.host, 0)
+        # No log configuration of uvicorn's own: its lines go where, and as, the process's
+        # go (``--log-format``).
         self._server = uvicorn.Server(
-            uvicorn.Config(create_app(config), log_level="warning", lifespan="on")
+            uvicorn.Config(create_app(config), log_level="warning", log_config=None, lifespan="on")
         )
         self._thread: threading.Thread | None = None
 

@@ -24,6 +24,7 @@ from delayline.catalog.model import (
 from delayline.catalog.sql import decode_cursor, encode_cursor, filters, select
 from delayline.catalog.store import CatalogStore, Position
 from delayline.contract.codec import decode_headers, encode_headers
+from delayline.contract.formats import CATALOG
 from delayline.contract.pacing import WindowError, window_of
 from delayline.contract.recurring import describe_recurrence, group_of, paused_due_ms
 from delayline.core.model import Headers, SourceRef
@@ -32,7 +33,7 @@ from delayline.errors import CatalogError, ConfigError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = CATALOG.current
 """2: groups, recurrences and pauses of pending schedules; 3: their delivery windows. A
 catalog of an older version is dropped and rebuilt from the topics (it holds nothing
 else)."""
@@ -116,10 +117,11 @@ class SqliteCatalog(CatalogStore):
                 )
                 for table in ("pending", "versions", "dead_letters", "positions"):
                     conn.execute(f"DROP TABLE IF EXISTS {table}")
-            elif version not in (0, SCHEMA_VERSION):
+            elif version > SCHEMA_VERSION:
                 raise CatalogError(
-                    f"catalog {path} has schema version {version}, this delayline uses "
-                    f"{SCHEMA_VERSION}: delete the file and it is rebuilt from the topics"
+                    f"catalog {path} has schema version {version}, written by a newer "
+                    f"delayline; this one uses {SCHEMA_VERSION}: delete the file (it is "
+                    "rebuilt from the topics) or run the newer release"
                 )
             conn.executescript(_SCHEMA)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

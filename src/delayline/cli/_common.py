@@ -157,17 +157,6 @@ def apply_kafka_config(args: argparse.Namespace) -> None:
         use_client_properties(Path(path))
 
 
-def add_schedules_topic(parser: argparse.ArgumentParser) -> None:
-    """``--schedules-topic``."""
-    env_flag(
-        parser,
-        "--schedules-topic",
-        env="DELAYLINE_SCHEDULES_TOPIC",
-        default=DEFAULT_SCHEDULES_TOPIC,
-        help="topic schedules are written to",
-    )
-
-
 TOPICS_ENV = "DELAYLINE_SCHEDULES_TOPICS"
 ENVELOPE_TOPICS_ENV = "DELAYLINE_ENVELOPE_TOPICS"
 TIMER_REQUEST_TOPICS_ENV = "DELAYLINE_TIMER_REQUEST_TOPICS"
@@ -352,8 +341,19 @@ DEFAULT_API_URL = "http://127.0.0.1:8080"
 API_TIMEOUT_S = 10.0
 
 
-def add_api(parser: argparse.ArgumentParser) -> None:
-    """``--api-url`` and ``--token``, on every command that asks ``delayline api``."""
+READ_ACCESS_HELP = (
+    "the bearer token delayline api was started with (its --token): these are reads, "
+    "which need it only when the API runs with --reads-need-token"
+)
+WRITE_ACCESS_HELP = (
+    "the bearer token delayline api was started with (its --token): this is a write, "
+    "which always needs it (an API started without one refuses writes)"
+)
+
+
+def add_api(parser: argparse.ArgumentParser, token_help: str = READ_ACCESS_HELP) -> None:
+    """``--api-url`` and ``--token`` (``token_help`` says when the command needs it), on
+    every command that asks ``delayline api``."""
     env_flag(
         parser,
         "--api-url",
@@ -361,13 +361,7 @@ def add_api(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_API_URL,
         help="base URL of delayline api",
     )
-    env_flag(
-        parser,
-        "--token",
-        env="DELAYLINE_API_TOKEN",
-        default=None,
-        help="bearer token, when the API closes reads",
-    )
+    env_flag(parser, "--token", env="DELAYLINE_API_TOKEN", default=None, help=token_help)
 
 
 class NotFoundError(DelaylineError):

@@ -15,7 +15,9 @@ from delayline.cli._common import (
     say,
     topology_from,
 )
+from delayline.cli._serving import add_listen_host, add_log_format
 from delayline.cli.extras import require_extras
+from delayline.core.logs import JSON
 from delayline.core.units import parse_duration_ms
 
 log = logging.getLogger(__name__)
@@ -50,14 +52,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="forget versions of finished schedules and dead letters older than this "
         "(0s: keep everything)",
     )
-    env_flag(p, "--host", env="DELAYLINE_API_HOST", default="127.0.0.1", help="listen address")
+    add_listen_host(p, "--host", "DELAYLINE_API_HOST", "the API")
     env_flag(p, "--port", env="DELAYLINE_API_PORT", default=8080, type=int, help="listen port")
     env_flag(
         p,
         "--token",
         env="DELAYLINE_API_TOKEN",
         default=None,
-        help="bearer token writes need (without it the API refuses writes)",
+        help="the bearer token writes need, and reads with --reads-need-token (without it "
+        "the API refuses writes)",
     )
     p.add_argument(
         "--reads-need-token",
@@ -99,6 +102,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="retrying consumer groups (docs/retry.md) whose retries and dead letters "
         "/retries, /metrics and the admin page show",
     )
+    add_log_format(p, " (uvicorn's lines too)")
     p.set_defaults(func=_api)
 
 
@@ -123,5 +127,7 @@ def _api(args: argparse.Namespace) -> int:
     logging.getLogger("delayline").setLevel(min(logging.INFO, logging.getLogger().level))
     if config.token is None:
         log.warning("no --token: the API is read-only")
-    serve(config, on_ready=lambda url: say(f"delayline api on {url} (admin page {url}/ui/)"))
+    # The JSON log's collector reads every line: the address goes there, as a log line.
+    announce = log.info if args.log_format == JSON else say
+    serve(config, on_ready=lambda url: announce(f"delayline api on {url} (admin page {url}/ui/)"))
     return 0

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 import socket
+import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from delayline.cli._common import (
     add_topology,
@@ -15,12 +17,19 @@ from delayline.cli._common import (
     stop_on_signals,
     topology_from,
 )
+from delayline.cli._serving import add_log_format, add_metrics_address
 from delayline.cli.extras import require_extras
 from delayline.cli.run import add_delivery_flags, target_rates_from
 from delayline.core.heap import PAUSES
 from delayline.core.heap import settle as settle_heap
 from delayline.core.units import parse_duration_ms
+from delayline.errors import DelaylineError
 from delayline.pipeline.config import PipelineConfig
+
+if TYPE_CHECKING:  # the committer extra
+    from delayline.committer.service import Committer
+    from delayline.pipeline.metrics import PipelineMetrics
+    from delayline.pipeline.metrics_server import MetricsServer
 
 log = logging.getLogger(__name__)
 
@@ -81,42 +90,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="at a stop, keep delivering what falls due for this long (nobody else "
         "delivers this committer's partitions until its session times out)",
     )
-    env_flag(
+    add_metrics_address(
         p,
-        "--metrics-port",
-        env="DELAYLINE_COMMITTER_METRICS_PORT",
-        default=None,
-        type=int,
-        help="serve Prometheus /metrics, JSON /progress (the group's members) and /readyz "
-        "(200 once it has read its partitions to their ends and Kafka answers, else 503 with "
-        "the reasons) on this port (default: off)",
+        "DELAYLINE_COMMITTER_",
+        "Prometheus /metrics, JSON /progress (the group's members), /readyz (200 once it "
+        "has read its partitions to their ends and Kafka answers, else 503 with the "
+        "reasons) and /healthz (200 while its thread runs, else 503 with the reason; never "
+        "asks Kafka)",
     )
-    env_flag(
-        p,
-        "--metrics-host",
-        env="DELAYLINE_COMMITTER_METRICS_HOST",
-        default="127.0.0.1",
-        help="address the metrics server listens on",
-    )
+    add_log_format(p)
     p.set_defaults(func=_committer)
 
 
 def _committer(args: argparse.Namespace) -> int:
     require_extras("committer", "committer")
-    from delayline.committer.service import Committer  # noqa: PLC0415 - the committer extra
-    from delayline.pipeline.committers import (  # noqa: PLC0415 - same
+    from delayline.pipeline.committers import (  # noqa: PLC0415 - the committer extra
         committer_config,
         start_committer,
     )
     from delayline.pipeline.metrics import PipelineMetrics  # noqa: PLC0415 - same
-    from delayline.pipeline.metrics_server import (  # noqa: PLC0415 - same
-        MetricsServer,
-        Readiness,
-        kafka_probe,
-    )
 
     check_kafka(args)
-    logging.getLogger("delayline").setLevel(logging.INFO)
+    # -v (on every command) still adds to the level.
+    logging.getLogger("delayline").setLevel(min(logging.INFO, logging.getLogger().level))
     checkpoint = args.checkpoint_dir
     config = PipelineConfig(
         topology=topology_from(args),
@@ -134,28 +130,62 @@ def _committer(args: argparse.Namespace) -> int:
         with_checkpoint=checkpoint is not None,
     )
     metrics = PipelineMetrics()
-    server = None
     started: list[Committer] = []
-
-    def not_ready() -> str | None:
-        return started[0].not_ready() if started else "the committer is starting"
-
-    if args.metrics_port is not None:
-        probe = kafka_probe(config.topology.bootstrap_servers)
-        readiness = Readiness(probe, (not_ready,))
-        server = MetricsServer(metrics, args.metrics_host, args.metrics_port, readiness)
-        server.start()
+    server = _serve_metrics(args, config.topology.bootstrap_servers, metrics, started)
     stop = stop_on_signals(log, "stopping the committer")
     try:
         committer, _ = start_committer(config, settings, metrics)
         started.append(committer)
         settle_heap()  # what start-up made, out of the collector's walk
         PAUSES.install()
-        while not stop.wait(1.0):
-            if committer.wait(0) and committer.failure is not None:
-                raise committer.failure
+        _deliver_until(committer, stop)
         committer.stop(drain_timeout_s=args.drain_timeout_ms / 1000)
     finally:
         if server is not None:
             server.stop()
     return 0
+
+
+def _serve_metrics(
+    args: argparse.Namespace,
+    bootstrap_servers: str,
+    metrics: PipelineMetrics,
+    started: list[Committer],
+) -> MetricsServer | None:
+    """The metrics server of ``--metrics-port``, started (``None`` without one); its
+    probes ask the committer in ``started`` once there is one (starting, it is alive but
+    not ready)."""
+    from delayline.pipeline.metrics_server import (  # noqa: PLC0415 - the committer extra
+        MetricsServer,
+        Readiness,
+        kafka_probe,
+    )
+
+    if args.metrics_port is None:
+        return None
+
+    def not_ready() -> str | None:
+        return started[0].not_ready() if started else "the committer is starting"
+
+    def not_alive() -> str | None:
+        return started[0].not_alive() if started else None
+
+    readiness = Readiness(kafka_probe(bootstrap_servers), (not_ready,))
+    server = MetricsServer(
+        metrics, args.metrics_host, args.metrics_port, readiness, liveness=(not_alive,)
+    )
+    server.start()
+    return server
+
+
+def _deliver_until(committer: Committer, stop: threading.Event) -> None:
+    """Wait for ``stop``.
+
+    Raises:
+        DelaylineError: the committer stopped by itself (its :attr:`failure`, if any).
+    """
+    while not stop.wait(1.0):
+        if committer.wait(0):
+            raise committer.failure or DelaylineError(
+                f"{committer.not_alive() or 'the committer stopped'}; exiting"
+            )

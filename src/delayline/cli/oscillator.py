@@ -6,6 +6,7 @@ import argparse
 import logging
 
 from delayline.cli._common import add_bootstrap, add_timeout, check_kafka, env_flag, stop_on_signals
+from delayline.cli._serving import add_log_format, add_metrics_address
 from delayline.oscillator.service import DEFAULT_TOPIC, Oscillator, OscillatorConfig
 
 log = logging.getLogger(__name__)
@@ -30,28 +31,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=DEFAULT_TOPIC,
         help="the topic ticked (created with one partition when missing)",
     )
-    env_flag(
-        p,
-        "--metrics-port",
-        env="DELAYLINE_OSCILLATOR_METRICS_PORT",
-        default=None,
-        type=int,
-        help="serve Prometheus /metrics (the last tick among them) on this port (default: off)",
-    )
-    env_flag(
-        p,
-        "--metrics-host",
-        env="DELAYLINE_OSCILLATOR_METRICS_HOST",
-        default="127.0.0.1",
-        help="address the metrics server listens on",
+    add_metrics_address(
+        p, "DELAYLINE_OSCILLATOR_", "Prometheus /metrics (the last tick among them)"
     )
     add_timeout(p)
+    add_log_format(p)
     p.set_defaults(func=_oscillator)
 
 
 def _oscillator(args: argparse.Namespace) -> int:
     check_kafka(args)
-    logging.getLogger("delayline").setLevel(logging.INFO)
+    # -v (on every command) still adds to the level.
+    logging.getLogger("delayline").setLevel(min(logging.INFO, logging.getLogger().level))
     oscillator = Oscillator(
         OscillatorConfig(
             bootstrap_servers=args.bootstrap_servers,

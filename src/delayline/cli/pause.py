@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from delayline.cli._common import add_api, api_unavailable, say
+from delayline.cli._common import WRITE_ACCESS_HELP, add_api, api_unavailable, say
 from delayline.client.api import ApiClient, ApiError
 from delayline.errors import ConfigError, HttpUnavailableError
 
@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         )
         p.add_argument("id", metavar="ID", nargs="?", help="schedule id")
         p.add_argument("--group", help=f"{action} every schedule of this group instead")
-        add_api(p)
+        add_api(p, WRITE_ACCESS_HELP)
         p.set_defaults(func=_act, action=action)
 
 

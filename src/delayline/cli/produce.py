@@ -6,15 +6,17 @@ import argparse
 import asyncio
 import functools
 import logging
+import os
 import re
 import sys
 import urllib.parse
 
 from delayline.cli._common import (
     API_TIMEOUT_S,
+    TOPICS_ENV,
     add_api,
     add_bootstrap,
-    add_schedules_topic,
+    add_schedules_topics,
     add_timeout,
     api_get,
     check_kafka,
@@ -22,6 +24,7 @@ from delayline.cli._common import (
     env_flag,
     one_of,
     say,
+    topics_from,
     warn,
 )
 from delayline.cli.pause import act_on_group
@@ -36,10 +39,16 @@ from delayline.client._core import log as client_log
 from delayline.contract.contracts import CONTRACTS, HEADER
 from delayline.contract.ids import parse_derived_id
 from delayline.contract.pacing import MAX_WINDOW_MS, WindowError, check_window_ms
+from delayline.contract.topology import DEFAULT_SCHEDULES_TOPIC
 from delayline.core.clock import SystemClock, ms_to_datetime
 from delayline.core.recurrence import DEFAULT_CATCH_UP, CatchUp, Recurrence
 from delayline.core.units import format_duration_ms, parse_duration_ms, parse_instant_ms
 from delayline.errors import ApiUnavailableError, ConfigError, InvalidScheduleError
+
+FORMER_TOPIC_ENV = "DELAYLINE_SCHEDULES_TOPIC"
+"""The variable ``schedule`` and ``cancel`` read for their schedules topic before they
+took :data:`TOPICS_ENV` as the other commands do: still read, with a warning, when
+that is unset (until the next release)."""
 
 # "--in -5m": argparse takes a value starting with "-" for an option unless it looks
 # like a negative number; durations such as -5m or -1h30m count as one here.
@@ -124,14 +133,31 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--force",
         action="store_true",
         help="no longer needed (the cancel is always written); still accepted: say "
-        "nothing when the API cannot be asked, and write a derived id of another topic "
-        "to --schedules-topic",
+        "nothing when the API cannot be asked, and write a derived id of a topic that is "
+        "not a schedules topic to the first --schedules-topic",
     )
-    add_api(cancel)
-    for p in (schedule, cancel):
-        add_bootstrap(p)
-        add_schedules_topic(p)
-        add_timeout(p)
+    add_api(
+        cancel,
+        "the bearer token delayline api was started with (its --token): --group is a "
+        "write, which always needs it; a cancel by ID only asks the API where the id is "
+        "pending (a read: it needs the token when the API runs with --reads-need-token)",
+    )
+    add_bootstrap(schedule)
+    add_schedules_topics(
+        schedule,
+        "schedules topic the schedule is written to: the first when several are given, "
+        f"as delayline api writes new ids ({FORMER_TOPIC_ENV}, its former variable, is "
+        "read until the next release)",
+    )
+    add_timeout(schedule)
+    add_bootstrap(cancel)
+    add_schedules_topics(
+        cancel,
+        "schedules topic a cancel goes to when the API does not say where the id is "
+        f"pending: the first when several are given ({FORMER_TOPIC_ENV}, its former "
+        "variable, is read until the next release)",
+    )
+    add_timeout(cancel)
     add_contract_topics(schedule)
     schedule.set_defaults(func=_schedule)
     cancel.set_defaults(func=_cancel)
@@ -183,10 +209,27 @@ def recurrence_from_args(args: argparse.Namespace) -> Recurrence | None:
         raise ConfigError(str(exc)) from exc
 
 
-def _client_config(args: argparse.Namespace) -> ClientConfig:
+def topics_to_write(args: argparse.Namespace) -> tuple[str, ...]:
+    """The schedules topics of ``schedule`` and ``cancel`` (which write to the first):
+    the flags, else :data:`TOPICS_ENV`, else :data:`FORMER_TOPIC_ENV` (with a warning),
+    else the default."""
+    given = topics_from(args, "--schedules-topic", TOPICS_ENV)
+    if given:
+        return given
+    former = os.environ.get(FORMER_TOPIC_ENV, "").strip()
+    if not former:
+        return (DEFAULT_SCHEDULES_TOPIC,)
+    warn(
+        f"{FORMER_TOPIC_ENV} is deprecated and goes in the next release: set "
+        f"{TOPICS_ENV}, as for delayline run, api and committer"
+    )
+    return (former,)
+
+
+def _client_config(args: argparse.Namespace, schedules_topic: str) -> ClientConfig:
     return ClientConfig(
         bootstrap_servers=args.bootstrap_servers,
-        schedules_topic=args.schedules_topic,
+        schedules_topic=schedules_topic,
         metadata_timeout_ms=args.timeout_ms,
         delivery_timeout_ms=max(args.timeout_ms, 1000),
     )
@@ -239,7 +282,7 @@ def _schedule(args: argparse.Namespace) -> int:
     client_log.addFilter(_SaidByTheCli())
 
     async def write() -> None:
-        async with AsyncScheduler(_client_config(args)) as client:
+        async with AsyncScheduler(_client_config(args, topics_to_write(args)[0])) as client:
             written = await client.schedule(
                 args.id,
                 payload,
@@ -269,10 +312,9 @@ def _cancel(args: argparse.Namespace) -> int:
         return act_on_group(args, "cancel")
     check_kafka(args)
     topic, partition, known = _pending_place(args)
-    args.schedules_topic = topic
 
     async def write() -> None:
-        async with AsyncScheduler(_client_config(args)) as client:
+        async with AsyncScheduler(_client_config(args, topic)) as client:
             written = await client.cancel(args.id, partition=partition)
         place = f"{written.topic}/{written.partition}@{written.offset}"
         note = f": {NOT_PENDING_NOTE}" if known is False else ""
@@ -297,13 +339,13 @@ def _pending_place(args: argparse.Namespace) -> tuple[str, int | None, bool | No
 
     Returns:
         That place and ``True``; else (the API knows no pending version: ``False``; it
-        cannot tell: ``None``) ``--schedules-topic`` and the id's own partition
+        cannot tell: ``None``) the first ``--schedules-topic`` and the id's own partition
         (``None``), or the partition a derived id (``<topic>:<partition>:<offset>``)
-        names in that topic.
+        names in one of the schedules topics.
 
     Raises:
-        ConfigError: without the API's pending version, a derived id naming another
-            topic than ``--schedules-topic`` (and no ``--force``).
+        ConfigError: without the API's pending version, a derived id naming a topic
+            that is not a schedules topic (and no ``--force``).
     """
     path = "/schedules/" + urllib.parse.quote(args.id, safe="")
     timeout_s = min(API_TIMEOUT_S, args.timeout_ms / 1000)
@@ -325,15 +367,16 @@ def _pending_place(args: argparse.Namespace) -> tuple[str, int | None, bool | No
 
 def _fallback_place(args: argparse.Namespace) -> tuple[str, int | None]:
     """Where the cancel goes when the API does not say (see :func:`_pending_place`)."""
+    topics = topics_to_write(args)
     own = parse_derived_id(args.id)
     if own is None:
-        return args.schedules_topic, None
-    if own[0] == args.schedules_topic:
+        return topics[0], None
+    if own[0] in topics:
         return own[0], own[1]
     if not args.force:
         raise ConfigError(
             f"{args.id!r} is the id of record {own[2]} of {own[0]}, partition {own[1]} (an "
             f"envelope or a timer request): pass --schedules-topic {own[0]} to cancel it "
-            f"there, or --force to write the cancel to {args.schedules_topic} anyway"
+            f"there, or --force to write the cancel to {topics[0]} anyway"
         )
-    return args.schedules_topic, None
+    return topics[0], None

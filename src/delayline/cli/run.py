@@ -18,6 +18,7 @@ from delayline.cli._common import (
     topology_from,
 )
 from delayline.cli._holds import add_hold_flags, hold_settings_from
+from delayline.cli._serving import add_log_format, add_metrics_address
 from delayline.cli.extras import require_extras
 from delayline.contract.pacing import TargetRates
 from delayline.core.heap import PAUSES
@@ -53,7 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "run",
         help="run the pipeline that delivers schedules (Spark Structured Streaming)",
-        description="Read schedules, hold them in Spark state, deliver each at its due time "
+        description="Read schedules, hold them where --hold says, deliver each at its due time "
         "exactly once. Stops cleanly on SIGTERM/SIGINT after the batch in flight.",
     )
     add_topology(p, "schedules topic to read; repeat for several")
@@ -155,20 +156,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=Path,
         help="append one JSON line per micro-batch to this file (for tools)",
     )
-    env_flag(
+    add_metrics_address(
         p,
-        "--metrics-port",
-        env="DELAYLINE_METRICS_PORT",
-        default=None,
-        type=int,
-        help="serve Prometheus /metrics and JSON /progress on this port (default: off)",
-    )
-    env_flag(
-        p,
-        "--metrics-host",
-        env="DELAYLINE_METRICS_HOST",
-        default="127.0.0.1",
-        help="address the metrics server listens on",
+        "DELAYLINE_",
+        "Prometheus /metrics, JSON /progress, /readyz (200 while micro-batches finish, the "
+        "committer delivers and Kafka answers, else 503 with the reasons) and /healthz "
+        "(200 while the committer's thread runs, else 503; never asks Kafka)",
     )
     env_switch_off(
         p,
@@ -278,6 +271,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="delayline's log level; Spark and py4j log errors only, except at debug, "
         "where their INFO and WARN lines show too",
     )
+    add_log_format(p, "; Spark's JVM and its Python workers log the same way")
     p.add_argument(
         "--rebuild",
         action="store_true",

@@ -1,4 +1,4 @@
-"""``delayline topics create``: the schedules, dead-letter and history topics."""
+"""``delayline topics create``: the schedules, commits, dead-letter and history topics."""
 
 from __future__ import annotations
 
@@ -24,8 +24,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     create = actions.add_parser(
         "create",
         help="create missing topics and check existing ones",
-        description="Create the schedules (compacted), dead-letter and history topics; "
-        "existing topics are checked for the right cleanup.policy.",
+        description="Create delayline's topics: the schedules and commits topics "
+        "(compacted), the envelope and timer-request topics, the dead-letter and history "
+        "topics (not compacted), each --target-topic, and with --hold buckets the bucket "
+        "topics; existing topics are checked for the right cleanup.policy. `delayline run` "
+        "makes its own in-flight and wake topics at its start.",
     )
     add_topology(create, "schedules topic to create; repeat for several")
     env_flag(

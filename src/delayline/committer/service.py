@@ -18,7 +18,7 @@ from delayline.committer.pacing import Pacer
 from delayline.committer.session import Kept, Session, Stopping
 from delayline.committer.tally import Tally
 from delayline.core.clock import Clock, SystemClock
-from delayline.errors import DelaylineError
+from delayline.errors import DelaylineError, FormatVersionError
 from delayline.fire.report import Delivered
 
 log = logging.getLogger(__name__)
@@ -114,6 +114,17 @@ class Committer:
             return f"the committer starts afresh after a failure ({self._last_failure})"
         return "the committer is reading its in-flight partitions to their ends"
 
+    def not_alive(self) -> str | None:
+        """Why the committer is dead, or ``None`` while it lives (for ``/healthz``; safe
+        from any thread): it stopped by itself (see :attr:`failure`) or its thread ended.
+        Not yet started, starting afresh after a failure, or waiting for Kafka, it lives:
+        only ``/readyz`` tells those."""
+        if self.failure is not None:
+            return f"the committer stopped: {self.failure}"
+        if self._thread.ident is not None and not self._thread.is_alive():
+            return "the committer's thread has ended"
+        return None
+
     def wait_ready(self, timeout_s: float) -> bool:
         """Wait, at most ``timeout_s``, until the committer has read its partitions to
         their ends; whether it has (safe from any thread)."""
@@ -167,7 +178,12 @@ class Committer:
 
     def _starts_afresh(self, exc: Exception) -> bool:
         """Log what ended a session; whether the committer starts afresh (not when its
-        name is fenced a second time: another committer runs under it)."""
+        name is fenced a second time: another committer runs under it, nor when it met a
+        format of a newer delayline: starting afresh would meet it again)."""
+        if isinstance(exc, FormatVersionError):
+            self.failure = exc
+            log.error("committer %s stopped: %s", self.config.name, exc)
+            return False
         if not isinstance(exc, CommitterNameTakenError):  # start afresh, nothing is lost
             log.warning(
                 "committer failed (%s: %s); starting afresh in %d ms",

@@ -30,12 +30,13 @@ import zlib
 from typing import NamedTuple
 
 from delayline.contract import OutgoingRecord
+from delayline.contract.formats import INFLIGHT
 from delayline.core.model import Headers, Schedule, SourceRef
 from delayline.errors import DelaylineError
 
 HEADER = "delayline-inflight"
 """The last header of an in-flight record: what is needed to deliver it."""
-BINARY = 2
+BINARY = INFLIGHT.current
 """First byte of the binary header (:data:`LAYOUT`); an earlier version's JSON starts
 with ``{``."""
 LAYOUT = struct.Struct("<BBqqiqqIIIi")
@@ -120,6 +121,7 @@ def decode_inflight(value: bytes, headers: Headers, offset: int) -> Handed:
 
     Raises:
         InflightRecordError: its last header is not a readable :data:`HEADER`.
+        FormatVersionError: it was written by a newer delayline (not a record to skip).
     """
     if not headers or headers[-1][0] != HEADER:
         raise InflightRecordError(f"record at offset {offset} is no in-flight schedule")
@@ -130,8 +132,9 @@ def decode_inflight(value: bytes, headers: Headers, offset: int) -> Handed:
         version, flags, due_ms, batch, partition, source_offset, timestamp_ms, *lengths = (
             LAYOUT.unpack_from(raw)
         )
+        INFLIGHT.check(version, f"in-flight record at offset {offset}")
         if version != BINARY:
-            raise _unreadable(offset, f"version {version} is newer than this reader")
+            raise _unreadable(offset, f"version {version} is no version delayline wrote")
         at = LAYOUT.size
         id_end = at + lengths[0]
         target_end = id_end + lengths[1]

@@ -27,6 +27,7 @@ from confluent_kafka import KafkaException, Producer
 from delayline.contract import (
     OutgoingRecord,
 )
+from delayline.contract.formats import COMMIT_MARKER
 from delayline.core.identifiers import partition_transactional_id
 from delayline.core.timing import warn_if_slow
 from delayline.errors import DelaylineError, KafkaUnavailableError
@@ -188,7 +189,8 @@ class TransactionalFirer:
             ):
                 if record.key is not None and record.value:
                     key = record.key.decode("utf-8", "replace")
-                    batch = int(json.loads(record.value)["batch_id"])
+                    where = f"{self.config.commits_topic}[{record.partition}]@{record.offset}"
+                    batch = marker_batch(record.value, where)
                     latest[key] = max(latest.get(key, -1), batch)
             self._committed.update(latest)
         return max(self._committed[run] for run in runs)
@@ -240,6 +242,7 @@ class TransactionalFirer:
             run.encode(),
             json.dumps(
                 {
+                    "format": COMMIT_MARKER.current,
                     "batch_id": batch_id,
                     "records": len(records),
                     "committed_at_ms": time.time_ns() // 10**6,
@@ -473,3 +476,15 @@ def end_left_open(
             ) from exc
         finally:
             producer.flush(0)
+
+
+def marker_batch(value: bytes, where: str) -> int:
+    """The batch id of a commit marker's ``value`` (one of any release: a marker without
+    ``format`` is of the first).
+
+    Raises:
+        FormatVersionError: a newer delayline wrote it.
+    """
+    marker = json.loads(value)
+    COMMIT_MARKER.check(int(marker.get("format", 1)), f"commit marker at {where}")
+    return int(marker["batch_id"])

@@ -237,6 +237,20 @@ def cluster_brokers(bootstrap_servers: str, timeout_s: float) -> list[dict[str, 
     ]
 
 
+def partition_count(bootstrap_servers: str, name: str, timeout_s: float = 10.0) -> int | None:
+    """How many partitions topic ``name`` has; ``None`` when it does not exist or the
+    cluster did not answer within ``timeout_s``."""
+    admin = AdminClient(kafka_client_config(bootstrap_servers))
+    try:
+        found = admin.list_topics(name, timeout=timeout_s).topics.get(name)
+    except KafkaException as exc:
+        log.debug("no metadata of %s from %s: %s", name, bootstrap_servers, exc)
+        return None
+    if found is None or found.error is not None:
+        return None
+    return len(found.partitions)
+
+
 WAKE_RETENTION_MS = 3_600_000
 """Wake records matter only until the next micro-batch; an hour is plenty."""
 OSCILLATOR_RETENTION_MS = 86_400_000

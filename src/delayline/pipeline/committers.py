@@ -17,7 +17,7 @@ from delayline.committer.service import Committer
 from delayline.core.identifiers import committer_group, committer_name
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.groups import group_members
-from delayline.kafka.topics import ensure_inflight_topic
+from delayline.kafka.topics import ensure_inflight_topic, partition_count
 from delayline.pipeline.config import PipelineConfig
 from delayline.pipeline.metrics import PipelineMetrics
 
@@ -84,7 +84,9 @@ def start_committer(
         on_delivered=lambda d: metrics.observe_committed(d, name),
         arrivals=arrivals,
     )
-    metrics.watch_committer(committer.status, lambda: group_view(committer))
+    topic = config.inflight_topic_name
+    partitions = partition_count(config.topology.bootstrap_servers, topic)
+    metrics.watch_committer(committer.status, lambda: group_view(committer), (topic, partitions))
     committer.start()
     return committer, made == "created"
 

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from confluent_kafka.admin import AdminClient
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
@@ -22,10 +23,13 @@ from delayline.fire.sink import FireSink
 from delayline.fire.tasks import deliver_as
 from delayline.fire.transactional import end_left_open
 from delayline.holds.hold import Hold, hold_for
+from delayline.kafka.config import kafka_client_config
+from delayline.kafka.reader import acknowledged_ends
 from delayline.kafka.topics import (
     ensure_oscillator_topic,
     ensure_wake_topic,
 )
+from delayline.pipeline.checkpoint_format import claim_format
 from delayline.pipeline.committers import committer_config, start_committer
 from delayline.pipeline.config import (
     DELIVER_FIRST_MAX_MS,
@@ -146,6 +150,11 @@ class Pipeline:
             log.warning("rebuild: deleting checkpoint %s", config.checkpoint_dir)
             clear_checkpoint(config.checkpoint_dir)
         config.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            claim_format(config.checkpoint_dir)  # a newer release's checkpoint: stop here
+        except DelaylineError:
+            self._lock.release()
+            raise
         self._lease.hold(config.topology.commits_topic)
         try:
             # Before Spark (4-5 s here): what an earlier run handed over goes out at its
@@ -170,8 +179,14 @@ class Pipeline:
                 (batch_age(self.metrics, max_age_ms), self._committer_not_ready),
             )
             self._metrics_server = MetricsServer(
-                self.metrics, config.metrics_host, config.metrics_port, readiness
+                self.metrics,
+                config.metrics_host,
+                config.metrics_port,
+                readiness,
+                liveness=(self._committer_not_alive,),
             )
+            admin = AdminClient(kafka_client_config(config.topology.bootstrap_servers))
+            self.metrics.watch_input_lag(lambda parts: acknowledged_ends(admin, parts, 5.0))
             self._metrics_server.start()
         if self._metrics_server is not None or config.progress_file is not None:
             # Queued in the JVM, handed on every poll of run_until and at the stop.
@@ -357,6 +372,10 @@ class Pipeline:
     def _committer_not_ready(self) -> str | None:
         """Why this process's committer is not delivering, if it is not (``/readyz``)."""
         return None if self._committer is None else self._committer.not_ready()
+
+    def _committer_not_alive(self) -> str | None:
+        """Why this process's committer is dead, if it is (``/healthz``)."""
+        return None if self._committer is None else self._committer.not_alive()
 
     def _start_committer(self) -> tuple[Committer, bool]:
         """Started whatever the lead: an earlier run may have handed schedules over.

@@ -7,24 +7,25 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.registry import Collector
 
 from delayline.committer.config import CommitterStatus
 from delayline.contract import kinds as r
-from delayline.core.heap import PAUSE_BUCKETS_S, PAUSES, GcPauses
+from delayline.core.heap import PAUSES
 from delayline.core.histogram import BatchHistogram
 from delayline.fire.report import HANDED, REFUSED, WITHHELD, BatchReport, Delivered
+from delayline.pipeline.collectors import (
+    GcCollector,
+    PacingCollector,
+    ReadyCollector,
+    WakerCollector,
+)
+from delayline.pipeline.input_lag import InputLag, batch_ends
 from delayline.pipeline.wake import WakerStats
 
 log = logging.getLogger(__name__)
@@ -150,7 +151,21 @@ class PipelineMetrics:
         )
         self.committer_partitions = Gauge(
             "delayline_committer_partitions",
-            "In-flight partitions a committer owns.",
+            "In-flight partitions a committer owns, by in-flight topic.",
+            ["committer", "topic"],
+            registry=self.registry,
+        )
+        self.inflight_partitions = Gauge(
+            "delayline_inflight_partitions",
+            "Partitions of the in-flight topic, as this process's committer found it at "
+            "its start: the committers of its group should own them all between them.",
+            ["topic"],
+            registry=self.registry,
+        )
+        self.committer_arrived_due = Counter(
+            "delayline_committer_arrived_due",
+            "Schedules a committer read only once already due: handed over too late for "
+            "the lead (a micro-batch took longer than it, or the schedule arrived so).",
             ["committer"],
             registry=self.registry,
         )
@@ -166,7 +181,8 @@ class PipelineMetrics:
             ["committer"],
             registry=self.registry,
         )
-        self.registry.register(_GcCollector(PAUSES))
+        self.registry.register(GcCollector(PAUSES))
+        ProcessCollector(registry=self.registry)  # memory, CPU and open files of this process
         self._lock = threading.Lock()
         self._committers: Callable[[], dict[str, Any]] | None = None
         self._waker: Callable[[], WakerStats] | None = None
@@ -174,6 +190,7 @@ class PipelineMetrics:
         self._last_report: dict[str, Any] | None = None
         self._last_progress: dict[str, Any] | None = None
         self._seen_batch = -1
+        self._batch_ends: dict[tuple[str, int], int] = {}
         self.last_batch_ms: int | None = None
         """When the last micro-batch finished (``None`` before the first)."""
 
@@ -202,6 +219,8 @@ class PipelineMetrics:
         """Count one group the committer called ``committer`` delivered (it calls this)."""
         self.fired.inc(delivered.delivered)
         self.committer_delivered.labels(committer).inc(delivered.delivered)
+        if delivered.arrived_due:
+            self.committer_arrived_due.labels(committer).inc(delivered.arrived_due)
         if delivered.refused:
             self.events["refused"].inc(delivered.refused)
         if delivered.withheld:
@@ -210,22 +229,31 @@ class PipelineMetrics:
         self.committer_lateness.observe_ms(delivered.lateness_ms, committer)
 
     def watch_committer(
-        self, status: Callable[[], CommitterStatus], group: Callable[[], dict[str, Any]]
+        self,
+        status: Callable[[], CommitterStatus],
+        group: Callable[[], dict[str, Any]],
+        inflight: tuple[str, int | None],
     ) -> None:
         """Show a committer's partitions and pending schedules (read at each scrape), and
-        ``group()`` (its group's members) under ``committers`` in ``/progress``."""
+        ``group()`` (its group's members) under ``committers`` in ``/progress``.
+        ``inflight`` is its in-flight topic and how many partitions that has (``None``:
+        not known)."""
         name = status().name
-        self.committer_partitions.labels(name).set_function(lambda: len(status().partitions))
+        topic, partitions = inflight
+        owned = self.committer_partitions.labels(name, topic)
+        owned.set_function(lambda: len(status().partitions))
+        if partitions is not None:
+            self.inflight_partitions.labels(topic).set(partitions)
         self.committer_pending.labels(name).set_function(lambda: status().pending)
         self.committer_remembered.labels(name).set_function(lambda: status().remembered)
-        self.registry.register(_PacingCollector(status))
+        self.registry.register(PacingCollector(status))
         with self._lock:
             self._committers = group
 
     def watch_waker(self, stats: Callable[[], WakerStats]) -> None:
         """Show what the waker did and waits for (read at each scrape), and under
         ``waker`` in ``/progress``."""
-        collector = _WakerCollector(stats)
+        collector = WakerCollector(stats)
         with self._lock:
             if self._waker_collector is not None:  # a pipeline started again: its new waker
                 self.registry.unregister(self._waker_collector)
@@ -246,8 +274,26 @@ class PipelineMetrics:
             operators = progress.get("stateOperators") or []
             if operators:
                 self.pending.set(sum(int(op.get("numRowsTotal", 0)) for op in operators))
+            ends = batch_ends(progress)
             with self._lock:
                 self._last_progress = _summary(progress)
+                self._batch_ends = ends or self._batch_ends
+
+    def watch_input_lag(
+        self, ends: Callable[[list[tuple[str, int]]], dict[tuple[str, int], int]]
+    ) -> None:
+        """``delayline_input_lag_records{topic}``: the records past where the last
+        micro-batch stopped, ``ends`` saying where each input partition ends now."""
+        self.registry.register(InputLag(self._read_positions, ends))
+
+    def _read_positions(self) -> dict[tuple[str, int], int]:
+        with self._lock:
+            return dict(self._batch_ends)
+
+    def watch_readiness(self, reasons: Callable[[], list[str]]) -> None:
+        """``delayline_ready``: 1 while ``reasons()`` (what ``/readyz`` answers) is empty,
+        0 otherwise, asked at each scrape."""
+        self.registry.register(ReadyCollector(reasons))
 
     def progress(self) -> dict[str, Any]:
         """What ``/progress`` answers."""
@@ -259,96 +305,6 @@ class PipelineMetrics:
         if waker is not None:
             answer["waker"] = asdict(waker())
         return answer
-
-
-class _PacingCollector(Collector):
-    """Per target topic paced by a committer: deliveries held back by its rate, the delay
-    that added (in total and the longest), the queue waiting for a slot, and the rate."""
-
-    def __init__(self, status: Callable[[], CommitterStatus]) -> None:
-        self._status = status
-
-    def collect(self) -> Iterator[Metric]:
-        status = self._status()
-        labels = ["committer", "target"]
-        held = CounterMetricFamily(
-            "delayline_paced_held", "Deliveries a target's rate held back.", labels=labels
-        )
-        delay = CounterMetricFamily(
-            "delayline_paced_delay_seconds",
-            "Delay a target's rate added to the deliveries it held back, in total.",
-            labels=labels,
-        )
-        longest = GaugeMetricFamily(
-            "delayline_paced_delay_max_seconds",
-            "The longest delay a target's rate added to a delivery.",
-            labels=labels,
-        )
-        queued = GaugeMetricFamily(
-            "delayline_paced_queued",
-            "Deliveries to a target waiting for a slot of its rate.",
-            labels=labels,
-        )
-        rate = GaugeMetricFamily(
-            "delayline_target_rate", "A target's delivery rate, per second.", labels=labels
-        )
-        for topic, pacing in status.pacing:
-            at = [status.name, topic]
-            held.add_metric(at, pacing.held)
-            delay.add_metric(at, pacing.delay_ms / 1000)
-            longest.add_metric(at, pacing.max_delay_ms / 1000)
-            queued.add_metric(at, pacing.queued)
-            if pacing.rate_per_s is not None:
-                rate.add_metric(at, pacing.rate_per_s)
-        yield from (held, delay, longest, queued, rate)
-
-
-class _WakerCollector(Collector):
-    """The waker's wake records, its margin and the input no batch was woken for yet."""
-
-    def __init__(self, stats: Callable[[], WakerStats]) -> None:
-        self._stats = stats
-
-    def collect(self) -> Iterator[Metric]:
-        stats = self._stats()
-        yield CounterMetricFamily(
-            "delayline_wakes", "Wake records written: each starts a micro-batch.", stats.wakes
-        )
-        yield GaugeMetricFamily(
-            "delayline_wake_margin_seconds",
-            "How long before a due time the waker wakes the pipeline for it.",
-            stats.margin_ms / 1000,
-        )
-        if stats.unread is not None:
-            yield GaugeMetricFamily(
-                "delayline_input_unread",
-                "Input records the committer's watch read that no micro-batch was woken "
-                "for yet (batching on need).",
-                stats.unread,
-            )
-
-
-class _GcCollector(Collector):
-    """How long this process's garbage collections took: every thread, the committer's
-    among them, waits for one (:mod:`delayline.core.heap`)."""
-
-    def __init__(self, pauses: GcPauses) -> None:
-        self._pauses = pauses
-
-    def collect(self) -> Iterator[Metric]:
-        family = HistogramMetricFamily(
-            "delayline_gc_pause_seconds",
-            "Garbage collections of the process by generation: every thread waits for one.",
-            labels=["generation"],
-        )
-        bounds = [str(b) for b in PAUSE_BUCKETS_S] + ["+Inf"]
-        for generation, (counts, sum_s) in enumerate(self._pauses.snapshot()):
-            cumulative, total = [], 0
-            for bound, count in zip(bounds, counts, strict=True):
-                total += count
-                cumulative.append((bound, total))
-            family.add_metric([str(generation)], cumulative, sum_s)
-        yield family
 
 
 def _summary(progress: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 ``/metrics`` is the Prometheus text format; ``/progress`` is JSON with the last batch's
 counts and Spark's last progress (the API's ``/info`` reads it); ``/readyz`` answers 200
-while batches finish and Kafka answers, 503 with the reasons otherwise.
+while batches finish and Kafka answers, 503 with the reasons otherwise; ``/healthz``
+(liveness) answers 200 while the process's work goes on, 503 with the reasons once it
+died, and never asks Kafka (as the API's ``/healthz``: ``{"status": "ok"}``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ from delayline.pipeline.metrics import PipelineMetrics
 log = logging.getLogger(__name__)
 
 
+Check = Callable[[], str | None]
+"""Why something is wrong (not ready, not alive), or ``None``."""
+
+
+def failing(checks: Sequence[Check]) -> list[str]:
+    """What ``checks`` say is wrong; empty when nothing is."""
+    return [reason for check in checks if (reason := check()) is not None]
+
+
 class Readiness:
     """Whether a process is doing its work, for ``/readyz``: Kafka answered the last probe
     and every check passes. Probes run on demand, at most one every ``probe_every_ms``.
@@ -39,8 +50,8 @@ class Readiness:
 
     def __init__(
         self,
-        kafka_probe: Callable[[], str | None],
-        checks: Sequence[Callable[[], str | None]] = (),
+        kafka_probe: Check,
+        checks: Sequence[Check] = (),
         *,
         clock: Clock | None = None,
         probe_every_ms: int = 5_000,
@@ -54,7 +65,7 @@ class Readiness:
 
     def reasons(self) -> list[str]:
         """Why the process is not ready; empty when it is."""
-        reasons = [reason for check in self.checks if (reason := check()) is not None]
+        reasons = failing(self.checks)
         kafka = self._kafka(self.clock.now_ms())
         return reasons if kafka is None else [*reasons, kafka]
 
@@ -99,20 +110,33 @@ def batch_age(
 
 
 class MetricsServer:
-    """Serves ``/metrics``, ``/progress`` and ``/readyz`` from a daemon thread.
+    """Serves ``/metrics``, ``/progress``, ``/readyz`` and ``/healthz`` from a daemon
+    thread.
 
     Args:
         metrics: What ``/metrics`` and ``/progress`` show.
         host: Address to listen on.
         port: Port to listen on (0: any free one).
-        readiness: What ``/readyz`` asks; without it, ``/readyz`` is 404.
+        readiness: What ``/readyz`` asks (and ``delayline_ready`` in ``/metrics``);
+            without it, ``/readyz`` is 404.
+        liveness: What ``/healthz`` asks, each saying why the process's work died (see
+            :meth:`delayline.committer.service.Committer.not_alive`); none may ask Kafka.
+            Without any, ``/healthz`` answers 200 while this server does.
     """
 
     def __init__(
-        self, metrics: PipelineMetrics, host: str, port: int, readiness: Readiness | None = None
+        self,
+        metrics: PipelineMetrics,
+        host: str,
+        port: int,
+        readiness: Readiness | None = None,
+        *,
+        liveness: Sequence[Check] = (),
     ) -> None:
         self.metrics = metrics
-        handler = _handler(metrics, readiness)
+        if readiness is not None:
+            metrics.watch_readiness(readiness.reasons)
+        handler = _handler(metrics, readiness, tuple(liveness))
         self._server = ThreadingHTTPServer((host, port), handler)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="delayline-metrics", daemon=True
@@ -134,7 +158,9 @@ class MetricsServer:
         self._server.server_close()
 
 
-def _handler(metrics: PipelineMetrics, readiness: Readiness | None) -> type[BaseHTTPRequestHandler]:
+def _handler(
+    metrics: PipelineMetrics, readiness: Readiness | None, liveness: tuple[Check, ...]
+) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path, status = self.path.split("?")[0], 200
@@ -143,14 +169,13 @@ def _handler(metrics: PipelineMetrics, readiness: Readiness | None) -> type[Base
             elif path == "/progress":
                 body, kind = json.dumps(metrics.progress()).encode(), "application/json"
             elif path == "/readyz" and readiness is not None:
-                reasons = readiness.reasons()
-                status = 503 if reasons else 200
-                answer = (
-                    {"status": "not ready", "reasons": reasons} if reasons else {"status": "ready"}
-                )
-                body, kind = json.dumps(answer).encode(), "application/json"
+                status, body = _probe(readiness.reasons(), "ready", "not ready")
+                kind = "application/json"
+            elif path == "/healthz":
+                status, body = _probe(failing(liveness), "ok", "failed")
+                kind = "application/json"
             else:
-                self.send_error(404, "try /metrics, /progress or /readyz")
+                self.send_error(404, "try /metrics, /progress, /readyz or /healthz")
                 return
             self.send_response(status)
             self.send_header("Content-Type", kind)
@@ -162,3 +187,10 @@ def _handler(metrics: PipelineMetrics, readiness: Readiness | None) -> type[Base
             log.debug("metrics request: " + format, *args)
 
     return Handler
+
+
+def _probe(reasons: list[str], good: str, bad: str) -> tuple[int, bytes]:
+    """A probe's answer: 200 ``{"status": good}``, or 503 with ``bad`` and the reasons."""
+    if not reasons:
+        return 200, json.dumps({"status": good}).encode()
+    return 503, json.dumps({"status": bad, "reasons": reasons}).encode()

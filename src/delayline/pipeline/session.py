@@ -15,6 +15,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
+from delayline.core.logs import JSON, LOG_FORMAT_ENV, TEXT, json_line, log_format_in_env
 from delayline.infra.cds import archive_options
 from delayline.infra.jars import resolve_jars
 from delayline.infra.jvm_hold import hold_jar
@@ -61,11 +62,23 @@ appender.stderr.type = Console
 appender.stderr.name = stderr
 appender.stderr.target = SYSTEM_ERR
 appender.stderr.layout.type = PatternLayout
-appender.stderr.layout.pattern = %d{{yyyy-MM-dd HH:mm:ss,SSS}} %p %c: %m%n%ex
+appender.stderr.layout.alwaysWriteExceptions = false
+appender.stderr.layout.pattern = {pattern}
 # Spark sets the root level of a PySpark driver to this logger's (WARN if unset).
 logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
 logger.gateway.level = {level}
 """
+
+LOG4J_PATTERNS = {
+    TEXT: "%d{yyyy-MM-dd HH:mm:ss,SSS} %p %c: %m%n%ex",
+    JSON: '{"time":"%d{yyyy-MM-dd\'T\'HH:mm:ss.SSS\'Z\'}{UTC}","level":"%p",'
+    '"logger":"%enc{%c}{JSON}","message":"%enc{%m}{JSON}"'
+    '%notEmpty{,"exc_info":"%enc{%ex}{JSON}"}}%n',
+}
+"""The JVM's log lines in each ``--log-format`` (:mod:`delayline.core.logs`): json has
+the fields of delayline's own JSON lines."""
+JVM_STDERR_LOGGER = "spark.stderr"
+"""The logger named by a JSON line made of what the JVM wrote outside its log."""
 
 
 def spark_log_level(log_level: str) -> str:
@@ -81,6 +94,12 @@ def kafka_config_settings() -> dict[str, str]:
     file, and the stores it names, must be there on every worker (docs/deployment.md)."""
     path = os.environ.get(KAFKA_CONFIG_ENV, "").strip()
     return {f"spark.executorEnv.{KAFKA_CONFIG_ENV}": path} if path else {}
+
+
+def log_format_settings() -> dict[str, str]:
+    """A cluster's Python workers log in the driver's ``--log-format`` (in local mode
+    they inherit it)."""
+    return {f"spark.executorEnv.{LOG_FORMAT_ENV}": log_format_in_env()}
 
 
 def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSession:
@@ -154,6 +173,7 @@ def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSe
         "spark.ui.showConsoleProgress": "false",
         **executor_settings(config.master, config.executor_memory_mb, config.java_options),
         **kafka_config_settings(),
+        **log_format_settings(),
         **dict(config.spark_conf),
     }
 
@@ -199,7 +219,8 @@ def _launch_jvm(
     through :func:`_forward`, ``nice`` added to its niceness (its Python workers
     inherit it)."""
     log4j = tmp / "log4j2.properties"
-    log4j.write_text(_LOG4J2.format(level=level.lower()))
+    pattern = LOG4J_PATTERNS[log_format_in_env()]
+    log4j.write_text(_LOG4J2.format(level=level.lower(), pattern=pattern))
     conf = SparkConf(loadDefaults=False).setMaster(master)
     conf.setAll(
         [
@@ -215,7 +236,7 @@ def _launch_jvm(
     read_fd, write_fd = os.pipe()
     forwarder = threading.Thread(
         target=_forward,
-        args=(os.fdopen(read_fd, "rb"), keep_all),
+        args=(os.fdopen(read_fd, "rb"), keep_all, log_format_in_env() == JSON),
         name="delayline-jvm-stderr",
         daemon=True,
     )
@@ -256,19 +277,28 @@ def renice(pid: int, nice: int) -> None:
             continue
 
 
-def _forward(stream: IO[bytes], keep_all: bool) -> None:
+def _forward(stream: IO[bytes], keep_all: bool, as_json: bool) -> None:
     """Copy the JVM's stderr to ours line by line, without :data:`JVM_NOISE` and blank
-    lines unless ``keep_all``. Never stops before the stream ends (a full pipe would
-    block the JVM)."""
+    lines unless ``keep_all``, each line that is not a JSON log line made one if
+    ``as_json``. Never stops before the stream ends (a full pipe would block the JVM)."""
     with open(2, "wb", closefd=False) as out:  # a file descriptor: the process's stderr
         for line in stream:
             if not keep_all and (not line.strip() or line.startswith(JVM_NOISE)):
                 continue
             try:
-                out.write(line)
+                out.write(as_json_line(line) if as_json else line)
                 out.flush()
             except OSError:
                 pass  # our stderr is gone: keep draining the JVM's
+
+
+def as_json_line(line: bytes) -> bytes:
+    """A line of the JVM's stderr, as a JSON log line unless it is one (a log line of
+    the JVM, or of a Python worker, in ``--log-format json``)."""
+    if line.startswith(b"{"):
+        return line
+    text = line.decode("utf-8", "replace").rstrip("\r\n")
+    return json_line(text, JVM_STDERR_LOGGER).encode() + b"\n"
 
 
 def _quiet(spark: SparkSession) -> None:

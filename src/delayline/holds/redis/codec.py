@@ -12,10 +12,11 @@ from __future__ import annotations
 import struct
 
 from delayline.contract.codec import decode_headers, encode_headers, pack_fields, unpack_fields
+from delayline.contract.formats import REDIS_SCHEDULE
 from delayline.core.model import Schedule, SourceRef
 from delayline.errors import RecordFormatError
 
-_VERSION = 1
+_VERSION = REDIS_SCHEDULE.current
 _FIXED = struct.Struct(">Biqqq")
 TOKEN_BYTES = 13
 """Version byte, partition and offset: within one member (one source topic and id),
@@ -45,7 +46,10 @@ def decode_schedule(data: bytes) -> Schedule:
 
     Raises:
         RecordFormatError: an unknown version or truncated data.
+        FormatVersionError: written by a newer delayline.
     """
+    if data:
+        REDIS_SCHEDULE.check(data[0], "a held schedule in Redis")
     if len(data) < _FIXED.size or data[0] != _VERSION:
         raise RecordFormatError(f"unknown held-schedule encoding (version byte {data[:1]!r})")
     _, partition, offset, timestamp_ms, due_ms = _FIXED.unpack_from(data)

@@ -1,0 +1,70 @@
+"""The formats delayline leaves behind, and which versions of each this release reads.
+
+Every format a process of one release may meet written by another carries its version:
+the checkpoint (a file in it, :mod:`delayline.pipeline.checkpoint_format`), the in-flight
+records (:mod:`delayline.fire.inflight`), the commit markers
+(:mod:`delayline.fire.transactional`), the Redis hold's held schedules
+(:mod:`delayline.holds.redis.codec`) and the catalog (its SQLite ``user_version``,
+:mod:`delayline.catalog.sqlite`, rebuilt from the topics when older). A reader takes
+every version from :attr:`Format.oldest` to :attr:`Format.current`; one that meets a
+newer version raises :class:`~delayline.errors.FormatVersionError`, which stops the
+process with what to do (``docs/operations.md``, "Upgrades", lists them all and is
+checked against :data:`FORMATS`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+
+from delayline.errors import FormatVersionError
+
+UPGRADES = "docs/operations.md#upgrades"
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    """One format and the versions this release reads.
+
+    Attributes:
+        name: What it is, as an operator would say it.
+        current: The version this release writes.
+        oldest: The oldest version this release still reads.
+    """
+
+    name: str
+    current: int
+    oldest: int
+
+    def check(self, found: int, where: str) -> None:
+        """Raise :class:`FormatVersionError` when ``found`` is newer than :attr:`current`
+        (older ones are the reader's to take or refuse).
+
+        Args:
+            found: The version read.
+            where: What was read, for the message (a path, a topic and offset).
+        """
+        if found > self.current:
+            raise FormatVersionError(
+                f"{where}: {self.name} in format {found}, written by a newer delayline; "
+                f"delayline {_release()} reads formats {self.oldest} to {self.current}. "
+                "Run the release that wrote it (or a later one) here too: roll the "
+                f"upgrade forward, or roll the writer back first ({UPGRADES})"
+            )
+
+
+CHECKPOINT = Format("pipeline checkpoint (the hold's state)", current=1, oldest=1)
+INFLIGHT = Format("in-flight record", current=2, oldest=1)
+COMMIT_MARKER = Format("commit marker", current=1, oldest=1)
+REDIS_SCHEDULE = Format("Redis held schedule", current=1, oldest=1)
+CATALOG = Format("API catalog", current=3, oldest=1)
+
+FORMATS = (CHECKPOINT, INFLIGHT, COMMIT_MARKER, REDIS_SCHEDULE, CATALOG)
+"""Every versioned format, as ``docs/operations.md`` lists them."""
+
+
+def _release() -> str:
+    try:
+        return version("delayline")
+    except PackageNotFoundError:  # run from a source tree without installing
+        return "(this release)"

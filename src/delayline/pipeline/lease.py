@@ -69,10 +69,13 @@ class Holder:
 
 
 def judge(
-    client_ids: list[str], host: str, alive: Callable[[int], bool]
+    client_ids: list[str], host: str, alive: Callable[[int], bool], own_pid: int | None = None
 ) -> tuple[list[str], list[str]]:
     """The members that surely run (of this host, PID alive) and those that may (of
-    another host, or not ours); members of this host whose PID is gone are left out."""
+    another host, or not ours); members of this host whose PID is gone are left out, and
+    so is one with ``own_pid``, this process's: it has not joined yet, so that member is
+    a dead predecessor that had the same PID (a container restarted on the same pod
+    keeps its host name, and its first process often gets the same PID)."""
     running, maybe = [], []
     for client_id in client_ids:
         holder = Holder.parse(client_id)
@@ -80,7 +83,7 @@ def judge(
             maybe.append(f"a client {client_id!r}")
         elif holder.host != host:
             maybe.append(str(holder))
-        elif alive(holder.pid):
+        elif holder.pid != own_pid and alive(holder.pid):
             running.append(str(holder))
     return running, maybe
 
@@ -121,7 +124,7 @@ class QueryLease:
         """
         deadline = time.monotonic() + (self.session_timeout_ms + 3_000) / 1000
         while True:
-            running, maybe = judge(self._members(), self.me.host, alive)
+            running, maybe = judge(self._members(), self.me.host, alive, self.me.pid)
             holders = running + maybe
             if not holders:
                 return

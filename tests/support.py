@@ -77,6 +77,21 @@ def pipeline_args(topics: Topics, checkpoint: Path, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
+def committer_args(topics: Topics, query: str, name: str, *extra: str) -> list[str]:
+    """The flags of a ``delayline committer`` named ``name`` beside the pipeline of
+    ``query`` over ``topics``."""
+    return [
+        "--schedules-topic", topics.schedules,
+        "--schedules-topic", topics.schedules_b,
+        "--dead-letter-topic", topics.dead_letters,
+        "--history-topic", topics.history,
+        "--commits-topic", topics.commits,
+        "--query-name", query,
+        "--name", name,
+        *extra,
+    ]  # fmt: skip
+
+
 @dataclass
 class RunningPipeline:
     bootstrap: str

@@ -16,9 +16,10 @@ from delayline.client import (
     Scheduler,
 )
 from delayline.core.model import Cancel, Invalid, Schedule
+from delayline.core.version import VERSION
 from delayline.errors import DelaylineError
 
-__version__ = "0.2.0.dev0"
+__version__ = VERSION
 
 # A library logs; the application decides where it goes.
 logging.getLogger(__name__).addHandler(logging.NullHandler())

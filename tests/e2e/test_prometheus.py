@@ -30,7 +30,14 @@ from delayline.client import ClientConfig, Scheduler
 from delayline.dev.harness import PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.infra.ports import free_port
-from tests.support import ARTIFACTS, api_over, eventually, make_topics, pipeline_args
+from tests.support import (
+    ARTIFACTS,
+    api_over,
+    committer_args,
+    eventually,
+    make_topics,
+    pipeline_args,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "ops" / "prometheus" / "rules.yml"
@@ -121,27 +128,30 @@ def test_a_real_prometheus_fires_the_lateness_and_the_pipeline_down_alerts(
     query = f"prom{int(time.time() * 1000)}"
     pipeline_port, committer_port = free_port(), free_port()
     args = pipeline_args(
-        topics, tmp_path / "checkpoint", "--query-name", query,
-        "--inflight-partitions", "2",
-        "--metrics-port", str(pipeline_port),
-    )  # fmt: skip
+        topics,
+        tmp_path / "checkpoint",
+        "--query-name",
+        query,
+        "--inflight-partitions",
+        "2",
+        "--metrics-port",
+        str(pipeline_port),
+    )
     pipeline = PipelineProcess(kafka_bootstrap, args, ARTIFACTS / f"prometheus-{query}.log")
     committer = PipelineProcess(
         kafka_bootstrap,
-        [
-            "--schedules-topic", topics.schedules,
-            "--schedules-topic", topics.schedules_b,
-            "--dead-letter-topic", topics.dead_letters,
-            "--history-topic", topics.history,
-            "--commits-topic", topics.commits,
-            "--query-name", query,
-            "--inflight-partitions", "2",
-            "--name", "second",
-            "--metrics-port", str(committer_port),
-        ],
+        committer_args(
+            topics,
+            query,
+            "second",
+            "--inflight-partitions",
+            "2",
+            "--metrics-port",
+            str(committer_port),
+        ),
         ARTIFACTS / f"prometheus-{query}-second.log",
         command="committer",
-    )  # fmt: skip
+    )
     with (
         pipeline,
         committer,

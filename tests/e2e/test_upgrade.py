@@ -25,7 +25,7 @@ from delayline.dev.harness import DeliveryCollector, PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.pipeline.checkpoint_format import FORMAT_FILE
 from tests.counts import check_exactly_once
-from tests.support import ARTIFACTS, Topics, make_topics, pipeline_args
+from tests.support import ARTIFACTS, Topics, committer_args, make_topics, pipeline_args
 
 ROOT = Path(__file__).resolve().parents[2]
 PREVIOUS_RELEASE = "v0.1.0"
@@ -94,7 +94,10 @@ def test_a_rolling_upgrade_delivers_every_schedule_once_and_none_early(
     with (
         PipelineProcess(kafka_bootstrap, args, log) as pipeline,
         PipelineProcess(
-            kafka_bootstrap, _committer_args(topics, query), second_log, "committer"
+            kafka_bootstrap,
+            committer_args(topics, query, "second", "--inflight-partitions", "2"),
+            second_log,
+            "committer",
         ) as second,
         DeliveryCollector(kafka_bootstrap, [target]) as committed,
         DeliveryCollector(kafka_bootstrap, [target], read_committed=False) as uncommitted,
@@ -157,16 +160,3 @@ def _handed_until(pipeline: PipelineProcess, count: int, deadline_ms: int) -> in
         if handed >= count or time.time() * 1000 >= deadline_ms:
             return handed
         time.sleep(0.1)
-
-
-def _committer_args(topics: Topics, query: str) -> list[str]:
-    return [
-        "--schedules-topic", topics.schedules,
-        "--schedules-topic", topics.schedules_b,
-        "--dead-letter-topic", topics.dead_letters,
-        "--history-topic", topics.history,
-        "--commits-topic", topics.commits,
-        "--query-name", query,
-        "--inflight-partitions", "2",
-        "--name", "second",
-    ]  # fmt: skip

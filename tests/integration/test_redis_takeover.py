@@ -7,17 +7,21 @@ and a Spark task drive them, without Spark.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from pathlib import Path
 
+import pytest
 from tests.support import Topics, make_topics
 
 from delayline.contract import ConsumedRecord
 from delayline.contract import headers as h
+from delayline.contract.formats import REDIS_TASK
 from delayline.contract.topology import Topology
 from delayline.core.clock import SystemClock
 from delayline.dev.testing import create_topic, unique_topic
+from delayline.errors import FormatVersionError
 from delayline.fire.partition import fire_rows
 from delayline.fire.tasks import deliver_as, new_firer, split_events
 from delayline.holds.redis.config import RedisHoldConfig
@@ -102,5 +106,31 @@ def test_a_silent_pipelines_claims_are_delivered_once_by_another(
         == 0
     )
     assert len(read_topic(kafka_bootstrap, target)) == 3
+    hold_a.close()
+    hold_b.close()
+
+
+def test_a_silent_runs_task_of_a_newer_release_stops_the_taker_and_stays(
+    kafka_bootstrap: str, redis_url: str
+) -> None:
+    """Retrying it at every lease end would never deliver it: the taker stops and says why,
+    and the record stays for a release that reads it."""
+    prefix = f"takeover-{uuid.uuid4().hex[:6]}"
+    topics_a, topics_b = make_topics(kafka_bootstrap), make_topics(kafka_bootstrap)
+    owner = config_of(kafka_bootstrap, topics_a, f"{prefix}-a", redis_url, prefix)
+    hold_a = RedisHold(owner, deliver_as)
+    hold_b = RedisHold(
+        config_of(kafka_bootstrap, topics_b, f"{prefix}-b", redis_url, prefix), deliver_as
+    )
+    run_a = f"{owner.query_name}@1"
+    now = SystemClock().now_ms()
+    newer = json.dumps({**json.loads(owner_json(owner)), "format": REDIS_TASK.current + 1})
+    hold_a.store.heartbeat(run_a, now)
+    hold_a.store.run_task(run_a, newer, 1, 0, [], now)
+    time.sleep(1.1)  # A's lease (1 s) ends
+    later = SystemClock().now_ms()
+    with pytest.raises(FormatVersionError, match="Redis task record in format"):
+        take_over(hold_b.store, hold_b.config, f"{prefix}-b@2", later, deliver_as)
+    assert hold_b.store.expired_tasks(later + 5_000), "the record was dropped"
     hold_a.close()
     hold_b.close()

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+import delayline
 from delayline.contract.formats import (
+    BUCKET_COPY,
     CHECKPOINT,
     COMMIT_MARKER,
     FORMATS,
@@ -18,9 +20,11 @@ from delayline.contract.formats import (
     Format,
 )
 from delayline.core.model import Schedule, SourceRef
+from delayline.core.version import VERSION
 from delayline.errors import ConfigError, FormatVersionError, RecordFormatError
 from delayline.fire.inflight import HEADER, InflightRecordError, decode_inflight, render_inflight
-from delayline.fire.transactional import marker_batch
+from delayline.fire.markers import marker_batch
+from delayline.holds.buckets.copy import decode_copy
 from delayline.holds.redis.codec import decode_schedule, encode_schedule
 from delayline.pipeline.checkpoint_format import FORMAT_FILE, claim_format
 
@@ -40,6 +44,18 @@ def test_a_newer_version_stops_with_what_to_do_and_older_ones_pass() -> None:
     assert message.startswith("topic t at offset 9: thing in format 4, written by a newer")
     assert "reads formats 1 to 3" in message
     assert "docs/operations.md#upgrades" in message
+    retired = Format("thing", current=3, oldest=2)
+    with pytest.raises(FormatVersionError, match="no longer reads"):
+        retired.check(1, "here")
+
+
+def test_only_a_first_byte_below_32_names_a_version() -> None:
+    fmt = Format("thing", current=2, oldest=1)
+    for foreign in (b"", b"\x00abc", b"not json", b"{}", b"\x20"):
+        fmt.check_first_byte(foreign, "here")  # not delayline's: the reader refuses it
+    fmt.check_first_byte(b"\x02rest", "here")
+    with pytest.raises(FormatVersionError):
+        fmt.check_first_byte(b"\x1frest", "here")
 
 
 def _with_version(record_header: bytes, version: int) -> bytes:
@@ -57,6 +73,10 @@ def test_an_inflight_record_of_a_newer_format_stops_the_reader_and_garbage_is_sk
     unknown = (*headers[:-1], (HEADER, _with_version(header, 1)))  # no release wrote it
     with pytest.raises(InflightRecordError):
         decode_inflight(value, unknown, 5)
+    # A newer layout may be shorter than this one's: its version is read first.
+    short = (*headers[:-1], (HEADER, bytes([INFLIGHT.current + 1]) + b"\x00" * 10))
+    with pytest.raises(FormatVersionError):
+        decode_inflight(value, short, 5)
 
 
 def test_commit_markers_of_every_release_are_read_and_a_newer_one_stops() -> None:
@@ -66,6 +86,14 @@ def test_commit_markers_of_every_release_are_read_and_a_newer_one_stops() -> Non
     newer = json.dumps({"format": COMMIT_MARKER.current + 1, "batch_id": 14}).encode()
     with pytest.raises(FormatVersionError, match="commit marker at c"):
         marker_batch(newer, "c[0]@6")
+    # Another run's, left by a newer release: no reason to stop a rollback.
+    assert marker_batch(newer, "c[0]@6", required=False) is None
+    assert marker_batch(current, "c[0]@5", required=False) == 13
+
+
+def test_a_bucket_copy_of_a_newer_format_stops_the_reader() -> None:
+    with pytest.raises(FormatVersionError, match="bucket copy"):
+        decode_copy(bytes([BUCKET_COPY.current + 1]) + bytes(60))
 
 
 def test_a_redis_held_schedule_of_a_newer_format_stops_and_garbage_is_refused() -> None:
@@ -107,3 +135,9 @@ def test_the_upgrade_docs_list_every_format_at_its_current_version() -> None:
     section = text[text.index("## Upgrades") :]
     rows = dict(re.findall(r"^\| ([^|]+?) \| (\d+) \|", section, flags=re.MULTILINE))
     assert {f.name: str(f.current) for f in FORMATS} == rows
+
+
+def test_the_release_version_is_the_packages() -> None:
+    project = (ROOT / "pyproject.toml").read_text()
+    assert f'\nversion = "{VERSION}"\n' in project
+    assert delayline.__version__ == VERSION

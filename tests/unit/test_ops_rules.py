@@ -21,6 +21,7 @@ from delayline.catalog import FollowStatus, SqliteCatalog
 from delayline.committer.config import CommitterStatus
 from delayline.pipeline.metrics import PipelineMetrics
 from delayline.pipeline.wake import WakerStats
+from tests.unit.test_docs_links import anchors
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "ops" / "prometheus" / "rules.yml"
@@ -30,12 +31,6 @@ DASHBOARD = ROOT / "ops" / "grafana" / "delayline.json"
 # PromQL words that are not metric names (aggregations are followed by "(" and skipped).
 _KEYWORDS = frozenset({"and", "or", "unless", "bool", "offset", "by", "without", "on"})
 _GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
-
-
-def anchors(markdown: str) -> set[str]:
-    """GitHub's anchors of a page's headings (lowercase, punctuation dropped, spaces to -)."""
-    headings = re.findall(r"^#+\s+(.+?)\s*$", markdown, flags=re.MULTILINE)
-    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
 
 
 def metric_names(expr: str) -> set[str]:
@@ -79,7 +74,7 @@ def exported(tmp_path: Path) -> set[str]:
     """Every sample name a pipeline, a committer and the API can export."""
     pipeline = PipelineMetrics()
     status = CommitterStatus("pipeline", (0,), 0, 0)
-    pipeline.watch_committer(lambda: status, dict, ("q-inflight", 1))
+    pipeline.watch_committer(lambda: status, dict, ("q-inflight", lambda: 1))
     pipeline.watch_waker(lambda: WakerStats(0, 1500, 0))
     pipeline.watch_readiness(list)
     pipeline.watch_input_lag(lambda parts: {})

@@ -117,12 +117,8 @@ class SqliteCatalog(CatalogStore):
                 )
                 for table in ("pending", "versions", "dead_letters", "positions"):
                     conn.execute(f"DROP TABLE IF EXISTS {table}")
-            elif version > SCHEMA_VERSION:
-                raise CatalogError(
-                    f"catalog {path} has schema version {version}, written by a newer "
-                    f"delayline; this one uses {SCHEMA_VERSION}: delete the file (it is "
-                    "rebuilt from the topics) or run the newer release"
-                )
+            elif version > SCHEMA_VERSION:  # a newer release's (deleting it rebuilds it)
+                CATALOG.check(version, f"catalog {path} (or delete it: it is rebuilt)")
             conn.executescript(_SCHEMA)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 

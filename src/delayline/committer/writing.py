@@ -196,7 +196,8 @@ class GroupWriter:
             )
         return Delivered(
             delivered=len(lateness) + missed,
-            refused=len(refused) + len(expired),
+            refused=len(refused),
+            expired=len(expired),
             lateness_ms=lateness,
             arrived_due=sum(1 for p in group.items if p.read_ms >= p.due_ms),
             write_ms=marks[1] - began if len(marks) > 1 else 0,

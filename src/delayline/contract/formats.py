@@ -3,8 +3,10 @@
 Every format a process of one release may meet written by another carries its version:
 the checkpoint (a file in it, :mod:`delayline.pipeline.checkpoint_format`), the in-flight
 records (:mod:`delayline.fire.inflight`), the commit markers
-(:mod:`delayline.fire.transactional`), the Redis hold's held schedules
-(:mod:`delayline.holds.redis.codec`) and the catalog (its SQLite ``user_version``,
+(:mod:`delayline.fire.markers`), the Redis hold's held schedules
+(:mod:`delayline.holds.redis.codec`) and task records
+(:mod:`delayline.holds.redis.takeover`), the bucket hold's copies
+(:mod:`delayline.holds.buckets.copy`) and the catalog (its SQLite ``user_version``,
 :mod:`delayline.catalog.sqlite`, rebuilt from the topics when older). A reader takes
 every version from :attr:`Format.oldest` to :attr:`Format.current`; one that meets a
 newer version raises :class:`~delayline.errors.FormatVersionError`, which stops the
@@ -15,8 +17,8 @@ checked against :data:`FORMATS`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 
+from delayline.core.version import VERSION
 from delayline.errors import FormatVersionError
 
 UPGRADES = "docs/operations.md#upgrades"
@@ -36,35 +38,55 @@ class Format:
     current: int
     oldest: int
 
+    def check_first_byte(self, data: bytes, where: str) -> None:
+        """:meth:`check` the version a binary format's first byte names, if it names one
+        (0, or :data:`VERSION_BYTES_BELOW` and up: not delayline's, the reader's to
+        refuse)."""
+        if data and 0 < data[0] < VERSION_BYTES_BELOW:
+            self.check(data[0], where)
+
     def check(self, found: int, where: str) -> None:
         """Raise :class:`FormatVersionError` when ``found`` is newer than :attr:`current`
-        (older ones are the reader's to take or refuse).
+        or older than :attr:`oldest`.
 
         Args:
             found: The version read.
             where: What was read, for the message (a path, a topic and offset).
         """
+        if found < self.oldest:
+            raise FormatVersionError(
+                f"{where}: {self.name} in format {found}, which delayline {VERSION} no "
+                f"longer reads (formats {self.oldest} to {self.current}): run a release that "
+                f"reads both first, and let it finish with the old data ({UPGRADES})"
+            )
         if found > self.current:
             raise FormatVersionError(
                 f"{where}: {self.name} in format {found}, written by a newer delayline; "
-                f"delayline {_release()} reads formats {self.oldest} to {self.current}. "
+                f"delayline {VERSION} reads formats {self.oldest} to {self.current}. "
                 "Run the release that wrote it (or a later one) here too: roll the "
                 f"upgrade forward, or roll the writer back first ({UPGRADES})"
             )
 
 
+VERSION_BYTES_BELOW = 32
+"""A binary format's first byte names its version, always below this (printable text, a
+JSON ``{`` among it, starts at 32): a first byte of 32 or more is no version at all."""
+
 CHECKPOINT = Format("pipeline checkpoint (the hold's state)", current=1, oldest=1)
 INFLIGHT = Format("in-flight record", current=2, oldest=1)
 COMMIT_MARKER = Format("commit marker", current=1, oldest=1)
 REDIS_SCHEDULE = Format("Redis held schedule", current=1, oldest=1)
+REDIS_TASK = Format("Redis task record", current=1, oldest=1)
+BUCKET_COPY = Format("bucket copy", current=1, oldest=1)
 CATALOG = Format("API catalog", current=3, oldest=1)
 
-FORMATS = (CHECKPOINT, INFLIGHT, COMMIT_MARKER, REDIS_SCHEDULE, CATALOG)
+FORMATS = (
+    CHECKPOINT,
+    INFLIGHT,
+    COMMIT_MARKER,
+    REDIS_SCHEDULE,
+    REDIS_TASK,
+    BUCKET_COPY,
+    CATALOG,
+)
 """Every versioned format, as ``docs/operations.md`` lists them."""
-
-
-def _release() -> str:
-    try:
-        return version("delayline")
-    except PackageNotFoundError:  # run from a source tree without installing
-        return "(this release)"

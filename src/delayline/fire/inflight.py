@@ -129,10 +129,11 @@ def decode_inflight(value: bytes, headers: Headers, offset: int) -> Handed:
     try:
         if raw[:1] == b"{":
             return _from_json(raw, value, headers[:-1])
+        # Before the layout is read: a newer release's may be shorter or longer.
+        INFLIGHT.check_first_byte(raw, f"in-flight record at offset {offset}")
         version, flags, due_ms, batch, partition, source_offset, timestamp_ms, *lengths = (
             LAYOUT.unpack_from(raw)
         )
-        INFLIGHT.check(version, f"in-flight record at offset {offset}")
         if version != BINARY:
             raise _unreadable(offset, f"version {version} is no version delayline wrote")
         at = LAYOUT.size

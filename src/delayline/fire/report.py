@@ -85,14 +85,14 @@ class Delivered:
 
     Attributes:
         delivered: Deliveries made.
-        refused: Deliveries the cluster refused, or later than the maximum lateness
-            (dead-lettered instead).
+        refused: Deliveries the cluster refused (dead-lettered instead).
         lateness_ms: Commit time minus due time of each delivery made.
         arrived_due: Schedules the committer read only once already due: handed over
             too late for the lead (a batch took longer than it, or it arrived so).
         write_ms: How long writing the group took, up to its commit.
         withheld: Schedules not delivered: a cancel or an update of theirs was read
             before the commit (:mod:`delayline.committer.watch`).
+        expired: Deliveries later than the maximum lateness (dead-lettered instead).
     """
 
     delivered: int
@@ -101,3 +101,4 @@ class Delivered:
     arrived_due: int = 0
     write_ms: int = 0
     withheld: int = 0
+    expired: int = 0

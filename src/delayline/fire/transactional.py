@@ -14,9 +14,7 @@ letter instead, so one bad target never holds back the rest of its batch.
 
 from __future__ import annotations
 
-import json
 import logging
-import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -27,7 +25,6 @@ from confluent_kafka import KafkaException, Producer
 from delayline.contract import (
     OutgoingRecord,
 )
-from delayline.contract.formats import COMMIT_MARKER
 from delayline.core.identifiers import partition_transactional_id
 from delayline.core.timing import warn_if_slow
 from delayline.errors import DelaylineError, KafkaUnavailableError
@@ -42,6 +39,7 @@ from delayline.fire.attempts import (
     write_order,
 )
 from delayline.fire.firing import Firing
+from delayline.fire.markers import marker_batch, render_marker
 from delayline.fire.refusals import (
     COLLATERAL,
     AdminDescriber,
@@ -190,8 +188,9 @@ class TransactionalFirer:
                 if record.key is not None and record.value:
                     key = record.key.decode("utf-8", "replace")
                     where = f"{self.config.commits_topic}[{record.partition}]@{record.offset}"
-                    batch = marker_batch(record.value, where)
-                    latest[key] = max(latest.get(key, -1), batch)
+                    batch = marker_batch(record.value, where, required=key in runs)
+                    if batch is not None:
+                        latest[key] = max(latest.get(key, -1), batch)
             self._committed.update(latest)
         return max(self._committed[run] for run in runs)
 
@@ -237,18 +236,7 @@ class TransactionalFirer:
         if batch_id <= done:
             log.info("batch %d of run %s already committed; skipping its replay", batch_id, run)
             return Committed(replay=True)
-        marker = OutgoingRecord(
-            self.config.commits_topic,
-            run.encode(),
-            json.dumps(
-                {
-                    "format": COMMIT_MARKER.current,
-                    "batch_id": batch_id,
-                    "records": len(records),
-                    "committed_at_ms": time.time_ns() // 10**6,
-                }
-            ).encode(),
-        )
+        marker = render_marker(self.config.commits_topic, run, batch_id, len(records))
         refused = self.deliver(records, extra=[marker], label=f"batch {batch_id} of run {run}")
         self._committed[run] = batch_id
         return Committed(replay=False, refused=refused)
@@ -476,15 +464,3 @@ def end_left_open(
             ) from exc
         finally:
             producer.flush(0)
-
-
-def marker_batch(value: bytes, where: str) -> int:
-    """The batch id of a commit marker's ``value`` (one of any release: a marker without
-    ``format`` is of the first).
-
-    Raises:
-        FormatVersionError: a newer delayline wrote it.
-    """
-    marker = json.loads(value)
-    COMMIT_MARKER.check(int(marker.get("format", 1)), f"commit marker at {where}")
-    return int(marker["batch_id"])

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from delayline.contract.formats import CHECKPOINT
+from delayline.core.version import VERSION
 from delayline.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -56,11 +56,7 @@ def _has_state(checkpoint_dir: Path) -> bool:
 
 
 def _write(path: Path) -> None:
-    try:
-        release = version("delayline")
-    except PackageNotFoundError:
-        release = "unknown"
-    record = {"format": CHECKPOINT.current, "written_by": f"delayline {release}"}
+    record = {"format": CHECKPOINT.current, "written_by": f"delayline {VERSION}"}
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(record) + "\n")
     temporary.replace(path)

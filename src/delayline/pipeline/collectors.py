@@ -3,6 +3,7 @@ figures at scrape time: pacing, the waker, readiness and garbage collections."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 
 from prometheus_client.core import (
@@ -14,8 +15,47 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from delayline.committer.config import CommitterStatus
+from delayline.core.clock import Clock, SystemClock
 from delayline.core.heap import PAUSE_BUCKETS_S, GcPauses
 from delayline.pipeline.wake import WakerStats
+
+
+class InflightCollector(Collector):
+    """``delayline_inflight_partitions{topic}``: the in-flight topic's partitions, asked
+    of ``count`` at most every ``every_ms`` (the last answer stands while Kafka does not
+    give one)."""
+
+    def __init__(
+        self,
+        topic: str,
+        count: Callable[[], int | None],
+        clock: Clock | None = None,
+        every_ms: int = 60_000,
+    ) -> None:
+        self.topic = topic
+        self.count = count
+        self.clock = clock or SystemClock()
+        self.every_ms = every_ms
+        self._lock = threading.Lock()
+        self._asked: tuple[int, int | None] | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "delayline_inflight_partitions",
+            "Partitions of the in-flight topic: the committers of its group should own "
+            "them all between them.",
+            labels=["topic"],
+        )
+        now_ms = self.clock.now_ms()
+        with self._lock:
+            if self._asked is None or now_ms - self._asked[0] >= self.every_ms:
+                found = self.count()
+                last = None if self._asked is None else self._asked[1]
+                self._asked = (now_ms, last if found is None else found)
+            partitions = self._asked[1]
+        if partitions is not None:
+            family.add_metric([self.topic], partitions)
+        yield family
 
 
 class PacingCollector(Collector):

@@ -84,9 +84,12 @@ def start_committer(
         on_delivered=lambda d: metrics.observe_committed(d, name),
         arrivals=arrivals,
     )
-    topic = config.inflight_topic_name
-    partitions = partition_count(config.topology.bootstrap_servers, topic)
-    metrics.watch_committer(committer.status, lambda: group_view(committer), (topic, partitions))
+    topic, bootstrap = config.inflight_topic_name, config.topology.bootstrap_servers
+    metrics.watch_committer(
+        committer.status,
+        lambda: group_view(committer),
+        (topic, lambda: partition_count(bootstrap, topic, 5.0)),
+    )
     committer.start()
     return committer, made == "created"
 

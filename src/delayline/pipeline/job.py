@@ -162,6 +162,8 @@ class Pipeline:
             self._committer, fresh = self._start_committer()
             if config.deliver_first and not fresh:
                 self._deliver_first(self._committer)
+            if self._committer.failure is not None:  # it stopped (a newer format): say so
+                raise self._committer.failure
             self._start_spark()
         except BaseException:
             self.stop()

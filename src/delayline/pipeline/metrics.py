@@ -21,6 +21,7 @@ from delayline.core.histogram import BatchHistogram
 from delayline.fire.report import HANDED, REFUSED, WITHHELD, BatchReport, Delivered
 from delayline.pipeline.collectors import (
     GcCollector,
+    InflightCollector,
     PacingCollector,
     ReadyCollector,
     WakerCollector,
@@ -155,13 +156,6 @@ class PipelineMetrics:
             ["committer", "topic"],
             registry=self.registry,
         )
-        self.inflight_partitions = Gauge(
-            "delayline_inflight_partitions",
-            "Partitions of the in-flight topic, as this process's committer found it at "
-            "its start: the committers of its group should own them all between them.",
-            ["topic"],
-            registry=self.registry,
-        )
         self.committer_arrived_due = Counter(
             "delayline_committer_arrived_due",
             "Schedules a committer read only once already due: handed over too late for "
@@ -223,6 +217,8 @@ class PipelineMetrics:
             self.committer_arrived_due.labels(committer).inc(delivered.arrived_due)
         if delivered.refused:
             self.events["refused"].inc(delivered.refused)
+        if delivered.expired:
+            self.events["expired"].inc(delivered.expired)
         if delivered.withheld:
             self.events["withheld"].inc(delivered.withheld)
         self.lateness.observe_ms(delivered.lateness_ms)
@@ -232,18 +228,20 @@ class PipelineMetrics:
         self,
         status: Callable[[], CommitterStatus],
         group: Callable[[], dict[str, Any]],
-        inflight: tuple[str, int | None],
+        inflight: tuple[str, Callable[[], int | None]],
     ) -> None:
         """Show a committer's partitions and pending schedules (read at each scrape), and
         ``group()`` (its group's members) under ``committers`` in ``/progress``.
-        ``inflight`` is its in-flight topic and how many partitions that has (``None``:
-        not known)."""
+        ``inflight`` is its in-flight topic and what says how many partitions that has
+        (``None``: not known now), asked at most once a minute."""
         name = status().name
         topic, partitions = inflight
         owned = self.committer_partitions.labels(name, topic)
         owned.set_function(lambda: len(status().partitions))
-        if partitions is not None:
-            self.inflight_partitions.labels(topic).set(partitions)
+        self.registry.register(InflightCollector(topic, partitions))
+        # At 0 from the start: an increase from nothing to its first value is no increase.
+        self.committer_delivered.labels(name)
+        self.committer_arrived_due.labels(name)
         self.committer_pending.labels(name).set_function(lambda: status().pending)
         self.committer_remembered.labels(name).set_function(lambda: status().remembered)
         self.registry.register(PacingCollector(status))

@@ -36,7 +36,7 @@ def test_null_fields_stay_null() -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [b"", b"\x02" + encode_copy(ROW)[1:], encode_copy(ROW)[:-1], encode_copy(ROW) + b"x"],
+    [b"", b"\x00" + encode_copy(ROW)[1:], encode_copy(ROW)[:-1], encode_copy(ROW) + b"x"],
     ids=["empty", "unknown format", "truncated", "trailing"],
 )
 def test_bytes_that_are_no_copy_are_refused(data: bytes) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from delayline.catalog import MAX_PAGE, CatalogStore, Pending, PendingQuery, SqliteCatalog
 from delayline.contract.headers import WINDOW
-from delayline.errors import CatalogError, ConfigError
+from delayline.errors import CatalogError, ConfigError, FormatVersionError
 from tests.unit.catalog.records import (
     SCHEDULES,
     cancel,
@@ -276,8 +276,9 @@ def test_sqlite_file_survives_reopen_and_refuses_other_schema(tmp_path: Path) ->
     again.close()
     with sqlite3.connect(path) as raw:
         raw.execute("PRAGMA user_version = 99")
-    with pytest.raises(CatalogError, match="delete the file"):
+    with pytest.raises(FormatVersionError, match="written by a newer delayline") as raised:
         SqliteCatalog(path)
+    assert "delete it: it is rebuilt" in str(raised.value)
 
 
 def test_a_catalog_of_an_older_schema_is_rebuilt_from_the_topics(tmp_path: Path) -> None:

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from delayline.contract.codec import pack_fields, unpack_fields
+from delayline.contract.formats import BUCKET_COPY
 from delayline.errors import RecordFormatError
 
-FORMAT = 1
+FORMAT = BUCKET_COPY.current
 _FIXED = struct.Struct(">Bqqqqq")
 
 
@@ -72,7 +73,9 @@ def decode_copy(data: bytes) -> Copy:
 
     Raises:
         RecordFormatError: an unknown format or truncated data.
+        FormatVersionError: written by a newer delayline (not a copy to skip).
     """
+    BUCKET_COPY.check_first_byte(data, "a bucket copy")
     if len(data) < _FIXED.size or data[0] != FORMAT:
         raise RecordFormatError(f"not a bucket copy of format {FORMAT} ({len(data)} bytes)")
     _, partition, offset, timestamp, due, routed = _FIXED.unpack_from(data)

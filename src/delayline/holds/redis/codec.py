@@ -48,8 +48,7 @@ def decode_schedule(data: bytes) -> Schedule:
         RecordFormatError: an unknown version or truncated data.
         FormatVersionError: written by a newer delayline.
     """
-    if data:
-        REDIS_SCHEDULE.check(data[0], "a held schedule in Redis")
+    REDIS_SCHEDULE.check_first_byte(data, "a held schedule in Redis")
     if len(data) < _FIXED.size or data[0] != _VERSION:
         raise RecordFormatError(f"unknown held-schedule encoding (version byte {data[:1]!r})")
     _, partition, offset, timestamp_ms, due_ms = _FIXED.unpack_from(data)

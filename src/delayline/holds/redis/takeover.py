@@ -20,8 +20,10 @@ import logging
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from delayline.contract.formats import REDIS_TASK
 from delayline.contract.topology import Topology
 from delayline.core.identifiers import partition_transactional_id
+from delayline.errors import FormatVersionError
 from delayline.holds.hold import Deliver, RunSettings
 from delayline.holds.redis.config import RedisHoldConfig
 from delayline.holds.redis.store import RedisStore, TaskRecord
@@ -37,6 +39,7 @@ def owner_json(config: RunSettings) -> str:
     t = config.topology
     return json.dumps(
         {
+            "format": REDIS_TASK.current,
             "txn": config.transactional_id,
             "commits": t.commits_topic,
             "dead_letters": t.dead_letter_topic,
@@ -93,7 +96,9 @@ def take_over(
             continue
         try:
             written = _finish_as_owner(store, config, record, deliver)
-        except Exception as exc:  # any failure: leave it for a later try
+        except FormatVersionError:
+            raise  # a newer release's data: a later try meets it again; stop and say so
+        except Exception as exc:  # any other failure: leave it for a later try
             log.warning(
                 "could not finish batch %d partition %d of silent run %s (%s: %s); "
                 "tried again once its lease ends",
@@ -120,6 +125,7 @@ def _finish_as_owner(
     store: RedisStore, config: RunSettings, record: TaskRecord, deliver: Deliver
 ) -> str:
     owner = json.loads(record.owner)
+    REDIS_TASK.check(int(owner.get("format", 1)), f"Redis task {record.run}/{record.partition}")
     theirs = as_owner(config, owner)
     events = store.record_events(record, theirs.max_lateness_ms)
     txn = partition_transactional_id(owner["txn"], record.partition)

@@ -3,7 +3,9 @@ committer and the API: a committer stopped (SIGSTOP) with deliveries due fires t
 committer-down alert and, its deliveries late, the lateness alert; a SIGKILLed pipeline
 fires the pipeline-down alert; each in Prometheus's own ``/api/v1/alerts``. (A target
 rate below the offered load does not make deliveries late: lateness counts from the
-time the rate releases a delivery, and pacing has its own figures.)
+time the rate releases a delivery; ``DelaylinePacingBehind`` is that alert.) The pipeline
+and the committer log with ``--log-format json``: every line of theirs, Spark's
+included, must be a JSON log record.
 
 The rules are ``ops/prometheus/rules.yml`` as shipped, except that every ``for:`` is
 shortened to a few seconds (minutes there) so the test takes a couple of minutes; the
@@ -11,6 +13,7 @@ expressions and thresholds are the shipped ones."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -136,6 +139,8 @@ def test_a_real_prometheus_fires_the_lateness_and_the_pipeline_down_alerts(
         "2",
         "--metrics-port",
         str(pipeline_port),
+        "--log-format",
+        "json",
     )
     pipeline = PipelineProcess(kafka_bootstrap, args, ARTIFACTS / f"prometheus-{query}.log")
     committer = PipelineProcess(
@@ -148,6 +153,8 @@ def test_a_real_prometheus_fires_the_lateness_and_the_pipeline_down_alerts(
             "2",
             "--metrics-port",
             str(committer_port),
+            "--log-format",
+            "json",
         ),
         ARTIFACTS / f"prometheus-{query}-second.log",
         command="committer",
@@ -214,6 +221,16 @@ def test_a_real_prometheus_fires_the_lateness_and_the_pipeline_down_alerts(
         assert prometheus.firing("DelaylineCommitterDown") == []  # the committer runs on
         assert prometheus.value('up{job="delayline-committer"}') == 1
         assert committer.terminate() == 0, committer.tail()
+        for process in (pipeline, committer):  # --log-format json: every line, Spark's too
+            _every_line_is_a_json_log_record(process.log_path.read_text())
+
+
+def _every_line_is_a_json_log_record(log: str) -> None:
+    lines = [line for line in log.splitlines() if line.strip()]
+    assert len(lines) > 5, log
+    for line in lines:
+        record = json.loads(line)  # fails the test on a line that is not JSON
+        assert {"time", "level", "logger", "message"} <= record.keys(), line
 
 
 def _at(ms: int) -> datetime:

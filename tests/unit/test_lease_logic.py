@@ -15,11 +15,13 @@ def test_members_are_judged_by_host_and_pid() -> None:
     assert Holder.parse(Holder("h", 1, "/a|b").client_id()) == Holder("h", 1, "/a|b")
 
 
-def test_a_member_with_this_processs_own_pid_is_a_dead_predecessor() -> None:
-    """A container restarted in its pod: same host name, and the same PID as the holder
-    that died; it has not joined yet, so that member cannot be itself."""
+def test_a_member_that_is_this_process_is_a_dead_predecessor() -> None:
+    """A container restarted in its pod: same host name, checkpoint and PID as the holder
+    that died; it has not joined yet, so that member cannot be itself. Another PID, or
+    another checkpoint (two pipelines of one process), is a running holder."""
     before = Holder("pod-0", 1, "/c").client_id()
-    running, maybe = judge([before], "pod-0", lambda pid: True, own_pid=1)
+    running, maybe = judge([before], "pod-0", lambda pid: True, Holder("pod-0", 1, "/c"))
     assert (running, maybe) == ([], [])
-    running, _ = judge([before], "pod-0", lambda pid: True, own_pid=7)
-    assert running == ["pid 1 on host pod-0, checkpoint /c"]
+    for me in (Holder("pod-0", 7, "/c"), Holder("pod-0", 1, "/other")):
+        running, _ = judge([before], "pod-0", lambda pid: True, me)
+        assert running == ["pid 1 on host pod-0, checkpoint /c"]

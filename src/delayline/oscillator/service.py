@@ -19,6 +19,7 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaError, Producer, TopicPar
 
 from delayline.contract import OutgoingRecord
 from delayline.core.clock import Clock, SystemClock
+from delayline.core.http_server import LoggingHTTPServer
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.produce import produce
@@ -270,7 +271,7 @@ def _serve_metrics(stats: OscillatorStats, host: str, port: int) -> ThreadingHTT
         def log_message(self, format: str, *args: Any) -> None:
             pass  # no line per scrape
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    server = LoggingHTTPServer((host, port), Handler)
     threading.Thread(target=server.serve_forever, name="oscillator-metrics", daemon=True).start()
     log.info("oscillator metrics on http://%s:%d/metrics", host, server.server_address[1])
     return server

@@ -69,13 +69,14 @@ class Holder:
 
 
 def judge(
-    client_ids: list[str], host: str, alive: Callable[[int], bool], own_pid: int | None = None
+    client_ids: list[str], host: str, alive: Callable[[int], bool], me: Holder | None = None
 ) -> tuple[list[str], list[str]]:
     """The members that surely run (of this host, PID alive) and those that may (of
     another host, or not ours); members of this host whose PID is gone are left out, and
-    so is one with ``own_pid``, this process's: it has not joined yet, so that member is
-    a dead predecessor that had the same PID (a container restarted on the same pod
-    keeps its host name, and its first process often gets the same PID)."""
+    so is one equal to ``me`` (this process, host, PID and checkpoint): it has not joined
+    yet, so that member is a dead predecessor on the same checkpoint that had the same
+    PID (a container restarted in its pod keeps its host name and volume, and its first
+    process often gets the same PID)."""
     running, maybe = [], []
     for client_id in client_ids:
         holder = Holder.parse(client_id)
@@ -83,7 +84,7 @@ def judge(
             maybe.append(f"a client {client_id!r}")
         elif holder.host != host:
             maybe.append(str(holder))
-        elif holder.pid != own_pid and alive(holder.pid):
+        elif holder != me and alive(holder.pid):
             running.append(str(holder))
     return running, maybe
 
@@ -124,7 +125,7 @@ class QueryLease:
         """
         deadline = time.monotonic() + (self.session_timeout_ms + 3_000) / 1000
         while True:
-            running, maybe = judge(self._members(), self.me.host, alive, self.me.pid)
+            running, maybe = judge(self._members(), self.me.host, alive, self.me)
             holders = running + maybe
             if not holders:
                 return

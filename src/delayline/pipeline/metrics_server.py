@@ -13,13 +13,14 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from delayline.core.clock import Clock, SystemClock
+from delayline.core.http_server import LoggingHTTPServer
 from delayline.core.units import format_duration_ms
 from delayline.kafka.topics import cluster_brokers
 from delayline.pipeline.metrics import PipelineMetrics
@@ -137,7 +138,7 @@ class MetricsServer:
         if readiness is not None:
             metrics.watch_readiness(readiness.reasons)
         handler = _handler(metrics, readiness, tuple(liveness))
-        self._server = ThreadingHTTPServer((host, port), handler)
+        self._server = LoggingHTTPServer((host, port), handler)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="delayline-metrics", daemon=True
         )

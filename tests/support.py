@@ -61,13 +61,20 @@ def contract_args(topics: Topics) -> list[str]:
     return out + ([] if topics.timers is None else ["--timer-request-topic", topics.timers])
 
 
-def pipeline_args(topics: Topics, checkpoint: Path, *extra: str) -> list[str]:
+def topic_flags(topics: Topics) -> list[str]:
+    """The flags naming ``topics``' schedules, dead-letter, history and commits topics."""
     return [
         "--schedules-topic", topics.schedules,
         "--schedules-topic", topics.schedules_b,
         "--dead-letter-topic", topics.dead_letters,
         "--history-topic", topics.history,
         "--commits-topic", topics.commits,
+    ]  # fmt: skip
+
+
+def pipeline_args(topics: Topics, checkpoint: Path, *extra: str) -> list[str]:
+    return [
+        *topic_flags(topics),
         "--checkpoint-dir", str(checkpoint),
         "--trigger-interval", "500ms",
         "--shuffle-partitions", "2",
@@ -80,16 +87,7 @@ def pipeline_args(topics: Topics, checkpoint: Path, *extra: str) -> list[str]:
 def committer_args(topics: Topics, query: str, name: str, *extra: str) -> list[str]:
     """The flags of a ``delayline committer`` named ``name`` beside the pipeline of
     ``query`` over ``topics``."""
-    return [
-        "--schedules-topic", topics.schedules,
-        "--schedules-topic", topics.schedules_b,
-        "--dead-letter-topic", topics.dead_letters,
-        "--history-topic", topics.history,
-        "--commits-topic", topics.commits,
-        "--query-name", query,
-        "--name", name,
-        *extra,
-    ]  # fmt: skip
+    return [*topic_flags(topics), "--query-name", query, "--name", name, *extra]
 
 
 @dataclass

@@ -48,17 +48,24 @@ def config_of(bootstrap: str, topics: Topics, name: str, url: str, prefix: str) 
     )
 
 
+def two_pipelines(
+    bootstrap: str, redis_url: str
+) -> tuple[str, Topics, PipelineConfig, RedisHold, RedisHold]:
+    """Two pipelines' Redis holds under one fresh prefix: A's (the owner, on its topics)
+    and B's (on topics of its own)."""
+    prefix = f"takeover-{uuid.uuid4().hex[:6]}"
+    topics_a, topics_b = make_topics(bootstrap), make_topics(bootstrap)
+    owner = config_of(bootstrap, topics_a, f"{prefix}-a", redis_url, prefix)
+    hold_a = RedisHold(owner, deliver_as)
+    hold_b = RedisHold(config_of(bootstrap, topics_b, f"{prefix}-b", redis_url, prefix), deliver_as)
+    return prefix, topics_a, owner, hold_a, hold_b
+
+
 def test_a_silent_pipelines_claims_are_delivered_once_by_another(
     kafka_bootstrap: str, redis_url: str, tmp_path: Path
 ) -> None:
-    prefix = f"takeover-{uuid.uuid4().hex[:6]}"
     target = create_topic(kafka_bootstrap, unique_topic("target"))
-    topics_a, topics_b = make_topics(kafka_bootstrap), make_topics(kafka_bootstrap)
-    owner = config_of(kafka_bootstrap, topics_a, f"{prefix}-a", redis_url, prefix)
-    hold_a = RedisHold(owner, deliver_as)
-    hold_b = RedisHold(
-        config_of(kafka_bootstrap, topics_b, f"{prefix}-b", redis_url, prefix), deliver_as
-    )
+    prefix, topics_a, owner, hold_a, hold_b = two_pipelines(kafka_bootstrap, redis_url)
     run_a = f"{owner.query_name}@1"
     now = SystemClock().now_ms()
     due_s = (now + 300) / 1000
@@ -115,13 +122,7 @@ def test_a_silent_runs_task_of_a_newer_release_stops_the_taker_and_stays(
 ) -> None:
     """Retrying it at every lease end would never deliver it: the taker stops and says why,
     and the record stays for a release that reads it."""
-    prefix = f"takeover-{uuid.uuid4().hex[:6]}"
-    topics_a, topics_b = make_topics(kafka_bootstrap), make_topics(kafka_bootstrap)
-    owner = config_of(kafka_bootstrap, topics_a, f"{prefix}-a", redis_url, prefix)
-    hold_a = RedisHold(owner, deliver_as)
-    hold_b = RedisHold(
-        config_of(kafka_bootstrap, topics_b, f"{prefix}-b", redis_url, prefix), deliver_as
-    )
+    prefix, _, owner, hold_a, hold_b = two_pipelines(kafka_bootstrap, redis_url)
     run_a = f"{owner.query_name}@1"
     now = SystemClock().now_ms()
     newer = json.dumps({**json.loads(owner_json(owner)), "format": REDIS_TASK.current + 1})

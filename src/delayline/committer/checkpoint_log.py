@@ -5,6 +5,7 @@ pipeline has read it (:mod:`delayline.committer.watch`)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -25,17 +26,26 @@ def checkpoint_positions(checkpoint_dir: Path, batch_id: int) -> dict[tuple[str,
         return {}
     out: dict[tuple[str, int], int] = {}
     for line in lines:
+        out.update(kafka_offsets(line))
+    return out
+
+
+def kafka_offsets(source: object) -> dict[tuple[str, int], int]:
+    """A Spark Kafka source's offsets (``{"topic": {"partition": offset}}``, as JSON text
+    or parsed) by (topic, partition); empty for anything else (another source)."""
+    if isinstance(source, str):
         try:
-            source = json.loads(line)
+            source = json.loads(source)
         except ValueError:
-            continue
-        if not isinstance(source, dict):
-            continue
-        for topic, parts in source.items():
-            if isinstance(parts, dict):
-                for part, offset in parts.items():
-                    if isinstance(offset, int) and str(part).isdigit():
-                        out[(topic, int(part))] = offset
+            return {}
+    out: dict[tuple[str, int], int] = {}
+    if not isinstance(source, Mapping):
+        return out
+    for topic, parts in source.items():
+        if isinstance(parts, Mapping):
+            for part, offset in parts.items():
+                if isinstance(offset, int) and str(part).isdigit():
+                    out[(str(topic), int(part))] = offset
     return out
 
 

@@ -29,12 +29,14 @@ def claim_format(checkpoint_dir: Path) -> int:
         ConfigError: the file is there but unreadable (say what to do with it).
     """
     path = checkpoint_dir / FORMAT_FILE
-    found = _read(path) if path.exists() else (1 if _has_state(checkpoint_dir) else None)
-    if found is not None:
-        CHECKPOINT.check(found, f"checkpoint {checkpoint_dir}")
-    if found is None or found < CHECKPOINT.current or not path.exists():
+    if path.exists():
+        found = _read(path)
+    else:  # a new checkpoint, or one written before formats were recorded (1)
+        found = 1 if _has_state(checkpoint_dir) else CHECKPOINT.current
+    CHECKPOINT.check(found, f"checkpoint {checkpoint_dir}")
+    if not path.exists() or found < CHECKPOINT.current:
         _write(path)
-    return CHECKPOINT.current if found is None else found
+    return found
 
 
 def _read(path: Path) -> int:

@@ -3,7 +3,6 @@ figures at scrape time: pacing, the waker, readiness and garbage collections."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 
 from prometheus_client.core import (
@@ -15,7 +14,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from delayline.committer.config import CommitterStatus
-from delayline.core.clock import Clock, SystemClock
+from delayline.core.cached import Cached
+from delayline.core.clock import Clock
 from delayline.core.heap import PAUSE_BUCKETS_S, GcPauses
 from delayline.pipeline.wake import WakerStats
 
@@ -33,11 +33,9 @@ class InflightCollector(Collector):
         every_ms: int = 60_000,
     ) -> None:
         self.topic = topic
-        self.count = count
-        self.clock = clock or SystemClock()
-        self.every_ms = every_ms
-        self._lock = threading.Lock()
-        self._asked: tuple[int, int | None] | None = None
+        self._count = Cached(count, every_ms, clock)
+        # An answer of None (Kafka did not give one): the last one stands.
+        self._last: int | None = None
 
     def collect(self) -> Iterator[Metric]:
         family = GaugeMetricFamily(
@@ -46,15 +44,10 @@ class InflightCollector(Collector):
             "them all between them.",
             labels=["topic"],
         )
-        now_ms = self.clock.now_ms()
-        with self._lock:
-            if self._asked is None or now_ms - self._asked[0] >= self.every_ms:
-                found = self.count()
-                last = None if self._asked is None else self._asked[1]
-                self._asked = (now_ms, last if found is None else found)
-            partitions = self._asked[1]
-        if partitions is not None:
-            family.add_metric([self.topic], partitions)
+        found = self._count()
+        self._last = self._last if found is None else found
+        if self._last is not None:
+            family.add_metric([self.topic], self._last)
         yield family
 
 

@@ -10,16 +10,16 @@ batching on need a few thousand wait by design (up to ``--batch-records``, or
 
 from __future__ import annotations
 
-import json
 import logging
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from delayline.core.clock import Clock, SystemClock
+from delayline.committer.checkpoint_log import kafka_offsets
+from delayline.core.cached import Cached
+from delayline.core.clock import Clock
 from delayline.errors import KafkaUnavailableError
 
 log = logging.getLogger(__name__)
@@ -35,20 +35,8 @@ def batch_ends(progress: Mapping[str, Any]) -> Positions:
     """
     out: Positions = {}
     for source in progress.get("sources") or []:
-        end = source.get("endOffset") if isinstance(source, Mapping) else None
-        if isinstance(end, str):
-            try:
-                end = json.loads(end)
-            except ValueError:
-                continue
-        if not isinstance(end, Mapping):
-            continue
-        for topic, parts in end.items():
-            if not isinstance(parts, Mapping):
-                continue
-            for part, offset in parts.items():
-                if isinstance(offset, int) and str(part).isdigit():
-                    out[(str(topic), int(part))] = offset
+        if isinstance(source, Mapping):
+            out.update(kafka_offsets(source.get("endOffset")))
     return out
 
 
@@ -81,10 +69,7 @@ class InputLag(Collector):
     ) -> None:
         self.read = read
         self.ends = ends
-        self.clock = clock or SystemClock()
-        self.every_ms = every_ms
-        self._lock = threading.Lock()
-        self._asked: tuple[int, dict[str, int]] | None = None
+        self._lag = Cached(self._measure, every_ms, clock, keep=lambda lag: lag is not None)
 
     def collect(self) -> Iterator[Metric]:
         family = GaugeMetricFamily(
@@ -92,22 +77,18 @@ class InputLag(Collector):
             "Records of an input topic after where the last micro-batch stopped reading.",
             labels=["topic"],
         )
-        for topic, n in sorted(self._lag().items()):
+        for topic, n in sorted((self._lag() or {}).items()):
             family.add_metric([topic], n)
         yield family
 
-    def _lag(self) -> dict[str, int]:
-        now_ms = self.clock.now_ms()
-        with self._lock:
-            if self._asked is not None and now_ms - self._asked[0] < self.every_ms:
-                return self._asked[1]
-            read = self.read()
-            if not read:  # no batch yet: nothing to ask Kafka
-                return {}
-            try:
-                lag = lag_by_topic(read, self.ends(sorted(read)))
-            except KafkaUnavailableError as exc:
-                log.debug("input lag not measured: %s", exc)
-                lag = {}
-            self._asked = (now_ms, lag)
-            return lag
+    def _measure(self) -> dict[str, int] | None:
+        """The lag by topic; ``None`` before the first batch (nothing to ask Kafka yet,
+        and nothing kept: the next scrape asks again)."""
+        read = self.read()
+        if not read:
+            return None
+        try:
+            return lag_by_topic(read, self.ends(sorted(read)))
+        except KafkaUnavailableError as exc:
+            log.debug("input lag not measured: %s", exc)
+            return {}

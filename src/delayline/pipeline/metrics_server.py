@@ -19,6 +19,7 @@ from typing import Any
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from delayline.core.cached import Cached
 from delayline.core.clock import Clock, SystemClock
 from delayline.core.http_server import LoggingHTTPServer
 from delayline.core.units import format_duration_ms
@@ -59,22 +60,13 @@ class Readiness:
     ) -> None:
         self.kafka_probe = kafka_probe
         self.checks = tuple(checks)
-        self.clock = clock or SystemClock()
-        self.probe_every_ms = probe_every_ms
-        self._lock = threading.Lock()
-        self._probed: tuple[int, str | None] | None = None
+        self._kafka = Cached(kafka_probe, probe_every_ms, clock)
 
     def reasons(self) -> list[str]:
         """Why the process is not ready; empty when it is."""
         reasons = failing(self.checks)
-        kafka = self._kafka(self.clock.now_ms())
+        kafka = self._kafka()
         return reasons if kafka is None else [*reasons, kafka]
-
-    def _kafka(self, now_ms: int) -> str | None:
-        with self._lock:  # one probe at a time; the others wait for its answer
-            if self._probed is None or now_ms - self._probed[0] >= self.probe_every_ms:
-                self._probed = (now_ms, self.kafka_probe())
-            return self._probed[1]
 
 
 def kafka_probe(bootstrap_servers: str, timeout_s: float = 2.0) -> Callable[[], str | None]:

@@ -18,7 +18,6 @@ from delayline.client import ClientConfig, Scheduler
 from delayline.contract.topology import Topology
 from delayline.dev.harness import PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
-from delayline.infra.ports import free_port
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 
@@ -185,20 +184,15 @@ def running_stack(
     bootstrap: str, tmp: pytest.TempPathFactory, token: str, contracts: bool = False
 ) -> Iterator[tuple[RunningPipeline, str]]:
     """A pipeline with its metrics server and the API over it: (pipeline, API URL)."""
-    metrics_port = free_port()
     with (
         running_pipeline(
-            bootstrap,
-            tmp.mktemp("checkpoint"),
-            "--metrics-port",
-            str(metrics_port),
-            contracts=contracts,
+            bootstrap, tmp.mktemp("checkpoint"), "--metrics-port", "0", contracts=contracts
         ) as pipeline,
         running_api(
             pipeline,
             tmp.mktemp("catalog") / "catalog.db",
             token,
-            f"http://127.0.0.1:{metrics_port}",
+            pipeline.process.metrics_url(),
         ) as url,
     ):
         yield pipeline, url

@@ -16,7 +16,6 @@ from delayline.core.identifiers import committer_group, committer_name, transact
 from delayline.dev.harness import DeliveryCollector, PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.fire.inflight import inflight_partition
-from delayline.infra.ports import free_port
 from delayline.kafka.groups import group_members
 from tests.support import ARTIFACTS, eventually, make_topics, pipeline_args
 
@@ -53,7 +52,6 @@ def test_a_committer_killed_mid_run_leaves_its_partitions_to_the_other(
         ARTIFACTS / f"committers-{query}.log",
     )
     flags = dict(zip(args[::2], args[1::2], strict=False))
-    metrics_port = free_port()
     second = PipelineProcess(
         kafka_bootstrap,
         [
@@ -66,7 +64,7 @@ def test_a_committer_killed_mid_run_leaves_its_partitions_to_the_other(
             "--inflight-partitions", str(PARTITIONS),
             "--name", "worker-1",
             "--session-timeout", f"{SESSION_TIMEOUT_MS}ms",
-            "--metrics-port", str(metrics_port),
+            "--metrics-port", "0",
         ],
         ARTIFACTS / f"committers-{query}-worker-1.log",
         command="committer",
@@ -84,7 +82,7 @@ def test_a_committer_killed_mid_run_leaves_its_partitions_to_the_other(
         pipeline.wait_ready()
         second.start()
         second.wait_ready(60, "committer worker-1 ready")
-        ready = f"http://127.0.0.1:{metrics_port}/readyz"
+        ready = f"{second.metrics_url()}/readyz"
         eventually(lambda: httpx.get(ready).json() == {"status": "ready"}, 10, "/readyz ready")
         deadline = time.monotonic() + 30
         while len(owned().get("worker-1", [])) != PARTITIONS // 2:

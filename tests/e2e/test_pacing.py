@@ -20,7 +20,6 @@ from delayline.client import ClientConfig, Scheduler
 from delayline.contract.headers import EPOCH, parse_epoch_ms
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
-from delayline.infra.ports import free_port
 from tests.support import ARTIFACTS, make_topics, pipeline_args
 
 RATE = 2_000
@@ -62,10 +61,9 @@ def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     rated = create_topic(kafka_bootstrap, unique_topic("rated"), partitions=2)
     spread = create_topic(kafka_bootstrap, unique_topic("spread"), partitions=2)
     checkpoint = tmp_path_factory.mktemp("pacing") / "checkpoint"
-    port = free_port()
     args = pipeline_args(
         topics, checkpoint, "--target-rate", f"{rated}={RATE}/s", "--lead", LEAD,
-        "--metrics-port", str(port),
+        "--metrics-port", "0",
     )  # fmt: skip
     process = PipelineProcess(kafka_bootstrap, args, ARTIFACTS / f"pacing-{topics.schedules}.log")
     config = ClientConfig(bootstrap_servers=kafka_bootstrap, schedules_topic=topics.schedules)
@@ -88,7 +86,7 @@ def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
             for i in range(KILLED_BURST):
                 client.schedule(f"k{i}", b"k", rated, at=_at(killed_due + (i * 7919) % 1000))
         assert int(time.time() * 1000) < window_due - 10_000, "writing took too long"
-        url = f"http://127.0.0.1:{port}"
+        url = pipeline.metrics_url()
         yield Run(pipeline, to_rated, to_spread, burst_due, killed_due, window_due, url, rated)
         assert pipeline.terminate() == 0, pipeline.tail()
 

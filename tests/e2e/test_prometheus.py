@@ -35,6 +35,7 @@ from delayline.dev.testing import create_topic, unique_topic
 from delayline.infra.ports import free_port
 from tests.support import (
     ARTIFACTS,
+    Topics,
     api_over,
     committer_args,
     eventually,
@@ -67,6 +68,7 @@ class Prometheus:
     """``prometheus`` on loopback with its own data directory."""
 
     def __init__(self, workdir: Path, targets: dict[str, str]) -> None:
+        self.targets = targets
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         (workdir / "rules.yml").write_text(shortened(RULES.read_text()))
@@ -94,6 +96,18 @@ class Prometheus:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
+
+    def target_of(self, job: str) -> str:
+        """The ``host:port`` scraped for ``job`` (the ``instance`` label of its series)."""
+        return self.targets[job]
+
+    def ready(self) -> bool:
+        """Whether it answers as ready; raises if it exited (its port taken, say)."""
+        if self.proc.poll() is not None:
+            raise AssertionError(
+                f"prometheus exited with {self.proc.returncode}, see {self.log.name}"
+            )
+        return _answers(self.url)
 
     def alerts(self) -> list[dict[str, Any]]:
         answer = httpx.get(f"{self.url}/api/v1/alerts", timeout=5).json()
@@ -129,7 +143,6 @@ def test_a_real_prometheus_fires_the_lateness_and_the_pipeline_down_alerts(
     topics = make_topics(kafka_bootstrap)
     target = create_topic(kafka_bootstrap, unique_topic("slow"), partitions=2)
     query = f"prom{int(time.time() * 1000)}"
-    pipeline_port, committer_port = free_port(), free_port()
     args = pipeline_args(
         topics,
         tmp_path / "checkpoint",
@@ -138,7 +151,7 @@ def test_a_real_prometheus_fires_the_lateness_and_the_pipeline_down_alerts(
         "--inflight-partitions",
         "2",
         "--metrics-port",
-        str(pipeline_port),
+        "0",
         "--log-format",
         "json",
     )
@@ -152,7 +165,7 @@ def test_a_real_prometheus_fires_the_lateness_and_the_pipeline_down_alerts(
             "--inflight-partitions",
             "2",
             "--metrics-port",
-            str(committer_port),
+            "0",
             "--log-format",
             "json",
         ),
@@ -163,66 +176,77 @@ def test_a_real_prometheus_fires_the_lateness_and_the_pipeline_down_alerts(
         pipeline,
         committer,
         api_over(kafka_bootstrap, topics, tmp_path / "catalog.db", "t0ken") as api_url,
-        running_prometheus(
-            prometheus_dir,
-            {
-                "delayline-pipeline": f"127.0.0.1:{pipeline_port}",
-                "delayline-committer": f"127.0.0.1:{committer_port}",
-                "delayline-api": api_url.removeprefix("http://"),
-            },
-        ) as prometheus,
     ):
         pipeline.start()
         committer.start()
         pipeline.wait_ready()
         committer.wait_ready(60, "committer second ready")
-        eventually(lambda: prometheus.value('sum(up{job=~"delayline-.*"})') == 3, 30, "3 up")
-        eventually(lambda: prometheus.value("min(delayline_ready)") == 1, 60, "all ready")
-        assert prometheus.firing("DelaylinePipelineDown") == []
-        assert prometheus.firing("DelaylineLatenessHigh") == []
+        pipeline_at = pipeline.metrics_url().removeprefix("http://")
+        committer_at = committer.metrics_url().removeprefix("http://")
+        jobs = {
+            "delayline-pipeline": pipeline_at,
+            "delayline-committer": committer_at,
+            "delayline-api": api_url.removeprefix("http://"),
+        }
+        with running_prometheus(prometheus_dir, jobs) as prometheus:
+            _alerts_fire(kafka_bootstrap, topics, target, pipeline, committer, prometheus)
 
-        # The second committer owns an in-flight partition; what it is handed is due in
-        # 10 s, and it is stopped (SIGSTOP) from 3 s before until 12 s after: its
-        # scrape fails, and its deliveries go out about 12 s late (by it once it runs
-        # again, or by the pipeline's committer once the group gives it the partition).
-        owned = 'delayline_committer_partitions{committer="second"}'
-        eventually(lambda: (prometheus.value(owned) or 0) >= 1, 60, "second owns a partition")
-        due_ms = int(time.time() * 1000) + 10_000
-        config = ClientConfig(bootstrap_servers=kafka_bootstrap, schedules_topic=topics.schedules)
-        with Scheduler(config) as client:
-            for i in range(SCHEDULES):
-                client.schedule(f"late-{i}", b"x", target, at=_at(due_ms + i % 1000))
-        pending = 'delayline_committer_pending{committer="second"}'
-        eventually(lambda: (prometheus.value(pending) or 0) > 0, 30, "second handed some")
-        time.sleep(max(0.0, (due_ms - 3_000) / 1000 - time.time()))
-        assert committer.proc is not None
-        os.killpg(committer.proc.pid, signal.SIGSTOP)
-        try:
-            stopped = eventually(lambda: prometheus.firing("DelaylineCommitterDown"), 30, "down")
-            assert stopped[0]["labels"]["instance"] == f"127.0.0.1:{committer_port}"
-            time.sleep(max(0.0, (due_ms + 12_000) / 1000 - time.time()))
-        finally:
-            os.killpg(committer.proc.pid, signal.SIGCONT)
-        late = eventually(lambda: prometheus.firing("DelaylineLatenessHigh"), 90, "late alert")
-        p99 = prometheus.value("delayline:lateness_seconds:p99_5m")
-        assert p99 is not None
-        assert p99 > 1
-        after_s = time.time() - due_ms / 1000
-        print(f"\nDelaylineLatenessHigh firing {after_s:.1f} s after the due time, p99 {p99:.1f} s")
-        assert late[0]["labels"]["severity"] == "critical"
-        eventually(lambda: not prometheus.firing("DelaylineCommitterDown"), 60, "second back")
 
-        assert prometheus.firing("DelaylineCommitterDown") == []
-        pipeline.kill()
-        killed = time.monotonic()
-        down = eventually(lambda: prometheus.firing("DelaylinePipelineDown"), 60, "down alert")
-        print(f"DelaylinePipelineDown firing {time.monotonic() - killed:.1f} s after the SIGKILL")
-        assert down[0]["labels"]["instance"] == f"127.0.0.1:{pipeline_port}"
-        assert prometheus.firing("DelaylineCommitterDown") == []  # the committer runs on
-        assert prometheus.value('up{job="delayline-committer"}') == 1
-        assert committer.terminate() == 0, committer.tail()
-        for process in (pipeline, committer):  # --log-format json: every line, Spark's too
-            _every_line_is_a_json_log_record(process.log_path.read_text())
+def _alerts_fire(
+    bootstrap: str,
+    topics: Topics,
+    target: str,
+    pipeline: PipelineProcess,
+    committer: PipelineProcess,
+    prometheus: Prometheus,
+) -> None:
+    eventually(lambda: prometheus.value('sum(up{job=~"delayline-.*"})') == 3, 30, "3 up")
+    eventually(lambda: prometheus.value("min(delayline_ready)") == 1, 60, "all ready")
+    assert prometheus.firing("DelaylinePipelineDown") == []
+    assert prometheus.firing("DelaylineLatenessHigh") == []
+
+    # The second committer owns an in-flight partition; what it is handed is due in
+    # 10 s, and it is stopped (SIGSTOP) from 3 s before until 12 s after: its
+    # scrape fails, and its deliveries go out about 12 s late (by it once it runs
+    # again, or by the pipeline's committer once the group gives it the partition).
+    owned = 'delayline_committer_partitions{committer="second"}'
+    eventually(lambda: (prometheus.value(owned) or 0) >= 1, 60, "second owns a partition")
+    due_ms = int(time.time() * 1000) + 10_000
+    config = ClientConfig(bootstrap_servers=bootstrap, schedules_topic=topics.schedules)
+    with Scheduler(config) as client:
+        for i in range(SCHEDULES):
+            client.schedule(f"late-{i}", b"x", target, at=_at(due_ms + i % 1000))
+    pending = 'delayline_committer_pending{committer="second"}'
+    eventually(lambda: (prometheus.value(pending) or 0) > 0, 30, "second handed some")
+    time.sleep(max(0.0, (due_ms - 3_000) / 1000 - time.time()))
+    assert committer.proc is not None
+    os.killpg(committer.proc.pid, signal.SIGSTOP)
+    try:
+        stopped = eventually(lambda: prometheus.firing("DelaylineCommitterDown"), 30, "down")
+        assert stopped[0]["labels"]["instance"] == prometheus.target_of("delayline-committer")
+        time.sleep(max(0.0, (due_ms + 12_000) / 1000 - time.time()))
+    finally:
+        os.killpg(committer.proc.pid, signal.SIGCONT)
+    late = eventually(lambda: prometheus.firing("DelaylineLatenessHigh"), 90, "late alert")
+    p99 = prometheus.value("delayline:lateness_seconds:p99_5m")
+    assert p99 is not None
+    assert p99 > 1
+    after_s = time.time() - due_ms / 1000
+    print(f"\nDelaylineLatenessHigh firing {after_s:.1f} s after the due time, p99 {p99:.1f} s")
+    assert late[0]["labels"]["severity"] == "critical"
+    eventually(lambda: not prometheus.firing("DelaylineCommitterDown"), 60, "second back")
+
+    assert prometheus.firing("DelaylineCommitterDown") == []
+    pipeline.kill()
+    killed = time.monotonic()
+    down = eventually(lambda: prometheus.firing("DelaylinePipelineDown"), 60, "down alert")
+    print(f"DelaylinePipelineDown firing {time.monotonic() - killed:.1f} s after the SIGKILL")
+    assert down[0]["labels"]["instance"] == prometheus.target_of("delayline-pipeline")
+    assert prometheus.firing("DelaylineCommitterDown") == []  # the committer runs on
+    assert prometheus.value('up{job="delayline-committer"}') == 1
+    assert committer.terminate() == 0, committer.tail()
+    for process in (pipeline, committer):  # --log-format json: every line, Spark's too
+        _every_line_is_a_json_log_record(process.log_path.read_text())
 
 
 def _every_line_is_a_json_log_record(log: str) -> None:
@@ -241,7 +265,7 @@ def _at(ms: int) -> datetime:
 def running_prometheus(workdir: Path, targets: dict[str, str]) -> Iterator[Prometheus]:
     prometheus = Prometheus(workdir, targets)
     try:
-        eventually(lambda: _answers(prometheus.url), 30, "prometheus ready")
+        eventually(prometheus.ready, 30, "prometheus ready")
         yield prometheus
     finally:
         prometheus.stop()

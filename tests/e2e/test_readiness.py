@@ -98,14 +98,13 @@ def test_pipeline_readyz_and_a_quiet_ctrl_c(kafka_bootstrap: str, tmp_path: Path
     (SIGINT to the process group, as a terminal sends it) stops it after the batch in
     flight, exit 0, no traceback."""
     topics = make_topics(kafka_bootstrap)
-    port = free_port()
     log = ARTIFACTS / f"readiness-{topics.schedules}.log"
-    args = pipeline_args(topics, tmp_path / "checkpoint", "--metrics-port", str(port))
+    args = pipeline_args(topics, tmp_path / "checkpoint", "--metrics-port", "0")
     process = PipelineProcess(kafka_bootstrap, args, log)
     process.start()
     try:
         process.wait_ready()
-        metrics = f"http://127.0.0.1:{port}"
+        metrics = process.metrics_url()
         eventually(lambda: readyz(metrics) == (200, {"status": "ready"}), 30, "pipeline ready")
         producer = Producer(kafka_client_config(kafka_bootstrap))
         for i in range(200):  # invalid (no due time): dead-lettered, a batch to work on

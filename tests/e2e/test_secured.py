@@ -144,10 +144,10 @@ def test_least_privilege_pipeline_cli_and_client_over_sasl_ssl(
 
     checkpoint = tmp_path / "checkpoint"
     log = ARTIFACTS / f"secured-{query}.log"
-    progress, metrics_port = tmp_path / "progress.jsonl", free_port()
+    progress = tmp_path / "progress.jsonl"
     args = ["-b", bootstrap, *topic_flags, "--checkpoint-dir", str(checkpoint),
             "--trigger-interval", "500ms", "--shuffle-partitions", "2", "--query-name", query,
-            "--progress-file", str(progress), "--metrics-port", str(metrics_port)]  # fmt: skip
+            "--progress-file", str(progress), "--metrics-port", "0"]  # fmt: skip
     process = PipelineProcess(bootstrap, args, log)
     as_delayline = {KAFKA_CONFIG_ENV: str(files.delayline_properties)}
     # This process reads the targets as the administrator.
@@ -178,7 +178,7 @@ def test_least_privilege_pipeline_cli_and_client_over_sasl_ssl(
         )
         seen.wait_for(lambda d: len(d) >= COUNT // 3, timeout_s=120)
         cmdlines = command_lines()
-        with httpx.Client(base_url=f"http://127.0.0.1:{metrics_port}", timeout=20) as http:
+        with httpx.Client(base_url=running.metrics_url(), timeout=20) as http:
             answers += every_answer(http, ("/metrics", "/progress"))
             assert http.get("/progress").json()["last_batch"], "no batch in /progress"
         running.kill()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from delayline.core.clock import Clock, SystemClock
 from delayline.errors import InfraError, WaitTimeoutError
 from delayline.infra.procs import kill_until_gone, tree
 from delayline.kafka.reader import private_consumer, to_consumed_record
+
+_METRICS_LINE = re.compile(r"metrics on (http://[^/\s]+)/metrics")
 
 
 class PipelineProcess:
@@ -82,6 +85,20 @@ class PipelineProcess:
                 raise InfraError(f"pipeline exited with {self.proc.returncode}:\n{self.tail()}")
             time.sleep(0.2)
         raise WaitTimeoutError(f"pipeline not ready in {timeout_s} s:\n{self.tail()}")
+
+    def metrics_url(self, timeout_s: float = 180) -> str:
+        """The ``http://host:port`` of the metrics server this run started, as its log
+        says (start it with ``--metrics-port 0``: the kernel picks a port no other
+        process holds, where a port chosen beforehand could be taken meanwhile)."""
+        began = time.monotonic()
+        while time.monotonic() - began < timeout_s:
+            found = _METRICS_LINE.search(self.log_since_start())
+            if found:
+                return found.group(1)
+            if self.proc is not None and self.proc.poll() is not None:
+                raise InfraError(f"pipeline exited with {self.proc.returncode}:\n{self.tail()}")
+            time.sleep(0.2)
+        raise WaitTimeoutError(f"no metrics server in {timeout_s} s:\n{self.tail()}")
 
     def kill(self) -> None:
         """SIGKILL the whole process tree (Spark's Python workers included) and wait."""

@@ -48,6 +48,14 @@ class KafkaUnavailableError(DelaylineError):
     retriable = True
 
 
+class CommitterNameTakenError(DelaylineError):
+    """The group fenced this committer's consumer: a member joined under its name (its
+    static member id). That member is another committer started under the same name,
+    or this very consumer, which joined again after a broker pause swallowed an answer
+    (the group shows the two alike: a static member keeps its first client id). Not
+    retried: the committer stops."""
+
+
 class DeliveryError(DelaylineError):
     """Kafka refused or lost a record the client produced.
 

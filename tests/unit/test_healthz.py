@@ -17,11 +17,10 @@ import pytest
 from delayline.committer import service
 from delayline.committer.broker_clock import BrokerTime
 from delayline.committer.config import CommitterConfig
-from delayline.committer.inflight_reader import CommitterNameTakenError
 from delayline.committer.service import Committer
 from delayline.committer.session import Kept
 from delayline.contract.formats import INFLIGHT
-from delayline.errors import FormatVersionError
+from delayline.errors import CommitterNameTakenError, FormatVersionError
 from delayline.pipeline.metrics import PipelineMetrics
 from delayline.pipeline.metrics_server import MetricsServer, Readiness
 

@@ -181,6 +181,7 @@ def table(result: dict[str, Any]) -> str:
         ("pipeline CPU idle / load (% core)", _pair(f, "cpu_idle_pct", "cpu_load_pct"), None, ""),
     ]  # fmt: skip
     for key in (
+        "broker_cpu_idle_pct",
         "pending_held",
         "restart_ready_s",
         "first_delivery_after_restart_s",

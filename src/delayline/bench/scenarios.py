@@ -253,7 +253,9 @@ def idle(env: BenchEnv, size: Size) -> dict[str, Any]:
     far = time.time_ns() // 1_000_000 + DAY_MS
     write_schedules(env, size.pending, _far(far, size), prefix="far")
     wait_accepted(env, size.pending, 600, "idle")
+    began = time.time()
     window = _idle_window(env, size.duration_s)
+    ended = time.time()
     assert env.sampler is not None
     figures: dict[str, Any] = {
         "pending_held": size.pending,
@@ -261,7 +263,8 @@ def idle(env: BenchEnv, size: Size) -> dict[str, Any]:
         "peak_rss_mb": round(env.sampler.peak_rss_bytes() / 2**20),
         "rss_at_peak_mb": env.sampler.rss_at_peak_mb(),
     }
-    if env.broker_sampler is not None:
+    if env.broker_sampler is not None:  # what the pipeline's idle readers cost the broker
+        figures["broker_cpu_idle_pct"] = _round(env.broker_sampler.cpu_percent(began, ended))
         figures["broker_peak_rss_mb"] = round(env.broker_sampler.peak_rss_bytes() / 2**20)
     return figures
 

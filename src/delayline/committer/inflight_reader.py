@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
 
 from confluent_kafka import (
     Consumer,
@@ -33,9 +32,10 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from delayline.committer.due_plan import DuePlan
+from delayline.committer.ownership import Ownership
 from delayline.committer.pending import Pending
 from delayline.core.clock import Clock
-from delayline.errors import DelaylineError
+from delayline.errors import CommitterNameTakenError
 from delayline.fire.inflight import InflightRecordError, decode_inflight
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import acknowledged_ends, message_headers, stable_ends, watermarks
@@ -55,28 +55,6 @@ between two looks at the clock)."""
 METADATA_REFRESH_MS = 10_000
 """How soon a committer sees partitions added to the in-flight topic (a pipeline started
 with more ``--inflight-partitions``): until then nobody delivers what is handed to them."""
-
-
-class CommitterNameTakenError(DelaylineError):
-    """The group fenced this committer's consumer: a member joined under its name (its
-    static member id). That member is another committer started under the same name,
-    or this very consumer, which joined again after a broker pause swallowed an answer
-    (the group shows the two alike: a static member keeps its first client id)."""
-
-
-class Ownership(Protocol):
-    """What the committer does when the group moves partitions (called on the reader's
-    thread, inside :meth:`InflightReader.poll`)."""
-
-    def assigned(self, partitions: list[int]) -> None:
-        """``partitions`` are ours now: start fencing their earlier owners' producers (so
-        every transaction of theirs is committed or aborted), then call
-        :meth:`InflightReader.fenced` for each. Must not block."""
-
-    def revoked(self, partitions: list[int], *, lost: bool) -> bool:
-        """``partitions`` are no longer ours: finish (or, ``lost``, give up) what is
-        being delivered of them; their next owner delivers the rest. Returns whether
-        everything taken of them was delivered (their offsets may be committed)."""
 
 
 class InflightReader:
@@ -195,8 +173,9 @@ class InflightReader:
             self._read(msgs)
             taken += len(msgs)
             if taken >= READ_SLICE or time.monotonic() > until:
-                return
+                break
             msgs = self._consumer.consume(READ_CHECK, 0)
+        self._take_positions()
 
     def read_to_stop(self) -> bool:
         """Whether everything written before the first call has been read (so a stop
@@ -206,9 +185,7 @@ class InflightReader:
                 p: self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=5)[1]
                 for p in self.owned
             }
-        return all(
-            self._at_end.get(p, -1) >= end for p, end in self._stop_ends.items() if p in self.owned
-        )
+        return all(self._read_to(p) >= end for p, end in self._stop_ends.items() if p in self.owned)
 
     def stable_ends(self, timeout_s: float = 10.0) -> dict[int, int]:
         """Each owned partition's last stable offset now: every hand-over committed by
@@ -217,26 +194,29 @@ class InflightReader:
         Raises:
             KafkaUnavailableError: the offsets could not be read in time.
         """
-        if self._admin is None:
-            self._admin = AdminClient(kafka_client_config(self._bootstrap_servers))
         places = [(self.topic, p) for p in sorted(self.owned)]
-        return {p: end for (_, p), end in stable_ends(self._admin, places, timeout_s).items()}
+        ends = stable_ends(self._admin_client(), places, timeout_s)
+        return {p: end for (_, p), end in ends.items()}
 
     def _acknowledged_end(self, partition: int, timeout_s: float) -> int:
         """``partition``'s high watermark now: open transactions included."""
+        ends = acknowledged_ends(self._admin_client(), [(self.topic, partition)], timeout_s)
+        return ends[(self.topic, partition)]
+
+    def _admin_client(self) -> AdminClient:
         if self._admin is None:
             self._admin = AdminClient(kafka_client_config(self._bootstrap_servers))
-        ends = acknowledged_ends(self._admin, [(self.topic, partition)], timeout_s)
-        return ends[(self.topic, partition)]
+        return self._admin
+
+    def _read_to(self, partition: int) -> int:
+        """The next offset to read in ``partition``: past its records read and its end
+        seen."""
+        return max(self._position.get(partition, 0), self._at_end.get(partition, -1))
 
     def has_read(self, ends: dict[int, int]) -> bool:
         """Whether every partition of ``ends`` still owned is read (into the plan) up to
         its offset there."""
-        return all(
-            max(self._position.get(p, 0), self._at_end.get(p, -1)) >= end
-            for p, end in ends.items()
-            if p in self.owned
-        )
+        return all(self._read_to(p) >= end for p, end in ends.items() if p in self.owned)
 
     def offsets(self, partitions: set[int] | None = None) -> list[TopicPartition]:
         """The offsets a restart may resume from, as of now (see :meth:`commit`), of
@@ -298,8 +278,7 @@ class InflightReader:
         deadline = time.monotonic() + 30
         low, _ = watermarks(self._consumer, TopicPartition(self.topic, partition), deadline)
         high = self._acknowledged_end(partition, max(0.1, deadline - time.monotonic()))
-        read_to = max(self._position.get(partition, 0), self._at_end.get(partition, -1))
-        if high <= low or read_to >= high:
+        if high <= low or self._read_to(partition) >= high:
             self._caught_up(partition)
         else:
             self._catching_up[partition] = high
@@ -394,6 +373,19 @@ class InflightReader:
             plan.add(Pending(partition, offset, key, schedule, now, batch, missed, handed_ms))
             targets.add(schedule.target_topic)
         self._settle(touched)
+
+    def _take_positions(self) -> None:
+        """Note where the consumer stands in each owned partition: past what was taken,
+        and past the transaction markers and aborted records after it, which the end of
+        the partition reports only a fetch (the broker's hold, 500 ms) later."""
+        if not self.owned:
+            return
+        ahead: dict[int, int] = {}
+        for tp in self._consumer.position([TopicPartition(self.topic, p) for p in self.owned]):
+            if tp.error is None and tp.offset > self._read_to(tp.partition):
+                ahead[tp.partition] = tp.offset
+        if ahead:
+            self._settle(ahead)
 
     def _settle(self, read: dict[int, int]) -> None:
         """Note where each partition of ``read`` (partition: the next offset to read) was

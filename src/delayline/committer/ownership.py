@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from confluent_kafka import TopicPartition
 
@@ -26,6 +27,22 @@ from delayline.core.identifiers import committer_transactional_id
 from delayline.fire.refusals import TopicCatalog
 from delayline.fire.report import Delivered
 from delayline.fire.transactional import FireConfig, TransactionalFirer
+
+
+class Ownership(Protocol):
+    """What the committer does when the group moves partitions (called on the reader's
+    thread, inside :meth:`delayline.committer.inflight_reader.InflightReader.poll`)."""
+
+    def assigned(self, partitions: list[int]) -> None:
+        """``partitions`` are ours now: start fencing their earlier owners' producers (so
+        every transaction of theirs is committed or aborted), then call
+        :meth:`delayline.committer.inflight_reader.InflightReader.fenced` for each. Must
+        not block."""
+
+    def revoked(self, partitions: list[int], *, lost: bool) -> bool:
+        """``partitions`` are no longer ours: finish (or, ``lost``, give up) what is
+        being delivered of them; their next owner delivers the rest. Returns whether
+        everything taken of them was delivered (their offsets may be committed)."""
 
 
 class InLanes:

@@ -13,12 +13,11 @@ from dataclasses import replace
 from delayline.committer.arrivals import Arrivals
 from delayline.committer.broker_clock import BrokerTime
 from delayline.committer.config import CommitterConfig, CommitterStatus
-from delayline.committer.inflight_reader import CommitterNameTakenError
 from delayline.committer.pacing import Pacer
 from delayline.committer.session import Kept, Session, Stopping
 from delayline.committer.tally import Tally
 from delayline.core.clock import Clock, SystemClock
-from delayline.errors import DelaylineError, FormatVersionError
+from delayline.errors import CommitterNameTakenError, DelaylineError, FormatVersionError
 from delayline.fire.report import Delivered
 
 log = logging.getLogger(__name__)

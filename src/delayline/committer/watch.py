@@ -75,8 +75,15 @@ POLL_MS = 10
 again while a group waits in a lane (for the watch to read the input)."""
 BATCH = 1_000
 """Records taken from the consumer in one call."""
-FETCH_WAIT_MS = 10
-"""The longest the broker holds the watch's fetch when nothing is new."""
+FETCH_WAIT_MS = 500
+"""The longest the broker holds the watch's fetch when nothing is new. A record, and a
+transaction's records once it ends, are returned as they come whatever the hold (2-3 ms
+here); what a hold delays is the end-of-partition event, one hold after them, which is
+why positions are taken from the consumer (:meth:`InputWatch._take_positions`), which
+moves past a transaction's marker with its last record. Held 10 ms, an idle broker
+answered the watch 100 times a second."""
+REREAD_FETCH_WAIT_MS = 10
+"""The hold of :meth:`InputWatch.reread`'s fetches."""
 READ_AHEAD_MS = 20
 """How long before a delivery's commit time the committer reads the input to its end."""
 
@@ -116,8 +123,6 @@ class InputWatch:
         self._consumer = private_consumer(
             bootstrap_servers,
             "delayline-watch",
-            # A fetch the broker holds open (500 ms by default) returned a transaction's
-            # records only at its end: a delivery waited for them that long.
             overrides={"enable.partition.eof": True, "fetch.wait.max.ms": FETCH_WAIT_MS},
         )
         self._admin = AdminClient(kafka_client_config(bootstrap_servers))
@@ -129,6 +134,8 @@ class InputWatch:
         committer: empty, nothing forgotten, until it has seen a logged batch); ``None``:
         not followed, the time alone decides."""
         self._assigned: list[tuple[str, int]] = []
+        self._watched: list[TopicPartition] = []
+        """:attr:`_assigned`, as the consumer's :meth:`position` takes them."""
 
     def start(
         self,
@@ -157,6 +164,7 @@ class InputWatch:
         # Read from there: what comes before is not the watch's (a re-read reaches back).
         self.positions = {(tp.topic, tp.partition): tp.offset for tp in assigned}
         self._assigned = [(tp.topic, tp.partition) for tp in starts]
+        self._watched = [TopicPartition(tp.topic, tp.partition) for tp in starts]
         ends: dict[tuple[str, int], int] = {}
         deadline = time.monotonic() + 30
         for tp in starts:
@@ -169,16 +177,15 @@ class InputWatch:
             msgs = self._consumer.consume(BATCH, 0.2)
             now = self.now_ms()
             for msg in msgs:
-                place = (msg.topic() or "", msg.partition() or 0)
                 error = msg.error()
                 self._advance(msg)
                 if error is None:
                     self._note(msg, now)
                 elif error.code() != KafkaError._PARTITION_EOF:
                     log.warning("committer watch: %s", error)
-                    continue
-                if (msg.offset() or 0) + (error is None) >= ends.get(place, 0):
-                    ends.pop(place, None)
+            self._take_positions()
+            for place in [place for place, end in ends.items() if self.positions[place] >= end]:
+                del ends[place]
         self._report_arrived(self.now_ms())
         if not ends:
             log.info(
@@ -220,7 +227,9 @@ class InputWatch:
         consumer = private_consumer(
             self._bootstrap_servers,
             "delayline-watch-reread",
-            overrides={"enable.partition.eof": True, "fetch.wait.max.ms": FETCH_WAIT_MS},
+            # Short-lived: a range ending in a transaction's marker is read to its end by
+            # the next fetch, held this long.
+            overrides={"enable.partition.eof": True, "fetch.wait.max.ms": REREAD_FETCH_WAIT_MS},
         )
         try:
             consumer.assign([TopicPartition(t, p, low) for (t, p), (low, _) in todo.items()])
@@ -270,6 +279,7 @@ class InputWatch:
                     log.warning("committer watch: %s", error)
             if len(msgs) < BATCH:
                 break
+        self._take_positions()
         now = self.now_ms()
         self._report_arrived(now)
         self.later.expire(now, self.taken)
@@ -317,6 +327,16 @@ class InputWatch:
         ]
         found_at = self._consumer.offsets_for_times(wanted, timeout=30) if wanted else []
         return [_earliest(tp, (positions or {}).get((tp.topic, tp.partition))) for tp in found_at]
+
+    def _take_positions(self) -> None:
+        """Move each partition's position to the consumer's, which is past what was
+        taken from it, past the transaction markers and aborted records after that too:
+        the end-of-partition event would say so only a fetch later (see
+        :data:`FETCH_WAIT_MS`). Call after noting what was taken."""
+        for tp in self._consumer.position(self._watched):
+            place = (tp.topic, tp.partition)
+            if tp.error is None and tp.offset > self.positions.get(place, -1):
+                self.positions[place] = tp.offset
 
     def _advance(self, msg: Message) -> None:
         """Move the partition's position past ``msg`` (a record, or the end of the

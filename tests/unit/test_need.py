@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from confluent_kafka import Message
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_INVALID, KafkaError, Message, TopicPartition
 
 from delayline.committer.arrivals import STALE_MS, Arrivals, Arrived
 from delayline.committer.watch import InputWatch
@@ -228,3 +230,47 @@ def test_the_holds_own_wake_times_are_kept_exactly() -> None:
     waker.tick()
     assert written == [T0, T0 + 1_000]
     assert waker.tick() == T0 + 1_000 + STALE_MS + 1, "the timer was raised by that wake"
+
+
+@dataclass
+class _At:
+    """What ``Consumer.position`` answers for a partition."""
+
+    topic: str
+    partition: int
+    offset: int
+    error: KafkaError | None = None
+
+
+class _Positions:
+    """A consumer whose ``position`` answers are set by the test."""
+
+    def __init__(self, answers: list[_At]) -> None:
+        self.answers = answers
+
+    def position(self, _partitions: list[TopicPartition]) -> list[_At]:
+        return self.answers
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_watch_takes_the_consumers_position_only_forward() -> None:
+    """Past a transaction's marker by the consumer's position, never back, never an
+    invalid one (-1001 before anything was taken) or one with an error."""
+    watch = InputWatch("unused:9092", PARSE, lambda: T0)
+    real = watch._consumer
+    try:
+        watch.positions = {(TOPIC, 0): 5, (TOPIC, 1): 9, (TOPIC, 2): 3}
+        invalid = _At(TOPIC, 1, OFFSET_INVALID)
+        failed = _At(TOPIC, 2, 8, KafkaError(KafkaError._STATE))
+        fake = _Positions([_At(TOPIC, 0, 7), invalid, failed])
+        watch._consumer = fake  # type: ignore[assignment]
+        watch._take_positions()
+        assert watch.positions == {(TOPIC, 0): 7, (TOPIC, 1): 9, (TOPIC, 2): 3}
+        fake.answers = [_At(TOPIC, 0, 6)]
+        watch._take_positions()
+        assert watch.positions[(TOPIC, 0)] == 7
+    finally:
+        watch._consumer = real
+        watch.close()

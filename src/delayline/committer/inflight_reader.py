@@ -209,8 +209,8 @@ class InflightReader:
         return self._admin
 
     def _read_to(self, partition: int) -> int:
-        """The next offset to read in ``partition``: past its records read and its end
-        seen."""
+        """The next offset to read in ``partition``: past its records read (and the
+        markers after them, by the consumer's position) and its end seen."""
         return max(self._position.get(partition, 0), self._at_end.get(partition, -1))
 
     def has_read(self, ends: dict[int, int]) -> bool:

@@ -128,7 +128,8 @@ class InputWatch:
         self._admin = AdminClient(kafka_client_config(bootstrap_servers))
         self.positions: dict[tuple[str, int], int] = {}
         """Per input partition, the offset up to which everything was read (the next
-        to read): moved on by each record and each end of partition seen."""
+        to read): moved on by each record, each end of partition seen and the consumer's
+        own position (past transaction markers and aborted records)."""
         self.taken: dict[tuple[str, int], int] | None = None
         """The pipeline's progress, as :meth:`LaterRecords.expire` takes it (set by the
         committer: empty, nothing forgotten, until it has seen a logged batch); ``None``:

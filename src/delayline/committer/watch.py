@@ -135,8 +135,6 @@ class InputWatch:
         committer: empty, nothing forgotten, until it has seen a logged batch); ``None``:
         not followed, the time alone decides."""
         self._assigned: list[tuple[str, int]] = []
-        self._watched: list[TopicPartition] = []
-        """:attr:`_assigned`, as the consumer's :meth:`position` takes them."""
 
     def start(
         self,
@@ -165,7 +163,6 @@ class InputWatch:
         # Read from there: what comes before is not the watch's (a re-read reaches back).
         self.positions = {(tp.topic, tp.partition): tp.offset for tp in assigned}
         self._assigned = [(tp.topic, tp.partition) for tp in starts]
-        self._watched = [TopicPartition(tp.topic, tp.partition) for tp in starts]
         ends: dict[tuple[str, int], int] = {}
         deadline = time.monotonic() + 30
         for tp in starts:
@@ -334,7 +331,7 @@ class InputWatch:
         taken from it, past the transaction markers and aborted records after that too:
         the end-of-partition event would say so only a fetch later (see
         :data:`FETCH_WAIT_MS`). Call after noting what was taken."""
-        for tp in self._consumer.position(self._watched):
+        for tp in self._consumer.position([TopicPartition(t, p) for t, p in self._assigned]):
             place = (tp.topic, tp.partition)
             if tp.error is None and tp.offset > self.positions.get(place, -1):
                 self.positions[place] = tp.offset

@@ -78,27 +78,27 @@ class PipelineProcess:
         """Wait for the first completed micro-batch (or the log ``line`` given); return
         seconds waited."""
         began = time.monotonic()
-        while time.monotonic() - began < timeout_s:
-            if line in self.log_since_start():
-                return time.monotonic() - began
-            if self.proc is not None and self.proc.poll() is not None:
-                raise InfraError(f"pipeline exited with {self.proc.returncode}:\n{self.tail()}")
-            time.sleep(0.2)
-        raise WaitTimeoutError(f"pipeline not ready in {timeout_s} s:\n{self.tail()}")
+        self._wait_log(re.compile(re.escape(line)), timeout_s, "pipeline not ready")
+        return time.monotonic() - began
 
     def metrics_url(self, timeout_s: float = 180) -> str:
         """The ``http://host:port`` of the metrics server this run started, as its log
         says (start it with ``--metrics-port 0``: the kernel picks a port no other
         process holds, where a port chosen beforehand could be taken meanwhile)."""
+        return self._wait_log(_METRICS_LINE, timeout_s, "no metrics server").group(1)
+
+    def _wait_log(self, pattern: re.Pattern[str], timeout_s: float, missing: str) -> re.Match[str]:
+        """Wait until the log since the start matches ``pattern``; raise if the process
+        exits first or ``timeout_s`` passes (``missing`` says what did not come)."""
         began = time.monotonic()
         while time.monotonic() - began < timeout_s:
-            found = _METRICS_LINE.search(self.log_since_start())
+            found = pattern.search(self.log_since_start())
             if found:
-                return found.group(1)
+                return found
             if self.proc is not None and self.proc.poll() is not None:
                 raise InfraError(f"pipeline exited with {self.proc.returncode}:\n{self.tail()}")
             time.sleep(0.2)
-        raise WaitTimeoutError(f"no metrics server in {timeout_s} s:\n{self.tail()}")
+        raise WaitTimeoutError(f"{missing} in {timeout_s} s:\n{self.tail()}")
 
     def kill(self) -> None:
         """SIGKILL the whole process tree (Spark's Python workers included) and wait."""

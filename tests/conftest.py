@@ -4,6 +4,7 @@ per session."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 
 from delayline.dev.testing import secured_broker as start_secured_broker
 from delayline.dev.testing import session_broker, session_redis, unique_topic
+from delayline.pipeline.config import JIT_OPTIONS
 
 TESTS = Path(__file__).parent
 
@@ -23,6 +25,15 @@ FOLDER_MARKERS: dict[str, tuple[str, ...]] = {
     "e2e": ("e2e", "slow"),
     "browser": ("browser", "slow"),
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Pipelines started by the tests (``delayline run`` reads the variable) keep the JIT
+    to its first tier: each lives a minute or two, where the optimising compiler costs
+    more CPU than it saves (a fresh pipeline's trickle: 43% of a core against 31%), and
+    the suite runs dozens on two cores. What they test does not depend on the JIT; the
+    product's default (the full JIT) runs in ``tests/e2e/test_bench.py``."""
+    os.environ.setdefault("DELAYLINE_JAVA_OPTIONS", JIT_OPTIONS["c1"])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -67,7 +78,11 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from delayline.pipeline.session import build_session  # noqa: PLC0415
 
     checkpoint = tmp_path_factory.mktemp("spark") / "checkpoint"
-    session = build_session(PipelineConfig(checkpoint_dir=checkpoint, shuffle_partitions=2))
+    session = build_session(
+        PipelineConfig(
+            checkpoint_dir=checkpoint, shuffle_partitions=2, java_options=JIT_OPTIONS["c1"]
+        )
+    )
     yield session
     session.stop()
 

@@ -93,3 +93,14 @@ def test_spark_sql_parsing_agrees_with_the_python_parser(spark: Any) -> None:
         kinds[want["kind"]] = kinds.get(want["kind"], 0) + 1
     # The generator reaches every kind often: the comparison is not vacuous.
     assert min(kinds.get(kind, 0) for kind in (SCHEDULE, CANCEL, INVALID)) > 300, kinds
+
+
+def test_validation_runs_no_interpreted_function_per_record(spark: Any) -> None:
+    """Spark interprets a higher-order function (a lambda) row by row; validation uses
+    none, tombstones included."""
+    records = [ConsumedRecord("s", 0, 1, 0, b"id", None, ((h.FIRED_OFFSET, b"3"),))]
+    frame = parsed(spark.createDataFrame([rows.source_row(x) for x in records], rows.SOURCE_SCHEMA))
+    plan = frame._jdf.queryExecution().optimizedPlan().toString().lower()
+    assert "lambdafunction" not in plan
+    assert "namedlambdavariable" not in plan
+    assert frame.collect()[0]["fired_offset"] == 3

@@ -14,7 +14,13 @@ import pytest
 
 from delayline.bench import sampler as s
 from delayline.bench.report import evaluate, lookup, table
-from delayline.bench.run import BenchEnv, accept_lags_ms, cpu_per_schedule, delivery_figures
+from delayline.bench.run import (
+    BenchEnv,
+    accept_lags_ms,
+    accepted_timeline,
+    cpu_per_schedule,
+    delivery_figures,
+)
 from delayline.bench.soak import KILL_GAP, kill_times_s, rss_per_minute
 from delayline.bench.summary import rss_spread_pct
 from delayline.core.stats import percentile, summary
@@ -130,6 +136,32 @@ def test_accept_lag_is_the_end_of_the_batch_that_took_each_schedule() -> None:
     # Not all accepted yet: only those that were are counted.
     assert accept_lags_ms(timeline, [*sent, 1_200, 1_300], before=1) == [100, 2_050, 1_900]
     assert accept_lags_ms([], sent, before=0) == []
+
+
+def test_the_accepted_timeline_leaves_out_the_batches_of_a_warm_up(tmp_path: Any) -> None:
+    env = BenchEnv("b:9092", tmp_path)
+    lines = [  # (finished ms, accepted input events, own tombstones: never counted)
+        (1_000, 500, 0),
+        (2_000, 500, 400),
+        (3_000, 7, 100),
+        (4_000, 3, 0),
+    ]
+    env.progress_file.write_text(
+        "".join(
+            f'{{"finished_ms": {ms}, "counts": {{"planned": {n}, "own_tombstone": {own}}}}}\n'
+            for ms, n, own in lines
+        )
+    )
+    assert accepted_timeline(env) == [(1_000, 500), (2_000, 1_000), (3_000, 1_007), (4_000, 1_010)]
+    env.accepted_after_ms = 2_500  # the warm-up's deliveries were all in by then
+    assert accepted_timeline(env) == [(3_000, 7), (4_000, 10)]
+
+
+def test_the_report_names_the_jit_and_the_warm_up() -> None:
+    run = result("trickle", False)
+    assert "hold jvm: 2 cores" in table(run)
+    run.update(jit="full", warm_up_s=300.0)
+    assert "scenario trickle, hold jvm, JIT full, after a 300 s warm-up: 2 cores" in table(run)
 
 
 def test_lookup_walks_nested_keys() -> None:

@@ -38,3 +38,18 @@ def test_the_fired_offset_is_one_to_eighteen_ascii_digits(raw: bytes, fired: int
     got = parse_record(ConsumedRecord("s", 0, 1, 0, b"id", None, ((h.FIRED_OFFSET, raw),)))
     assert isinstance(got, Cancel)
     assert got.fired_offset == fired
+
+
+@pytest.mark.parametrize(
+    ("headers", "fired"),
+    [(((h.FIRED_OFFSET, b"3"), (h.FIRED_OFFSET, b"4")), 3),
+     (((h.FIRED_OFFSET, None), (h.FIRED_OFFSET, b"4")), None),
+     ((("x", b"1"), (h.FIRED_OFFSET, b"4")), 4)],
+)  # fmt: skip
+def test_only_the_first_fired_offset_header_counts(
+    headers: tuple[tuple[str, bytes | None], ...], fired: int | None
+) -> None:
+    """As the pipeline's SQL finds it: one array lookup, no lambda per record."""
+    got = parse_record(ConsumedRecord("s", 0, 1, 0, b"id", None, headers))
+    assert isinstance(got, Cancel)
+    assert got.fired_offset == fired

@@ -41,12 +41,14 @@ from delayline.contract.topology import Topology
 from delayline.errors import BenchError
 from delayline.holds.hold import hold_for
 from delayline.kafka.topics import TopicsConfig, ensure_topics
-from delayline.pipeline.config import DEFAULT_JAVA_OPTIONS, DEFAULT_LEAD_MS, PipelineConfig
+from delayline.pipeline.config import DEFAULT_LEAD_MS, JIT_OPTIONS, PipelineConfig
 
 RUNGS = ("source", "validate", "shuffle", "hold", "fire", "full")
 """The rungs, bottom up: each adds one stage to the one before."""
-JIT = {"c1": DEFAULT_JAVA_OPTIONS, "full": ""}
-"""The JIT settings compared: the default (C1 only) and the full tiered JIT."""
+JIT = JIT_OPTIONS
+"""The JIT settings compared: C1 only and the full tiered JIT."""
+WARM_UP_S = 180.0
+"""How long each rung runs again before its warm run, unless ``--warm-up`` says."""
 BOUNDARIES = ("shuffle", "arrow")
 """The boundaries whose bytes the ladder reports: what the stages wrote to the shuffle
 (Spark's stage data), and what was handed to the Python workers in Arrow (the SQL

@@ -156,8 +156,10 @@ def table(result: dict[str, Any]) -> str:
     m = result["machine"]
     quick = " (quick)" if result["quick"] else ""
     hold = result.get("hold", "jvm")
+    jit = f", JIT {result['jit']}" if result.get("jit") else ""
+    warm = f", after a {result['warm_up_s']:g} s warm-up" if result.get("warm_up_s") else ""
     lines = [
-        f"scenario {result['scenario']}{quick}, hold {hold}: {m['cores']} cores, "
+        f"scenario {result['scenario']}{quick}, hold {hold}{jit}{warm}: {m['cores']} cores, "
         f"{m['memory_gib']} GiB",
         "",
     ]

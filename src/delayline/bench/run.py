@@ -60,6 +60,9 @@ class BenchEnv:
     """The pipeline's ``--inflight-partitions`` (what the committers split)."""
     committers: list[tuple[PipelineProcess, GroupSampler]] = field(default_factory=list)
     """Committers started beside the pipeline (:mod:`delayline.bench.committers`)."""
+    accepted_after_ms: int = 0
+    """Batches that finished before this are not the scenario's (a warm-up's):
+    :func:`accepted_timeline` leaves them out."""
 
     @property
     def schedules_topic(self) -> str:
@@ -187,10 +190,12 @@ def write_schedules(
     on_progress: Any = None,
     sent_ms: list[int] | None = None,
     recurrence: Recurrence | None = None,
+    target_topic: str | None = None,
 ) -> dict[str, int]:
-    """Write ``count`` schedules; ``due_ms(i, now_ms)`` gives each due time (with a
-    ``recurrence``, each one's start). Paced when ``rate_per_s`` is set. Returns id ->
-    due ms; each write's time (ms) is appended to ``sent_ms`` when given."""
+    """Write ``count`` schedules to ``target_topic`` (default the run's); ``due_ms(i,
+    now_ms)`` gives each due time (with a ``recurrence``, each one's start). Paced when
+    ``rate_per_s`` is set. Returns id -> due ms; each write's time (ms) is appended to
+    ``sent_ms`` when given."""
     written: dict[str, int] = {}
     began = time.monotonic()
     with env.client() as client:
@@ -204,8 +209,8 @@ def write_schedules(
             due = due_ms(i, now_ms)  # once: it may be random
             if sent_ms is not None:
                 sent_ms.append(now_ms)
-            client.schedule(sid, b"x" * 100, env.target_topic, at=ms_to_datetime(due),
-                            recurrence=recurrence)  # fmt: skip
+            client.schedule(sid, b"x" * 100, target_topic or env.target_topic,
+                            at=ms_to_datetime(due), recurrence=recurrence)  # fmt: skip
             written[sid] = due
             if on_progress is not None and i % 1000 == 0:
                 on_progress(i)
@@ -228,13 +233,16 @@ def executor_work(env: BenchEnv) -> dict[str, dict[str, int]]:
 
 
 def accepted_timeline(env: BenchEnv) -> list[tuple[int, int]]:
-    """(batch finish ms, cumulative input events) from the pipeline's progress file."""
+    """(batch finish ms, cumulative input events) from the pipeline's progress file,
+    from :attr:`BenchEnv.accepted_after_ms` on."""
     out: list[tuple[int, int]] = []
     total = 0
     if not env.progress_file.exists():
         return out
     for line in env.progress_file.read_text().splitlines():
         report = json.loads(line)
+        if report["finished_ms"] < env.accepted_after_ms:
+            continue
         total += sum(report["counts"].get(k, 0) for k in INPUT_KINDS)
         out.append((report["finished_ms"], total))
     return out

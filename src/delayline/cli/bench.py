@@ -24,7 +24,7 @@ from delayline.bench.run import (
     stop_pipeline,
     write_schedules,
 )
-from delayline.bench.scenarios import SCENARIOS, SIZES, Size
+from delayline.bench.scenarios import SCENARIOS, SIZES, WARM_UP_RATE_PER_S, Size, warm_up
 from delayline.cli._common import (
     add_kafka_config,
     duration_arg,
@@ -39,7 +39,7 @@ from delayline.contract.pacing import TargetRates
 from delayline.core.units import parse_duration_ms
 from delayline.errors import ConfigError
 from delayline.kafka.properties import KAFKA_CONFIG_ENV
-from delayline.pipeline.config import DEFAULT_INFLIGHT_PARTITIONS
+from delayline.pipeline.config import DEFAULT_INFLIGHT_PARTITIONS, JIT_OPTIONS
 from delayline.pipeline.placement import check_master
 
 PENDING_SCENARIOS = ("backlog", "restart", "idle")
@@ -218,21 +218,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p,
         "--warm-up",
         env="DELAYLINE_BENCH_WARM_UP",
-        default="3m",
+        default=None,
         type=duration_arg(parse_duration_ms),
         dest="warm_up_ms",
         metavar="DURATION",
-        help="--scenario ladder: each rung runs again on fresh checkpoints this long "
-        "after its cold run, then once more, warm",
+        help="warm the pipeline's JVM first: a load of "
+        f"{WARM_UP_RATE_PER_S} schedules/s due 5-15 s ahead for this long, all delivered "
+        "before the scenario starts, whose figures leave it out (peak RSS excepted); "
+        "default none. --scenario ladder: each rung runs again on fresh checkpoints this "
+        "long after its cold run, then once more, warm (default 3m)",
     )
     env_flag(
         p,
         "--jit",
         env="DELAYLINE_BENCH_JIT",
-        default="c1,full",
+        default=None,
         type=duration_arg(_jit_settings),
-        help="--scenario ladder: the JVM's JIT settings to run each rung under, "
-        "comma-separated: c1 (-XX:TieredStopAtLevel=1, the pipeline's default) and full",
+        help="the pipeline JVM's JIT: c1 (-XX:TieredStopAtLevel=1) or full (the JVM's "
+        "tiered JIT); default delayline run's. --scenario ladder: the settings to run "
+        "each rung under, comma-separated (default c1,full)",
     )
     env_flag(
         p,
@@ -275,6 +279,8 @@ def _bench(args: argparse.Namespace) -> int:
     require_extras("bench", "bench")  # the catalog scenario too: report.machine() needs pyspark
 
     size = _size(args)
+    if args.scenario != "ladder" and args.jit is not None and len(args.jit) > 1:
+        raise ConfigError("--jit takes one setting, c1 or full, except with --scenario ladder")
     if args.scenario == "catalog":
         return _catalog(args)
     if args.scenario == "ladder":
@@ -299,6 +305,8 @@ def _bench(args: argparse.Namespace) -> int:
         "inflight_partitions": args.inflight_partitions,
         "committers": args.committers,
         "target_rate_per_s": args.target_rate,
+        "jit": None if args.jit is None else args.jit[0],
+        "warm_up_s": None if args.warm_up_ms is None else args.warm_up_ms / 1000,
     }
     say(report.table(result))
     if args.master is not None:
@@ -335,6 +343,8 @@ def _measure(args: argparse.Namespace, size: Size) -> dict[str, Any]:
             extra += ["--write-ahead", re.escape(env.target_topic)]
         if args.target_rate is not None:
             extra += ["--target-rate", f"{env.target_topic}={args.target_rate:g}/s"]
+        if args.jit is not None:
+            extra.append(f"--java-options={JIT_OPTIONS[args.jit[0]]}")
         progress(f"starting the pipeline (log {env.work_dir / 'pipeline.log'})")
         ready_s = start_pipeline(env, *extra)
         measured["pipeline_ready_s"] = round(ready_s, 1)
@@ -342,6 +352,8 @@ def _measure(args: argparse.Namespace, size: Size) -> dict[str, Any]:
             progress(f"starting {args.committers - 1} more committer(s)")
             start_committers(env, args.committers - 1)
         progress(f"pipeline ready in {ready_s:.1f} s; running {args.scenario}")
+        if args.warm_up_ms:
+            measured["warm_up"] = warm_up(env, args.warm_up_ms / 1000)
         figures = measured["figures"] = SCENARIOS[args.scenario](env, size)
         hold_figures = None if env.hold_bench is None else env.hold_bench.figures(size.pending)
         if hold_figures is not None:
@@ -432,6 +444,8 @@ def _catalog(args: argparse.Namespace) -> int:
 
 def _ladder(args: argparse.Namespace) -> int:
     count = 20_000 if args.quick else 200_000
+    jit = args.jit or list(ladder.JIT)
+    warm_up_s = ladder.WARM_UP_S if args.warm_up_ms is None else args.warm_up_ms / 1000
     started = time.time()
     env = open_env(args.bootstrap_servers, args.work_dir)
     try:
@@ -444,8 +458,8 @@ def _ladder(args: argparse.Namespace) -> int:
             env.schedules_topic,
             count,
             env.work_dir / "ladder",
-            jit=args.jit,
-            warm_up_s=args.warm_up_ms / 1000,
+            jit=jit,
+            warm_up_s=warm_up_s,
             broker_pid=broker_pid,
             rungs=args.rungs,
             say=progress,
@@ -456,16 +470,16 @@ def _ladder(args: argparse.Namespace) -> int:
         "scenario": "ladder",
         "quick": args.quick,
         "count": count,
-        "warm_up_s": args.warm_up_ms / 1000,
+        "warm_up_s": warm_up_s,
         "started_at": datetime.fromtimestamp(started, UTC).isoformat(),
         "wall_s": round(time.time() - started, 1),
         "machine": report.machine(),
-        "figures": {"runs": runs, "costliest": ladder.costliest(runs, args.jit[0])},
+        "figures": {"runs": runs, "costliest": ladder.costliest(runs, jit[0])},
     }
     say(ladder.table(runs))
     if result["figures"]["costliest"] is not None:
         rung, added = result["figures"]["costliest"]
-        say(f"the costliest stage (warm, JIT {args.jit[0]}): {rung}, {added} us per schedule")
+        say(f"the costliest stage (warm, JIT {jit[0]}): {rung}, {added} us per schedule")
     if args.json_path:
         report.write_json(result, args.json_path)
         say(f"wrote {args.json_path}")

@@ -249,9 +249,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--java-options",
         env="DELAYLINE_JAVA_OPTIONS",
         default=DEFAULT_JAVA_OPTIONS,
-        help="extra options of Spark's JVM (the default keeps the JIT to its first tier, "
-        "which costs less CPU on a small machine; '' for the JVM's defaults; write "
-        "--java-options=-X... as one word)",
+        help="extra options of Spark's JVM (default none: the JVM's tiered JIT, cheaper "
+        "once warm; --java-options=-XX:TieredStopAtLevel=1 costs less in a JVM's first "
+        "minutes; write --java-options=-X... as one word)",
     )
     p.add_argument(
         "--spark-conf",

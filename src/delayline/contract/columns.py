@@ -129,11 +129,8 @@ def parsed(records: DataFrame) -> DataFrame:
         f"{once} AND {epoch_raw} IS NOT NULL AND {_utf8(epoch_raw)} AND {epoch_ok}"
         f" AND {topic_raw} IS NOT NULL AND {_utf8(topic_raw)} AND {_target_ok(topic_text)}"
     )
-    # A lambda, but only for tombstones (CASE evaluates it for those alone).
-    fired = (
-        f"CASE WHEN value IS NULL THEN try_element_at(filter(headers, x -> "
-        f"x.key = {_sql(h.FIRED_OFFSET)} AND x.value IS NOT NULL), 1).value END"
-    )
+    # Only for tombstones (CASE evaluates it for those alone).
+    fired = f"CASE WHEN value IS NULL THEN {_first_value(h.FIRED_OFFSET)} END"
     kind = (
         f"CASE WHEN key IS NULL OR octet_length(key) = 0 OR NOT {_utf8('key')} THEN {_sql(INVALID)}"
         f" WHEN value IS NULL THEN {_sql(CANCEL)}"

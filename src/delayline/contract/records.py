@@ -224,22 +224,22 @@ def _key_id(key: bytes | None) -> str | None:
 
 
 def _fired_offset(headers: Headers) -> int | None:
-    """The first non-null ``delayline-fired-offset``: 1 to 18 ASCII digits, else ``None``
+    """The first ``delayline-fired-offset`` header: 1 to 18 ASCII digits, else ``None``
     (a plain cancel). Strict, as the pipeline's Spark SQL check is."""
     return _offset_header(headers, h.FIRED_OFFSET)
 
 
 def _copy_of(headers: Headers) -> int | None:
     """The first ``delayline-copy-of`` header: 1 to 18 ASCII digits, else ``None``."""
-    return _offset_header(headers, h.COPY_OF, first_only=True)
+    return _offset_header(headers, h.COPY_OF)
 
 
-def _offset_header(headers: Headers, name: str, *, first_only: bool = False) -> int | None:
-    """The offset in the first (non-null, unless ``first_only``) header ``name``."""
+def _offset_header(headers: Headers, name: str) -> int | None:
+    """The offset in the first header ``name`` (the first only: the pipeline's SQL finds
+    it with a plain array lookup, not a lambda run per record)."""
     for key, value in headers:
-        if key != name or (value is None and not first_only):
-            continue
-        return int(value) if value is not None and _OFFSET.fullmatch(value) else None
+        if key == name:
+            return int(value) if value is not None and _OFFSET.fullmatch(value) else None
     return None
 
 

@@ -14,7 +14,12 @@ from delayline.errors import ConfigError
 from delayline.holds.registry import hold_kind
 from delayline.pipeline.need import DEFAULT_RECORDS, DEFAULT_WAIT_MS
 
-DEFAULT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+JIT_OPTIONS = {"c1": "-XX:TieredStopAtLevel=1", "full": ""}
+"""Spark JVM options of the two JIT settings delayline measures: the first tier only
+(C1), and the JVM's own tiered JIT (C1, then the optimising C2)."""
+DEFAULT_JAVA_OPTIONS = JIT_OPTIONS["full"]
+"""See :attr:`PipelineConfig.java_options`: the JVM's own tiered JIT, for a service that
+runs for weeks."""
 DEFAULT_LEAD_MS = 5_000
 """See :attr:`PipelineConfig.lead_ms`. Chosen by measurement (trickle bench, 2 cores): a
 schedule is handed over at most two batches after its raise time (the batch running
@@ -117,15 +122,17 @@ class PipelineConfig:
             pipeline to read them.
         spark_conf: Further Spark settings of the session, as (key, value) pairs,
             applied over delayline's own (:data:`OWN_SPARK_SETTINGS` excepted).
-        java_options: Extra options of Spark's JVM. The default stops the JIT at its
-            first tier, for a JVM's first minutes: on two cores the optimising compiler
-            took more CPU than the work there (a fresh pipeline's ingest 3,707/s with
-            it off, 2,573/s on), and a trickle on a fresh pipeline (``bench --scenario
-            trickle --quick``) had lateness p99 739 ms with the full JIT against 67 ms
-            without. Warm, the full JIT (``''``) is the cheaper one: after three
-            minutes of the same work it ran the whole pipeline at 6,861 schedules/s and
-            272 us of CPU each, against 4,879/s and 355 us at the first tier
-            (``delayline bench --scenario ladder``).
+        java_options: Extra options of Spark's JVM. The default (none) keeps the JVM's
+            tiered JIT, the cheaper one once warm: after five minutes of work the steady
+            scenario took 3,862 schedules/s at 323 us of CPU each (the JVM 156) with it,
+            against 3,642/s at 351 us (the JVM 198) with the first tier only
+            (``-XX:TieredStopAtLevel=1``); the hold alone ran 2.4 times as fast
+            (``delayline bench --scenario ladder``). Its optimising compiler costs CPU
+            in a JVM's first minutes: a fresh pipeline's trickle took 43.2% of a core
+            against 30.7% with the first tier only, and a restart with 1,000 pending was
+            ready after 22.9 s against 15.9-18.6 (its first batch 8.4 s against 6.0-7.6).
+            ``--java-options=-XX:TieredStopAtLevel=1`` suits pipelines that live minutes
+            (the test suite's) or restart often.
         target_rates: Deliveries to a target topic beyond its rate wait, in the order
             they are due (:mod:`delayline.committer.pacing`); a schedule to a rated topic goes
             through the committer whatever the lead.

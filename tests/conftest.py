@@ -32,7 +32,9 @@ def pytest_configure(config: pytest.Config) -> None:
     to its first tier: each lives a minute or two, where the optimising compiler costs
     more CPU than it saves (a fresh pipeline's trickle: 43% of a core against 31%), and
     the suite runs dozens on two cores. What they test does not depend on the JIT; the
-    product's default (the full JIT) runs in ``tests/e2e/test_bench.py``."""
+    product's default (the full JIT) runs in ``tests/e2e/test_bench.py`` and in the
+    README's quickstart (``tests/e2e/test_readme.py`` runs it without delayline's
+    variables, as a newcomer would)."""
     os.environ.setdefault("DELAYLINE_JAVA_OPTIONS", JIT_OPTIONS["c1"])
 
 

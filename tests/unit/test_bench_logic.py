@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 import time
+from argparse import Namespace
 from typing import Any
 
 import pytest
@@ -23,9 +24,10 @@ from delayline.bench.run import (
 )
 from delayline.bench.soak import KILL_GAP, kill_times_s, rss_per_minute
 from delayline.bench.summary import rss_spread_pct
+from delayline.cli.bench import _check_jit_and_warm_up
 from delayline.core.stats import percentile, summary
 from delayline.dev.harness import Delivery
-from delayline.errors import BenchError
+from delayline.errors import BenchError, ConfigError
 
 
 def test_percentile_is_nearest_rank() -> None:
@@ -314,3 +316,26 @@ def test_a_holds_own_rows_and_bounds_come_from_its_bench_side() -> None:
     bounds = {t["target"]: t["bound"] for t in evaluate(r)}
     assert bounds["sustained ingest (schedules/s)"] == ">= 50000"  # the hold's, not 20000
     assert any(b == "<= 1000" for b in bounds.values())  # its lateness bound at steady
+
+
+@pytest.mark.parametrize(
+    ("scenario", "jit", "warm_up_ms", "master", "refused"),
+    [("steady", ["full"], 60_000, None, None),
+     ("ladder", ["c1", "full"], 60_000, None, None),
+     ("trickle", ["c1", "full"], None, None, "one setting"),
+     ("restart", None, 60_000, None, "not restart"),
+     ("idle", None, 60_000, None, "not idle"),
+     ("steady", None, 60_000, "spark://h:7077", "would be cold"),
+     ("committer", ["c1"], None, None, "runs no pipeline"),
+     ("catalog", None, 60_000, None, "runs no pipeline")],
+)  # fmt: skip
+def test_jit_and_warm_up_are_refused_where_the_figures_would_not_hold(
+    scenario: str, jit: list[str] | None, warm_up_ms: int | None, master: str | None,
+    refused: str | None,
+) -> None:  # fmt: skip
+    args = Namespace(scenario=scenario, jit=jit, warm_up_ms=warm_up_ms, master=master)
+    if refused is None:
+        _check_jit_and_warm_up(args)
+    else:
+        with pytest.raises(ConfigError, match=refused):
+            _check_jit_and_warm_up(args)

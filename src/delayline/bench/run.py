@@ -73,6 +73,11 @@ class BenchEnv:
         return f"bench-{self.run}-target"
 
     @property
+    def warm_up_topic(self) -> str:
+        """The target of ``--warm-up``'s schedules (:func:`delayline.bench.scenarios.warm_up`)."""
+        return f"bench-{self.run}-warm-up"
+
+    @property
     def progress_file(self) -> Path:
         return self.work_dir / "progress.jsonl"
 
@@ -218,15 +223,16 @@ def write_schedules(
 
 
 def executor_work(env: BenchEnv) -> dict[str, dict[str, int]]:
-    """What each executor did over the run, from the progress file: fire ``tasks``,
-    deliveries written (``fire``), schedules handed to the committer (``handed``);
-    committed batches only, by ``<host>/<executor id>``."""
+    """What each executor did over the scenario, from the progress file: fire
+    ``tasks``, deliveries written (``fire``), schedules handed to the committer
+    (``handed``); committed batches from :attr:`BenchEnv.accepted_after_ms` on, by
+    ``<host>/<executor id>``."""
     work: dict[str, Counter[str]] = {}
     if not env.progress_file.exists():
         return {}
     for line in env.progress_file.read_text().splitlines():
         report = json.loads(line)
-        if report["committed"]:
+        if report["committed"] and report["finished_ms"] >= env.accepted_after_ms:
             for name, done in report.get("executors", {}).items():
                 work.setdefault(name, Counter()).update(done)
     return {name: dict(done) for name, done in sorted(work.items())}

@@ -29,6 +29,11 @@ from delayline.errors import WaitTimeoutError
 from delayline.kafka.topics import create_topic
 
 DAY_MS = 86_400_000
+WARM_UP_SCENARIOS = ("steady", "trickle", "burst", "burst-ahead", "cancels", "recurring",
+                     "retry-storm")  # fmt: skip
+"""Scenarios ``--warm-up`` applies to: those that measure one running pipeline. Not the
+ones that restart it (a cold JVM again), nor those whose figure is a peak over the
+whole run (memory)."""
 WARM_UP_RATE_PER_S = 500
 """Schedules per second of ``--warm-up``'s load: one the pipeline keeps up with here, so
 the warm-up ends with nothing queued."""
@@ -308,7 +313,7 @@ def warm_up(env: BenchEnv, seconds: float) -> dict[str, Any]:
     total = int(WARM_UP_RATE_PER_S * seconds)
     progress(f"warming up: {total:,} schedules over {seconds:g} s")
     began = time.time()
-    topic = f"bench-{env.run}-warm-up"
+    topic = env.warm_up_topic
     create_topic(env.bootstrap, topic, partitions=4)
     with DeliveryCollector(env.bootstrap, [topic]) as seen:
         due = write_schedules(env, total, lambda i, now: now + rng.randint(5_000, 15_000),

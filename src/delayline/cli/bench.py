@@ -24,7 +24,14 @@ from delayline.bench.run import (
     stop_pipeline,
     write_schedules,
 )
-from delayline.bench.scenarios import SCENARIOS, SIZES, WARM_UP_RATE_PER_S, Size, warm_up
+from delayline.bench.scenarios import (
+    SCENARIOS,
+    SIZES,
+    WARM_UP_RATE_PER_S,
+    WARM_UP_SCENARIOS,
+    Size,
+    warm_up,
+)
 from delayline.cli._common import (
     add_kafka_config,
     duration_arg,
@@ -39,7 +46,11 @@ from delayline.contract.pacing import TargetRates
 from delayline.core.units import parse_duration_ms
 from delayline.errors import ConfigError
 from delayline.kafka.properties import KAFKA_CONFIG_ENV
-from delayline.pipeline.config import DEFAULT_INFLIGHT_PARTITIONS, JIT_OPTIONS
+from delayline.pipeline.config import (
+    DEFAULT_INFLIGHT_PARTITIONS,
+    DEFAULT_JAVA_OPTIONS,
+    JIT_OPTIONS,
+)
 from delayline.pipeline.placement import check_master
 
 PENDING_SCENARIOS = ("backlog", "restart", "idle")
@@ -222,11 +233,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=duration_arg(parse_duration_ms),
         dest="warm_up_ms",
         metavar="DURATION",
-        help="warm the pipeline's JVM first: a load of "
-        f"{WARM_UP_RATE_PER_S} schedules/s due 5-15 s ahead for this long, all delivered "
-        "before the scenario starts, whose figures leave it out (peak RSS excepted); "
-        "default none. --scenario ladder: each rung runs again on fresh checkpoints this "
-        "long after its cold run, then once more, warm (default 3m)",
+        help=f"{', '.join(WARM_UP_SCENARIOS)}: warm the pipeline's JVM first, with "
+        f"{WARM_UP_RATE_PER_S} schedules/s due 5-15 s ahead for this long (to a target "
+        "topic of their own), all delivered before the scenario starts, whose figures "
+        "leave them out (peak RSS excepted); default none. --scenario ladder: each rung "
+        "runs again on fresh checkpoints this long after its cold run, then once more, "
+        "warm (default 3m)",
     )
     env_flag(
         p,
@@ -250,6 +262,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_bench)  # fmt: skip
 
 
+def _jit_name(args: argparse.Namespace) -> str:
+    """The JIT the scenario's pipeline ran: ``--jit``'s, else ``delayline run``'s as its
+    environment sets it (``custom`` for options that are neither)."""
+    if args.jit is not None:
+        return str(args.jit[0])
+    options = os.environ.get("DELAYLINE_JAVA_OPTIONS", DEFAULT_JAVA_OPTIONS).strip()
+    return next((name for name, value in JIT_OPTIONS.items() if value == options), "custom")
+
+
 def _jit_settings(text: str) -> list[str]:
     return _comma_choices(text, "--jit", ("c1", "full"))
 
@@ -270,6 +291,28 @@ def _comma_choices(text: str, flag: str, allowed: tuple[str, ...]) -> list[str]:
     return [value for value in allowed if value in wanted]
 
 
+def _check_jit_and_warm_up(args: argparse.Namespace) -> None:
+    """Refuse ``--jit`` and ``--warm-up`` where they would not hold for the figures.
+
+    Raises:
+        ConfigError: more than one ``--jit`` outside the ladder; either flag where no
+            pipeline runs; ``--warm-up`` on a scenario that restarts its pipeline or
+            reports a peak over the run, or with ``--master`` (the cluster's run is cold).
+    """
+    if args.scenario == "ladder":
+        return
+    if args.scenario in ("catalog", "committer") and (args.jit or args.warm_up_ms):
+        raise ConfigError(f"--scenario {args.scenario} runs no pipeline: --jit and --warm-up "
+                          "do not apply")  # fmt: skip
+    if args.jit is not None and len(args.jit) > 1:
+        raise ConfigError("--jit takes one setting, c1 or full, except with --scenario ladder")
+    if args.warm_up_ms and args.scenario not in WARM_UP_SCENARIOS:
+        raise ConfigError(f"--warm-up applies to {', '.join(WARM_UP_SCENARIOS)} (and the "
+                          f"ladder), not {args.scenario}")  # fmt: skip
+    if args.warm_up_ms and args.master is not None:
+        raise ConfigError("--warm-up with --master: the cluster's run would be cold")
+
+
 def _bench(args: argparse.Namespace) -> int:
     if args.kafka_config and not args.bootstrap_servers:
         raise ConfigError(
@@ -279,8 +322,7 @@ def _bench(args: argparse.Namespace) -> int:
     require_extras("bench", "bench")  # the catalog scenario too: report.machine() needs pyspark
 
     size = _size(args)
-    if args.scenario != "ladder" and args.jit is not None and len(args.jit) > 1:
-        raise ConfigError("--jit takes one setting, c1 or full, except with --scenario ladder")
+    _check_jit_and_warm_up(args)
     if args.scenario == "catalog":
         return _catalog(args)
     if args.scenario == "ladder":
@@ -305,7 +347,7 @@ def _bench(args: argparse.Namespace) -> int:
         "inflight_partitions": args.inflight_partitions,
         "committers": args.committers,
         "target_rate_per_s": args.target_rate,
-        "jit": None if args.jit is None else args.jit[0],
+        "jit": _jit_name(args),
         "warm_up_s": None if args.warm_up_ms is None else args.warm_up_ms / 1000,
     }
     say(report.table(result))
@@ -340,7 +382,8 @@ def _measure(args: argparse.Namespace, size: Size) -> dict[str, Any]:
         if args.lead is not None:
             extra += ["--lead", args.lead]
         if args.write_ahead:
-            extra += ["--write-ahead", re.escape(env.target_topic)]
+            topics = (env.target_topic, env.warm_up_topic)
+            extra += ["--write-ahead", "|".join(re.escape(topic) for topic in topics)]
         if args.target_rate is not None:
             extra += ["--target-rate", f"{env.target_topic}={args.target_rate:g}/s"]
         if args.jit is not None:

@@ -15,7 +15,7 @@ import pytest
 from delayline.bench import sampler as s
 from delayline.bench.ladder import RungRun, costliest, size_total, table
 from delayline.bench.report import write_json
-from delayline.cli.bench import _rungs
+from delayline.cli.bench_flags import _rungs
 
 
 def run(rung: str, total_us: float, *, warm: bool = True, jit: str = "c1") -> dict[str, Any]:

@@ -24,7 +24,7 @@ from delayline.bench.run import (
 )
 from delayline.bench.soak import KILL_GAP, kill_times_s, rss_per_minute
 from delayline.bench.summary import rss_spread_pct
-from delayline.cli.bench import _check_jit_and_warm_up
+from delayline.cli.bench_flags import check_jit_and_warm_up
 from delayline.core.stats import percentile, summary
 from delayline.dev.harness import Delivery
 from delayline.errors import BenchError, ConfigError
@@ -335,7 +335,7 @@ def test_jit_and_warm_up_are_refused_where_the_figures_would_not_hold(
 ) -> None:  # fmt: skip
     args = Namespace(scenario=scenario, jit=jit, warm_up_ms=warm_up_ms, master=master)
     if refused is None:
-        _check_jit_and_warm_up(args)
+        check_jit_and_warm_up(args)
     else:
         with pytest.raises(ConfigError, match=refused):
-            _check_jit_and_warm_up(args)
+            check_jit_and_warm_up(args)

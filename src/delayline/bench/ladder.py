@@ -45,8 +45,6 @@ from delayline.pipeline.config import DEFAULT_LEAD_MS, JIT_OPTIONS, PipelineConf
 
 RUNGS = ("source", "validate", "shuffle", "hold", "fire", "full")
 """The rungs, bottom up: each adds one stage to the one before."""
-JIT = JIT_OPTIONS
-"""The JIT settings compared: C1 only and the full tiered JIT."""
 WARM_UP_S = 180.0
 """How long each rung runs again before its warm run, unless ``--warm-up`` says."""
 BOUNDARIES = ("shuffle", "arrow")
@@ -309,7 +307,7 @@ def ladder(
                 "topic": topic,
                 "count": count,
                 "rung": rung,
-                "java_options": JIT[setting],
+                "java_options": JIT_OPTIONS[setting],
                 "work_dir": str(work_dir / f"{setting}-{rung}"),
                 "warm_up_s": warm_up_s,
                 "broker_pid": broker_pid,

@@ -94,10 +94,13 @@ def test_a_silent_pipelines_claims_are_delivered_once_by_another(
     delivered = read_topic(kafka_bootstrap, target)
     assert sorted(r.value or b"" for r in delivered) == [b"p0", b"p1", b"p2"]
     # Under A's marker, on A's commits topic: A's own attempt finds it committed ...
-    rows, _, _ = split_events(claimed.events, 0)
+    split = split_events(claimed.events, owner, 2)
     firer = new_firer(owner, f"{owner.transactional_id}-p0")
     try:
-        report = fire_rows(rows, 0, 2, run_a, owner, firer, SystemClock(), refresh=True)
+        report = fire_rows(
+            split.rows, 0, 2, run_a, owner, firer, SystemClock(), refresh=True,
+            handover=split.handover,
+        )  # fmt: skip
     finally:
         firer.close()
     assert report.replay

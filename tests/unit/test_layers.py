@@ -106,7 +106,7 @@ def test_the_architecture_doc_names_every_package() -> None:
     assert missing == [], f"docs/architecture.md does not name {missing}"
 
 
-OPTIONAL = ("pyspark", "pyarrow", "pandas", "redis", "fastapi", "uvicorn", "starlette",
+OPTIONAL = ("pyspark", "pyarrow", "numpy", "pandas", "redis", "fastapi", "uvicorn", "starlette",
             "pydantic", "matplotlib", "prometheus_client", "httpx")  # fmt: skip
 """The extras' packages: imported where used, so the base install starts without them."""
 

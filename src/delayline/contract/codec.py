@@ -41,32 +41,32 @@ def decode_headers(data: bytes) -> Headers:
     """
     if not data or data[0] != _VERSION:
         raise RecordFormatError(f"unknown header encoding version {data[:1]!r}")
+    # One loop with the lengths read in place: this runs for every schedule handed over.
     out: list[tuple[str, bytes | None]] = []
+    unpack = _LEN.unpack_from
     pos = 1
     end = len(data)
-    while pos < end:
-        name_len, pos = _length(data, pos)
-        if name_len < 0 or pos + name_len > end:
-            raise RecordFormatError("truncated header encoding (name)")
-        name = data[pos : pos + name_len].decode("utf-8")  # UnicodeDecodeError is a ValueError
-        pos += name_len
-        value_len, pos = _length(data, pos)
-        if value_len < 0:
-            out.append((name, None))
-            continue
-        if pos + value_len > end:
-            raise RecordFormatError("truncated header encoding (value)")
-        out.append((name, data[pos : pos + value_len]))
-        pos += value_len
+    try:
+        while pos < end:
+            (name_len,) = unpack(data, pos)
+            pos += 4
+            if name_len < 0 or pos + name_len > end:
+                raise RecordFormatError("truncated header encoding (name)")
+            # UnicodeDecodeError is a ValueError.
+            name = data[pos : pos + name_len].decode("utf-8")
+            pos += name_len
+            (value_len,) = unpack(data, pos)
+            pos += 4
+            if value_len < 0:
+                out.append((name, None))
+                continue
+            if pos + value_len > end:
+                raise RecordFormatError("truncated header encoding (value)")
+            out.append((name, data[pos : pos + value_len]))
+            pos += value_len
+    except struct.error as exc:
+        raise RecordFormatError("truncated header encoding (length)") from exc
     return tuple(out)
-
-
-def _length(data: bytes, pos: int) -> tuple[int, int]:
-    """The 4-byte length at ``pos`` and the position after it."""
-    if pos + _LEN.size > len(data):
-        raise RecordFormatError("truncated header encoding (length)")
-    (length,) = _LEN.unpack_from(data, pos)
-    return length, pos + _LEN.size
 
 
 def pack_fields(fields: Iterable[bytes | None]) -> bytes:

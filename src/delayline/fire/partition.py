@@ -27,6 +27,7 @@ from delayline.core.clock import Clock
 from delayline.core.identifiers import partition_marker_key
 from delayline.core.model import Schedule
 from delayline.fire.firing import Firing
+from delayline.fire.handover import POSITION, Handover
 from delayline.fire.inflight import render_inflight
 from delayline.fire.refusals import batch_size
 from delayline.fire.report import HANDED, REFUSED, BatchReport
@@ -126,8 +127,9 @@ def fire_rows(
     clock: Clock,
     *,
     refresh: bool = False,
+    handover: Handover | None = None,
 ) -> PartitionReport:
-    """Write what ``rows`` (one partition's events) ask for, exactly once.
+    """Write what ``rows`` and ``handover`` (one partition's events) ask for, exactly once.
 
     Args:
         rows: Event rows (:data:`delayline.contract.events.EVENT_SCHEMA`), mappings by name.
@@ -140,12 +142,15 @@ def fire_rows(
             handed to the committer (with a lead).
         refresh: Read the markers afresh: this batch may have been committed by another
             process (a replay after a restart, a retried task).
+        handover: The partition's other raised schedules, rendered column-wise; their
+            records are written in the order of the events' positions with those of
+            ``rows`` (which then carry :data:`~delayline.fire.handover.POSITION`).
 
     Raises:
         FireError: the transaction failed; nothing of it is visible.
     """
     report = PartitionReport(partition)
-    batch = _plan(rows, report, config, batch_id, clock.now_ms())
+    batch = _plan(rows, handover or Handover(), report, config, batch_id, clock.now_ms())
     if batch.records:
         outcome = firer.commit_batch(
             partition_marker_key(run, partition), batch_id, batch.records, refresh=refresh, also=run
@@ -181,17 +186,25 @@ class _Batch:
 
 def _plan(
     rows: Sequence[Any],
+    handover: Handover,
     report: PartitionReport,
     config: RunSettings,
     batch_id: int,
     now_ms: int,
 ) -> _Batch:
-    """Count ``rows`` into ``report`` and turn them into what the batch writes: with a
-    lead every schedule that fires is handed to the committer (in-flight records of
-    ``batch_id``); without one it is delivered in the batch."""
+    """Count ``rows`` into ``report`` and turn them into what the batch writes, with the
+    records of ``handover`` in the order of the events' positions: with a lead every
+    schedule that fires is handed to the committer (in-flight records of ``batch_id``);
+    without one it is delivered in the batch."""
     batch = _Batch()
+    if handover:
+        report.counts[HANDED] += len(handover)
+    handed = 0  # the handover's schedules written so far
     missed: set[str] = set()  # ids that arrived past due, until their RAISE or DEAD row
     for row in rows:
+        if handover:
+            earlier, handed = handover.before(row[POSITION], handed)
+            batch.records.extend(earlier)
         kind = row["kind"]
         report.counts[_count_kind(row)] += 1
         if kind == r.Kind.MISSED:
@@ -204,6 +217,7 @@ def _plan(
             if kind == r.Kind.DEAD:
                 missed.discard(row["id"])
             batch.records.extend(to_records(row, config))
+    batch.records.extend(handover.records[2 * handed :])
     return batch
 
 

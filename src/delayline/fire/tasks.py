@@ -29,6 +29,7 @@ from delayline.core.faults import FIRE_BEFORE_COMMIT, FIRE_COMMITTED, pause_at
 from delayline.core.identifiers import partition_transactional_id
 from delayline.core.logs import log_to_stderr
 from delayline.core.timing import warn_if_slow
+from delayline.fire.handover import POSITION, Handover, handed_mask, render_handover
 from delayline.fire.partition import PartitionReport, fire_rows
 from delayline.fire.rewrite import fill_rewrites
 from delayline.fire.transactional import FireConfig, TransactionalFirer
@@ -151,14 +152,14 @@ def _fire_task(job: FireJob, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatc
     received = list(batches)
     events = pa.Table.from_batches(received) if received else None
     if events is not None and events.num_rows:
-        rows, counts, timers = split_events(events, job.config.lead_ms)
-        rows = fill_rewrites(rows, job.config.topology.bootstrap_servers)
-        if rows:
+        split = split_events(events, job.config, job.batch_id)
+        split.rows = fill_rewrites(split.rows, job.config.topology.bootstrap_servers)
+        if split.rows or split.handover:
             pause_at(FIRE_BEFORE_COMMIT)  # crash tests only (delayline.core.faults)
-            report = _fire(job, rows, partition, refresh=job.refresh or retried)
+            report = _fire(job, split, partition, refresh=job.refresh or retried)
             pause_at(FIRE_COMMITTED)  # crash tests only (delayline.core.faults)
-        report.counts.update(counts)
-        report.timers = timers
+        report.counts.update(split.counts)
+        report.timers = split.timers
     return pa.RecordBatch.from_pylist(
         [
             {
@@ -176,34 +177,60 @@ def _fire_task(job: FireJob, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatc
     )
 
 
-def split_events(
-    events: pa.Table, lead_ms: int
-) -> tuple[list[dict[str, Any]], Counter[str], list[int]]:
-    """(the rows that write or decide lateness, as dicts; counts of the other kinds;
-    the distinct wake slots of new timers, set ``lead_ms`` before the due times), by
-    Arrow compute: most events of a busy
-    batch are bookkeeping (planned, updated...) and never become Python objects."""
+@dataclass(slots=True)
+class Split:
+    """One partition's events of a batch as the fire stage takes them.
+
+    Attributes:
+        rows: The events fired row by row (dead letters, rewrites, retirements,
+            schedules past due, deliveries without a lead...), as dicts with their
+            :data:`~delayline.fire.handover.POSITION`.
+        handover: The raised schedules handed to the committer, rendered column-wise.
+        counts: Counts of the kinds that are only counted (planned, updated...).
+        timers: The distinct wake slots of new timers, set the lead before their due
+            times.
+    """
+
+    rows: list[dict[str, Any]]
+    handover: Handover
+    counts: Counter[str]
+    timers: list[int]
+
+
+def split_events(events: pa.Table, settings: RunSettings, batch_id: int) -> Split:
+    """Split ``events`` (one partition's, of batch ``batch_id``) by Arrow compute: most
+    events of a busy batch are bookkeeping (planned, updated...) or schedules handed
+    over, and neither becomes a row dict."""
+    import numpy as np  # noqa: PLC0415
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
+    events = events.append_column(POSITION, pa.array(np.arange(events.num_rows)))
     kinds = events.column("kind")
+    handed = handed_mask(events, settings.lead_ms)
+    handover = render_handover(
+        events.filter(handed),
+        settings.inflight_topic_name,
+        batch_id,
+        settings.inflight_partitions,
+    )
     writes = pc.is_in(kinds, value_set=pa.array(_ROW_KINDS))
-    rows = events.filter(writes).to_pylist()
+    rows = events.filter(pc.and_(writes, pc.invert(handed))).to_pylist()
     counts: Counter[str] = Counter()
     for item in pc.value_counts(events.filter(pc.invert(writes)).column("kind")).to_pylist():
         counts[str(item["values"])] += int(item["counts"])
     set_timers = events.filter(pc.is_in(kinds, value_set=pa.array(r.TIMER_KINDS)))
     due = pc.unique(pc.drop_null(set_timers.column("due_ms"))).to_pylist()
-    return rows, counts, sorted({wake_slot(raise_ms(int(d), lead_ms)) for d in due})
+    lead_ms = settings.lead_ms
+    timers = sorted({wake_slot(raise_ms(int(d), lead_ms)) for d in due})
+    return Split(rows, handover, counts, timers)
 
 
 _ROW_KINDS = [r.Kind.RAISE, r.Kind.DEAD, r.Kind.REWRITE, r.Kind.RETIRE, r.Kind.MISSED, r.Kind.ROUTE]
-"""Kinds the fire stage needs row by row (the rest are only counted)."""
+"""Kinds the fire stage writes or needs (the rest are only counted)."""
 
 
-def _fire(
-    job: FireJob, rows: list[dict[str, Any]], partition: int, *, refresh: bool
-) -> PartitionReport:
+def _fire(job: FireJob, split: Split, partition: int, *, refresh: bool) -> PartitionReport:
     config = job.config
     tx_id = partition_transactional_id(config.transactional_id, partition)
     firer = _FIRERS.get(tx_id)
@@ -223,9 +250,10 @@ def _fire(
     # (a pipeline finishing this one's batch) may have, so the markers are read.
     refresh = refresh or (fresh and job.shared)
     try:
-        with warn_if_slow(log, f"partition {partition}: firing {len(rows)} rows"):
+        rows = len(split.rows) + len(split.handover)
+        with warn_if_slow(log, f"partition {partition}: firing {rows} rows"):
             return fire_rows(
-                rows,
+                split.rows,
                 partition,
                 job.batch_id,
                 job.run,
@@ -233,6 +261,7 @@ def _fire(
                 firer,
                 SystemClock(),
                 refresh=refresh,
+                handover=split.handover,
             )
     except Exception as exc:  # any failure: one more attempt with a new producer
         # A kept producer can have been fenced by another worker that fired this
@@ -252,7 +281,15 @@ def _fire(
     firer = _FIRERS[tx_id] = new_firer(config, tx_id)
     _LAST_USER.claim(tx_id, firer)
     return fire_rows(
-        rows, partition, job.batch_id, job.run, config, firer, SystemClock(), refresh=True
+        split.rows,
+        partition,
+        job.batch_id,
+        job.run,
+        config,
+        firer,
+        SystemClock(),
+        refresh=True,
+        handover=split.handover,
     )
 
 
@@ -266,13 +303,21 @@ def deliver_as(
 ) -> str:
     """Deliver another run's batch of one partition as that run (see
     :class:`delayline.holds.hold.Deliver`); what was written, for the log."""
-    rows, _counts, _timers = split_events(events, settings.lead_ms)
-    if not rows:
+    split = split_events(events, settings, batch_id)
+    if not (split.rows or split.handover):
         return "nothing to write"
     firer = new_firer(settings, transactional_id)
     try:
         report = fire_rows(
-            rows, partition, batch_id, run, settings, firer, SystemClock(), refresh=True
+            split.rows,
+            partition,
+            batch_id,
+            run,
+            settings,
+            firer,
+            SystemClock(),
+            refresh=True,
+            handover=split.handover,
         )
     finally:
         firer.close()

@@ -214,6 +214,7 @@ class DeliveryCollector:
         self._seen: list[Delivery] = []
         self._positions: set[tuple[str, int, int]] = set()
         self._lock = threading.Lock()
+        self._converting = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -228,8 +229,12 @@ class DeliveryCollector:
 
     def snapshot(self) -> list[Delivery]:
         """Everything read so far."""
-        with self._lock:
-            arrived, self._arrived = self._arrived, []
+        # The reading thread's lock is held only to take what it kept: converting under
+        # it held the reader back for as long (half a second for 150,000 records), and
+        # every delivery it read next was stamped that much late.
+        with self._converting:
+            with self._lock:
+                arrived, self._arrived = self._arrived, []
             for messages, arrival in arrived:
                 for msg in messages:
                     if msg.error() is not None:

@@ -195,3 +195,11 @@ def test_the_quick_size_bound_never_lets_an_oversized_record_through(
         if taken:
             assert batch_size(inflight) <= INFLIGHT_MAX_BYTES
     assert taken, "a record 40 KB below the limit takes the quick bound"
+
+
+def test_the_timers_set_are_counted_by_wake_slot() -> None:
+    settings = config()
+    planned = [other(r.Kind.PLANNED, i, f"p{i}") for i in range(5)]
+    split = split_events(table(planned), settings, 7)
+    # due NOW_MS + 0..4, raised the lead before: all in the slot that rounds them up
+    assert split.timers == {NOW_MS - 5_000: 1, NOW_MS - 4_900: 4}

@@ -16,13 +16,16 @@ from delayline.core.clock import ManualClock
 from delayline.core.model import Schedule
 from delayline.kafka.reader import to_consumed_record
 from delayline.pipeline.need import (
+    DEFAULT_RAISE_US,
     MARGIN_PAD_MS,
     MARGIN_SPARE,
     MIN_MARGIN_MS,
+    RAISES_TO_LEARN,
     Margin,
     Need,
     arrivals_wake_ms,
     timer_wake_ms,
+    timers_wake_ms,
 )
 from delayline.pipeline.wake import Waker, WakerStats
 
@@ -54,6 +57,81 @@ def test_a_timer_is_woken_a_margin_before_its_due_time_never_before_its_raise() 
     assert timer_wake_ms(raise_at, LEAD, 1_500) == raise_at + LEAD - 1_500
     assert timer_wake_ms(raise_at, LEAD, 9_000) == raise_at, "a margin past the lead"
     assert timer_wake_ms(raise_at, 0, 1_500) == raise_at, "no lead: at the due time"
+
+
+def test_a_few_timers_are_woken_a_margin_before_the_first_due_time() -> None:
+    slots = [(T0, 3), (T0 + 700, 2)]
+    assert timers_wake_ms(slots, LEAD, 1_500, 100) == T0 + LEAD - 1_500
+    assert timers_wake_ms([], LEAD, 1_500, 100) is None
+
+
+def test_a_burst_is_woken_early_enough_for_its_batch_to_end_a_margin_before_due() -> None:
+    # 50,000 raised over a second (ten slots of 5,000), 60 us each to raise: the batch
+    # that raises them all takes 3 s, so it must start 4.5 s before the first due time.
+    burst = [(T0 + 100 * i, 5_000) for i in range(10)]
+    wake = timers_wake_ms(burst, LEAD, 1_500, 60)
+    assert wake is not None
+    raised = sum(n for slot, n in burst if slot <= wake)
+    assert wake + raised * 60 // 1000 <= T0 + LEAD - 1_500, "ends a margin before due"
+    assert wake >= T0, "never before the first raise time"
+    assert wake < T0 + LEAD - 1_500 - 2_500
+    # Where even the first slot alone is too much for the lead: at its raise time.
+    assert timers_wake_ms([(T0, 200_000)], LEAD, 1_500, 60) == T0
+
+
+def test_a_burst_behind_a_few_timers_moves_their_wake_too() -> None:
+    # One timer, then a burst raised 2 s later: waking for the one at its usual time
+    # would raise the burst in the same batch, and that batch would end late.
+    slots = [(T0, 1), (T0 + 2_000, 40_000)]
+    wake = timers_wake_ms(slots, LEAD, 1_500, 60)
+    assert wake is not None
+    assert wake < T0 + 2_000, "woken before the burst rides along"
+    assert wake == T0 + 2_000 - 100  # the latest such time: a slot before the burst's
+
+
+def test_what_a_raise_costs_is_learnt_from_batches_that_raised_many() -> None:
+    margin = Margin()
+    assert margin.raise_us() == DEFAULT_RAISE_US
+    margin.observe(400, raised=RAISES_TO_LEARN - 1)  # the batch's fixed cost dominates
+    assert margin.raise_us() == DEFAULT_RAISE_US
+    margin.observe(3_000, raised=50_000)
+    assert margin.raise_us() == 60 * MARGIN_SPARE
+    margin.observe(1_000, raised=50_000)  # faster now: forgotten batch by batch
+    assert 20 * MARGIN_SPARE < margin.raise_us() < 60 * MARGIN_SPARE
+
+
+def first_wake_after(
+    waker: Waker, clock: ManualClock, arrivals: Arrivals, written: list[int]
+) -> int:
+    """Move time on in 100 ms steps, the watch reporting as it does, until a wake."""
+    before = len(written)
+    while len(written) == before:
+        clock.advance(100)
+        arrivals.add(0, None, clock.now_ms())
+        waker.tick()
+    return written[-1]
+
+
+def test_the_waker_wakes_early_for_a_burst_and_as_before_for_a_few() -> None:
+    for burst in (False, True):
+        clock, arrivals, gate = ManualClock(T0), Arrivals(), Gate()
+        written: list[int] = []
+        waker = gated_waker(clock, arrivals, gate, written)
+        waker.add([], complete=True)
+        arrivals.add(0, None, T0)
+        waker.tick()
+        waker.batch_done(T0 + 500)
+        margin = waker.margin_ms()
+        raise_at = T0 + 10_000
+        waker.add({raise_at: 1})
+        if burst:
+            waker.add({raise_at + 100 * i: 2_000 for i in range(10)})
+        wake = first_wake_after(waker, clock, arrivals, written)
+        usual = raise_at + LEAD - margin
+        if burst:
+            assert raise_at <= wake <= usual - 20_000 * DEFAULT_RAISE_US // 1000
+        else:
+            assert wake == usual
 
 
 def test_arrivals_are_woken_for_by_due_time_wait_or_count() -> None:

@@ -100,3 +100,24 @@ def test_a_failed_write_while_polling_is_retried_after_a_second_not_at_once() ->
     assert waker.tick() == 1_003_200  # written: back to polling
     assert attempts == [1_000_000, 1_001_000, 1_002_000, 1_003_000]
     assert waker.wakes_written == 1
+
+
+def test_plan_counts_the_timers_of_each_slot_and_shows_a_window_in_order() -> None:
+    plan = WakePlan()
+    plan.add_all({5_050: 2, 1_001: 1, 1_099: 4})
+    plan.add(3_000, 7)
+    plan.add(5_001)
+    assert plan.window(3_000) == [(1_100, 5), (3_000, 7)]
+    assert plan.window(10_000) == [(1_100, 5), (3_000, 7), (5_100, 3)]
+    assert plan.take_due(3_000) == 2
+    assert plan.window(10_000) == [(5_100, 3)]
+
+
+def test_a_checkpoints_timers_are_planned_in_bulk_in_order() -> None:
+    plan = WakePlan()
+    plan.add(50)
+    plan.add_all({due: 1 for due in range(100_000, 0, -100)})  # 1,000 slots, unordered
+    assert len(plan) == 1_000
+    assert plan.window(300) == [(100, 2), (200, 1), (300, 1)]
+    assert plan.take_due(99_950) == 999
+    assert plan.next_ms() == 100_000

@@ -50,8 +50,9 @@ class PartitionReport:
         counts: Events by kind, as in :class:`BatchReport`.
         lateness_ms: Commit time minus due time of each on-time delivery made.
         missed_lateness_ms: The same for schedules past due on arrival.
-        timers: Wake slots of the timers the batch set in this partition (filled by
-            the task from all its events; :func:`fire_rows` sees only rows that write).
+        timers: Wake slots of the timers the batch set in this partition, to how many
+            each holds (filled by the task from all its events; :func:`fire_rows` sees
+            only rows that write).
         notes: Log lines about dead letters and refusals: ids, sources, reasons.
         replay: The partition's records were committed before: nothing was written.
         executor: Which executor ran the task (``<host>/<executor id>``).
@@ -61,7 +62,7 @@ class PartitionReport:
     counts: Counter[str] = field(default_factory=Counter)
     lateness_ms: list[int] = field(default_factory=list)
     missed_lateness_ms: list[int] = field(default_factory=list)
-    timers: list[int] = field(default_factory=list)
+    timers: dict[int, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     replay: bool = False
     executor: str = ""

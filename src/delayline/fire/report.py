@@ -7,6 +7,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from delayline.contract.kinds import Kind
+
 WITHHELD = "withheld"
 """How the committer counts a handed-over schedule it did not deliver: a later cancel
 or update of it was read before the commit (:mod:`delayline.committer.watch`)."""
@@ -47,6 +49,12 @@ class BatchReport:
     finished_ms: int = 0
     missed_lateness_ms: list[int] = field(default_factory=list)
     executors: dict[str, Counter[str]] = field(default_factory=dict)
+
+    @property
+    def raised(self) -> int:
+        """Schedules the batch raised: delivered, handed to the committer or refused."""
+        counts = self.counts
+        return counts[Kind.RAISE] + counts[HANDED] + counts[REFUSED]
 
     def summary(self) -> dict[str, Any]:
         """Counts with the lateness lists reduced to count, p50 and max (for ``/progress``)."""

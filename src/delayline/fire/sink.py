@@ -10,7 +10,8 @@ dead-letter topic.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from delayline.core.clock import Clock, SystemClock, wake_slot
@@ -34,8 +35,9 @@ class FireSink:
         query_id: Returns the checkpoint's query id, which names the current run;
             markers of an earlier run (before ``--rebuild``) do not apply.
         on_batch: Called with each batch's report.
-        on_timers: Called with the due times of the timers each batch set (after
-            the batch is fired; a replay reports them again).
+        on_timers: Called with the wake slots of the timers each batch set (their
+            raise times), to how many each holds (after the batch is fired; a replay
+            reports them again).
         on_wakes: Called with the hold's own wake times (:meth:`Hold.wake_times`: a
             lease's end is not a timer's raise time); ``None``: given to ``on_timers``.
         hold: Where the batch's events come from, told when the batch is done.
@@ -49,7 +51,7 @@ class FireSink:
         config: RunSettings,
         query_id: Callable[[], str],
         on_batch: Callable[[BatchReport], None] = lambda _report: None,
-        on_timers: Callable[[list[int]], None] | None = None,
+        on_timers: Callable[[Mapping[int, int]], None] | None = None,
         *,
         on_wakes: Callable[[list[int]], None] | None = None,
         hold: Hold,
@@ -80,10 +82,14 @@ class FireSink:
         )
         parts = self.fire_partitions(events, job)
         report = merge(batch_id, parts)
-        timers = [] if self.hold.wakes_itself else [due for part in parts for due in part.timers]
+        timers: Counter[int] = Counter()
+        if not self.hold.wakes_itself:
+            for part in parts:
+                timers.update(part.timers)
         wakes = [wake_slot(at) for at in self.hold.wake_times()]
         if self.on_wakes is None:
-            timers, wakes = timers + wakes, []
+            timers.update(wakes)
+            wakes = []
         if timers and self.on_timers is not None:
             self.on_timers(timers)
         if wakes and self.on_wakes is not None:

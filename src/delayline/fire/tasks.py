@@ -44,7 +44,8 @@ log = logging.getLogger(__name__)
 
 REPORT_DDL = (
     "partition INT, counts STRING, lateness_ms ARRAY<BIGINT>, "
-    "missed_lateness_ms ARRAY<BIGINT>, timers ARRAY<BIGINT>, notes ARRAY<STRING>, "
+    "missed_lateness_ms ARRAY<BIGINT>, timers ARRAY<BIGINT>, timer_counts ARRAY<BIGINT>, "
+    "notes ARRAY<STRING>, "
     "replay BOOLEAN, executor STRING"
 )
 
@@ -88,7 +89,7 @@ def fire_on_executors(events: DataFrame, job: FireJob) -> list[PartitionReport]:
             counts=Counter(json.loads(row["counts"])),
             lateness_ms=list(row["lateness_ms"]),
             missed_lateness_ms=list(row["missed_lateness_ms"]),
-            timers=list(row["timers"]),
+            timers=dict(zip(row["timers"], row["timer_counts"], strict=True)),
             notes=list(row["notes"]),
             replay=bool(row["replay"]),
             executor=str(row["executor"]),
@@ -167,7 +168,8 @@ def _fire_task(job: FireJob, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatc
                 "counts": json.dumps(dict(report.counts)),
                 "lateness_ms": report.lateness_ms,
                 "missed_lateness_ms": report.missed_lateness_ms,
-                "timers": report.timers,
+                "timers": list(report.timers),
+                "timer_counts": list(report.timers.values()),
                 "notes": report.notes,
                 "replay": report.replay,
                 "executor": executor_label(),
@@ -187,14 +189,14 @@ class Split:
             :data:`~delayline.fire.handover.POSITION`.
         handover: The raised schedules handed to the committer, rendered column-wise.
         counts: Counts of the kinds that are only counted (planned, updated...).
-        timers: The distinct wake slots of new timers, set the lead before their due
-            times.
+        timers: The wake slots of new timers (set the lead before their due times), to
+            how many timers each holds.
     """
 
     rows: list[dict[str, Any]]
     handover: Handover
     counts: Counter[str]
-    timers: list[int]
+    timers: dict[int, int]
 
 
 def split_events(events: pa.Table, settings: RunSettings, batch_id: int) -> Split:
@@ -220,10 +222,10 @@ def split_events(events: pa.Table, settings: RunSettings, batch_id: int) -> Spli
     for item in pc.value_counts(events.filter(pc.invert(writes)).column("kind")).to_pylist():
         counts[str(item["values"])] += int(item["counts"])
     set_timers = events.filter(pc.is_in(kinds, value_set=pa.array(r.TIMER_KINDS)))
-    due = pc.unique(pc.drop_null(set_timers.column("due_ms"))).to_pylist()
-    lead_ms = settings.lead_ms
-    timers = sorted({wake_slot(raise_ms(int(d), lead_ms)) for d in due})
-    return Split(rows, handover, counts, timers)
+    timers: Counter[int] = Counter()
+    for item in pc.value_counts(pc.drop_null(set_timers.column("due_ms"))).to_pylist():
+        timers[wake_slot(raise_ms(int(item["values"]), settings.lead_ms))] += int(item["counts"])
+    return Split(rows, handover, counts, dict(sorted(timers.items())))
 
 
 _ROW_KINDS = [r.Kind.RAISE, r.Kind.DEAD, r.Kind.REWRITE, r.Kind.RETIRE, r.Kind.MISSED, r.Kind.ROUTE]
@@ -348,6 +350,7 @@ def _report_schema() -> pa.Schema:
             ("lateness_ms", longs),
             ("missed_lateness_ms", longs),
             ("timers", longs),
+            ("timer_counts", longs),
             ("notes", pa.list_(pa.string())),
             ("replay", pa.bool_()),
             ("executor", pa.string()),

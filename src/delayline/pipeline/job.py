@@ -471,7 +471,7 @@ class Pipeline:
 
     def _batch_done(self, report: BatchReport) -> None:
         if self._waker is not None:
-            self._waker.batch_done(report.finished_ms)
+            self._waker.batch_done(report.finished_ms, report.raised)
         if self._metrics_server is not None:
             self.metrics.observe_batch(report)
         self._on_batch(report)

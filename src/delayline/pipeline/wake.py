@@ -33,10 +33,11 @@ the waker wakes every trigger interval, as Spark would run batches without the g
 
 from __future__ import annotations
 
-import heapq
+import bisect
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +46,13 @@ from confluent_kafka import KafkaError, Producer
 from delayline.committer.arrivals import STALE_MS, Arrivals
 from delayline.core.clock import GRANULARITY_MS, Clock, SystemClock, earliest_ms, wake_slot
 from delayline.kafka.config import kafka_client_config
-from delayline.pipeline.need import Margin, Need, arrivals_wake_ms, timer_wake_ms
+from delayline.pipeline.need import (
+    Margin,
+    Need,
+    arrivals_wake_ms,
+    timer_wake_ms,
+    timers_wake_ms,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,33 +77,58 @@ class WakerStats:
 
 
 class WakePlan:
-    """The future wake times: a min-heap of distinct slots. Not thread-safe."""
+    """The future wake times: distinct slots in time order, each with how many timers
+    it holds. Not thread-safe."""
 
     def __init__(self) -> None:
-        self._heap: list[int] = []
-        self._slots: set[int] = set()
+        self._slots: list[int] = []  # ascending
+        self._counts: dict[int, int] = {}
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self._slots)
 
-    def add(self, due_ms: int) -> None:
-        """Plan a wake at or just after ``due_ms``."""
-        slot = wake_slot(due_ms)
-        if slot not in self._slots:
-            self._slots.add(slot)
-            heapq.heappush(self._heap, slot)
+    def add(self, due_ms: int, count: int = 1) -> None:
+        """Plan a wake at or just after ``due_ms``, for ``count`` timers."""
+        self.add_all({due_ms: count})
+
+    def add_all(self, due_ms: Mapping[int, int]) -> None:
+        """Plan a wake at or just after each of ``due_ms``, for so many timers."""
+        new: set[int] = set()
+        counts = self._counts
+        for due, count in due_ms.items():
+            slot = wake_slot(due)
+            if slot in counts:
+                counts[slot] += count
+            else:
+                counts[slot] = count
+                new.add(slot)
+        if len(new) > BULK_SLOTS:  # a checkpoint's timers: sorted once
+            self._slots = sorted(counts)
+            return
+        for slot in new:
+            bisect.insort(self._slots, slot)
 
     def next_ms(self) -> int | None:
         """The earliest planned wake time, or None."""
-        return self._heap[0] if self._heap else None
+        return self._slots[0] if self._slots else None
+
+    def window(self, until_ms: int) -> list[tuple[int, int]]:
+        """The slots up to ``until_ms``, in time order, with their timers."""
+        end = bisect.bisect_right(self._slots, until_ms)
+        return [(slot, self._counts[slot]) for slot in self._slots[:end]]
 
     def take_due(self, now_ms: int) -> int:
         """Remove the wake times at or before ``now_ms``; return how many there were."""
-        taken = 0
-        while self._heap and self._heap[0] <= now_ms:
-            self._slots.discard(heapq.heappop(self._heap))
-            taken += 1
-        return taken
+        end = bisect.bisect_right(self._slots, now_ms)
+        for slot in self._slots[:end]:
+            del self._counts[slot]
+        del self._slots[:end]
+        return end
+
+
+BULK_SLOTS = 64
+"""New slots beyond which :meth:`WakePlan.add_all` sorts the plan afresh instead of
+inserting each in place."""
 
 
 def next_wake_ms(
@@ -185,17 +217,18 @@ class Waker:
         poll interval until :meth:`add` is told the plan is complete."""
         self._thread.start()
 
-    def add(self, due_ms: Iterable[int], *, complete: bool = False) -> None:
+    def add(self, due_ms: Mapping[int, int] | Iterable[int], *, complete: bool = False) -> None:
         """Plan wakes for timers due at these times (thread-safe).
 
         Args:
-            due_ms: Due times of timers.
+            due_ms: Due times (raise times) of timers, each once per timer, or to how
+                many timers are due then.
             complete: The plan now holds every timer (the checkpoint's were added):
                 from now on wake only when planned, not every poll interval.
         """
+        counts = due_ms if isinstance(due_ms, Mapping) else Counter(due_ms)
         with self._cond:
-            for due in due_ms:
-                self._plan.add(due)
+            self._plan.add_all(counts)
             if complete:
                 self._poll_ms = None
                 log.info("waker: %d wake times planned from the checkpoint", len(self._plan))
@@ -209,12 +242,13 @@ class Waker:
                 self._exact.add(at)
             self._cond.notify()
 
-    def batch_done(self, finished_ms: int) -> None:
-        """A micro-batch finished at ``finished_ms``: how long it took from the first
-        wake it served sets the margin (thread-safe)."""
+    def batch_done(self, finished_ms: int, raised: int = 0) -> None:
+        """A micro-batch finished at ``finished_ms`` having raised ``raised`` schedules:
+        how long it took from the first wake it served sets the margin and what a raise
+        costs (thread-safe)."""
         with self._cond:
             if self._unserved_ms is not None:
-                self._margin.observe(finished_ms - self._unserved_ms)
+                self._margin.observe(finished_ms - self._unserved_ms, raised)
                 self._unserved_ms = None
 
     def margin_ms(self) -> int:
@@ -299,9 +333,12 @@ class Waker:
             poll = self._trigger_ms
         margin = self._margin.ms()
         # Timers are planned at their raise times; each wake raises every timer due by
-        # then, so only the earliest one decides when.
+        # then, so the earliest one decides when, and how many ride along with it.
         raise_at = self._plan.next_ms()
-        planned = None if raise_at is None else timer_wake_ms(raise_at, need.lead_ms, margin)
+        planned = None
+        if raise_at is not None:
+            window = self._plan.window(timer_wake_ms(raise_at, need.lead_ms, margin))
+            planned = timers_wake_ms(window, need.lead_ms, margin, self._margin.raise_us())
         at = next_wake_ms(earliest_ms(planned, exact), now_ms, last, beat, poll)
         if poll is None and (fed := arrivals.fed_ms()) is not None:
             at = min(at, max(now_ms, fed + STALE_MS + 1))  # notice the feed going quiet

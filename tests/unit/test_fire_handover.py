@@ -203,3 +203,16 @@ def test_the_timers_set_are_counted_by_wake_slot() -> None:
     split = split_events(table(planned), settings, 7)
     # due NOW_MS + 0..4, raised the lead before: all in the slot that rounds them up
     assert split.timers == {NOW_MS - 5_000: 1, NOW_MS - 4_900: 4}
+
+
+def test_large_arrow_types_render_the_same_records() -> None:
+    # Spark hands strings and binaries over as large ones with
+    # spark.sql.execution.arrow.useLargeVarTypes.
+    settings = config()
+    large = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}
+    schema = pa.schema([(f.name, large.get(f.type, f.type)) for f in EVENTS])
+    split = split_events(pa.Table.from_pylist(MIXED, schema=schema), settings, 7)
+    firer = FakeFirer()
+    clock = ManualClock(NOW_MS)
+    fire_rows(split.rows, 0, 7, "run", settings, firer, clock, handover=split.handover)
+    assert firer.batches[-1] == fired_row_by_row(MIXED, settings)

@@ -112,8 +112,12 @@ def render_handover(
     if not events.num_rows:
         return Handover()
     binary = pa.binary()
-    ids, targets, topics = (events.column(c) for c in ("id", "target_topic", "src_topic"))
-    target_keys = events.column("target_key")
+    # One type for every column joined (Spark hands large ones over with
+    # spark.sql.execution.arrow.useLargeVarTypes).
+    ids, targets, topics = (
+        pc.cast(events.column(c), pa.string()) for c in ("id", "target_topic", "src_topic")
+    )
+    target_keys = pc.cast(events.column("target_key"), binary)
     parts = pc.cast(events.column("src_partition"), pa.string())
     offsets = pc.cast(events.column("src_offset"), pa.string())
     keys = pc.binary_join_element_wise(topics, parts, offsets, "/")

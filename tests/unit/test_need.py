@@ -16,11 +16,11 @@ from delayline.core.clock import ManualClock
 from delayline.core.model import Schedule
 from delayline.kafka.reader import to_consumed_record
 from delayline.pipeline.need import (
+    BURST_TIMERS,
     DEFAULT_RAISE_US,
     MARGIN_PAD_MS,
     MARGIN_SPARE,
     MIN_MARGIN_MS,
-    RAISES_TO_LEARN,
     Margin,
     Need,
     arrivals_wake_ms,
@@ -62,6 +62,9 @@ def test_a_timer_is_woken_a_margin_before_its_due_time_never_before_its_raise() 
 def test_a_few_timers_are_woken_a_margin_before_the_first_due_time() -> None:
     slots = [(T0, 3), (T0 + 700, 2)]
     assert timers_wake_ms(slots, LEAD, 1_500, 100) == T0 + LEAD - 1_500
+    # fewer than a burst, whatever a raise was last seen to cost
+    slots = [(T0, BURST_TIMERS - 1)]
+    assert timers_wake_ms(slots, LEAD, 1_500, 5_000) == T0 + LEAD - 1_500
     assert timers_wake_ms([], LEAD, 1_500, 100) is None
 
 
@@ -92,7 +95,7 @@ def test_a_burst_behind_a_few_timers_moves_their_wake_too() -> None:
 def test_what_a_raise_costs_is_learnt_from_batches_that_raised_many() -> None:
     margin = Margin()
     assert margin.raise_us() == DEFAULT_RAISE_US
-    margin.observe(400, raised=RAISES_TO_LEARN - 1)  # the batch's fixed cost dominates
+    margin.observe(400, raised=BURST_TIMERS - 1)  # the batch's fixed cost dominates
     assert margin.raise_us() == DEFAULT_RAISE_US
     margin.observe(3_000, raised=50_000)
     assert margin.raise_us() == 60 * MARGIN_SPARE

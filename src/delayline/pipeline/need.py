@@ -51,9 +51,10 @@ DEFAULT_RAISE_US = 100
 """What raising one schedule adds to a batch until a batch that raised many tells: a
 batch that handed 50,000 over took 1.6-3.4 s here (33-68 us a schedule), a fresh JVM's
 more."""
-RAISES_TO_LEARN = 2_000
-"""A batch that raised at least this many tells what one costs (in a smaller one the
-batch's fixed cost dominates)."""
+BURST_TIMERS = 2_000
+"""Timers that make a burst: the waker wakes early only for at least this many due
+together (fewer are woken as before), and only a batch that raised this many tells what
+a raise costs (in a smaller one the batch's fixed cost dominates)."""
 DEFAULT_WAIT_MS = 10_000
 """See :attr:`Need.wait_ms`."""
 DEFAULT_RECORDS = 5_000
@@ -87,7 +88,7 @@ class Margin:
         """A batch ended this long after the first wake it served, having raised
         ``raised`` schedules."""
         self._longest_ms = max(float(wake_to_done_ms), self._longest_ms * MARGIN_DECAY)
-        if raised >= RAISES_TO_LEARN:
+        if raised >= BURST_TIMERS:
             cost = wake_to_done_ms * 1000 / raised
             last = self._raise_us
             self._raise_us = cost if last is None else max(cost, last * MARGIN_DECAY)
@@ -115,12 +116,15 @@ def timers_wake_ms(
     each with how many timers it holds; those up to :func:`timer_wake_ms` of the first
     are enough): the latest time at which a batch raising every timer due by then still
     ends ``margin_ms`` before the first due time, ``raise_us`` a timer. That is
-    :func:`timer_wake_ms` for a few timers; for a burst, earlier; never before the first
-    slot (nothing is raised earlier). ``None`` without slots."""
+    :func:`timer_wake_ms` for fewer than :data:`BURST_TIMERS` timers; for a burst,
+    earlier; never before the first slot (nothing is raised earlier). ``None`` without
+    slots."""
     if not slots:
         return None
     first = slots[0][0]
     latest = timer_wake_ms(first, lead_ms, margin_ms)
+    if sum(count for _, count in slots) < BURST_TIMERS:
+        return latest
     best = first
     raised = 0
     for i, (slot, count) in enumerate(slots):

@@ -121,15 +121,16 @@ def render_handover(
     parts = pc.cast(events.column("src_partition"), pa.string())
     offsets = pc.cast(events.column("src_offset"), pa.string())
     keys = pc.binary_join_element_wise(topics, parts, offsets, "/")
+    id_column = pc.cast(ids, binary)
     header = pc.binary_join_element_wise(
         _fixed_part(events, batch_id),
-        pc.cast(ids, binary),
+        id_column,
         pc.cast(targets, binary),
         pc.cast(topics, binary),
         pc.fill_null(target_keys, b""),
         b"",
     )
-    id_bytes = pc.cast(ids, binary).to_pylist()
+    id_bytes = id_column.to_pylist()
     # as inflight_partition does: every version of an id to one partition
     inflight_partitions = [zlib.crc32(i) % max(partitions, 1) for i in id_bytes]
     records: list[OutgoingRecord] = []

@@ -251,20 +251,15 @@ def _fire(job: FireJob, split: Split, partition: int, *, refresh: bool) -> Parti
     # A producer new here fenced nothing that committed before it: another process
     # (a pipeline finishing this one's batch) may have, so the markers are read.
     refresh = refresh or (fresh and job.shared)
+
+    def fire(firer: TransactionalFirer, refresh: bool) -> PartitionReport:
+        return fire_rows(split.rows, partition, job.batch_id, job.run, config, firer,
+                         SystemClock(), refresh=refresh, handover=split.handover)  # fmt: skip
+
     try:
         rows = len(split.rows) + len(split.handover)
         with warn_if_slow(log, f"partition {partition}: firing {rows} rows"):
-            return fire_rows(
-                split.rows,
-                partition,
-                job.batch_id,
-                job.run,
-                config,
-                firer,
-                SystemClock(),
-                refresh=refresh,
-                handover=split.handover,
-            )
+            return fire(firer, refresh)
     except Exception as exc:  # any failure: one more attempt with a new producer
         # A kept producer can have been fenced by another worker that fired this
         # partition since, or be left unusable: confluent-kafka's flush returned NULL
@@ -282,17 +277,7 @@ def _fire(job: FireJob, split: Split, partition: int, *, refresh: bool) -> Parti
     _FIRERS.pop(tx_id, None)
     firer = _FIRERS[tx_id] = new_firer(config, tx_id)
     _LAST_USER.claim(tx_id, firer)
-    return fire_rows(
-        split.rows,
-        partition,
-        job.batch_id,
-        job.run,
-        config,
-        firer,
-        SystemClock(),
-        refresh=True,
-        handover=split.handover,
-    )
+    return fire(firer, refresh=True)
 
 
 def deliver_as(

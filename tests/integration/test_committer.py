@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka import Producer
 
 from delayline.committer.config import CommitterConfig
+from delayline.committer.later import HOT_RECORDS
 from delayline.committer.service import Committer
 from delayline.committer.watch import FETCH_WAIT_MS
 from delayline.contract import ConsumedRecord
@@ -570,13 +571,15 @@ def test_a_cancel_in_a_transaction_still_open_at_the_due_time_ends_the_series(
     assert [r.value for r in records] == [b"tick", None], "re-armed after the cancel"
 
 
+@pytest.mark.parametrize("hot_records", [HOT_RECORDS, 0], ids=["objects", "columns"])
 def test_a_cancel_the_pipeline_has_not_read_is_remembered_past_the_memory(
-    kafka_bootstrap: str, topics: dict[str, str], tmp_path: Path
+    kafka_bootstrap: str, topics: dict[str, str], tmp_path: Path, hot_records: int
 ) -> None:
     """A pipeline behind its input hands over a version whose cancel was written, and
     read by the watch, longer ago than the watch's memory: the cancel still wins while
     the checkpoint's offsets log says the pipeline has not read it. Once the pipeline
-    has read it, the watch forgets it (the hold folds it from then on)."""
+    has read it, the watch forgets it (the hold folds it from then on). The same with
+    every record the watch remembers moved to columns (as past its budget of objects)."""
     schedules = unique_topic("schedules")
     create_topic(kafka_bootstrap, schedules)
     topology = Topology(bootstrap_servers=kafka_bootstrap, schedules_topics=(schedules,))
@@ -589,6 +592,7 @@ def test_a_cancel_the_pipeline_has_not_read_is_remembered_past_the_memory(
         topology=topology,
         checkpoint_dir=tmp_path,
         watch_memory_ms=500,
+        watch_hot_records=hot_records,
     )
     committer = Committer(settings)
     with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:
@@ -667,6 +671,7 @@ def test_a_committer_taking_over_a_partition_reads_again_the_cancels_it_forgot(
         topology=Topology(bootstrap_servers=kafka_bootstrap, schedules_topics=(schedules,)),
         checkpoint_dir=tmp_path,
         watch_memory_ms=500,
+        watch_hot_records=0,  # what it reads again is found among the columns
         name="b",
         session_timeout_ms=session_ms,
         first_assignment_timeout_s=2,

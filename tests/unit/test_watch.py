@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from delayline.committer.checkpoint_log import checkpoint_positions, latest_logged_batch
 from delayline.committer.due_plan import DuePlan
@@ -31,17 +35,34 @@ def record(offset: int, value: bytes | None = b"v2", *, partition: int = 0, ts: 
     return ConsumedRecord(TOPIC, partition, offset, ts, b"a", value, headers)
 
 
+HOT: list[int] = []
+"""The records kept as objects in the test running (see :func:`layout`)."""
+
+
+@pytest.fixture(autouse=True, params=[1_000, 0], ids=["objects", "columns"])
+def layout(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test of :class:`LaterRecords` runs twice: with its records kept as objects,
+    and with each moved to columns as it is noted (``hot_records=0``)."""
+    HOT.append(request.param)
+    yield
+    HOT.pop()
+
+
+def memory(memory_ms: int = 30_000) -> LaterRecords:
+    return LaterRecords(memory_ms=memory_ms, hot_records=HOT[-1], columns_every_ms=0)
+
+
 def ends(*records: ConsumedRecord, read_ms: int = 0) -> str | None:
-    later = LaterRecords(memory_ms=30_000)
+    later = memory()
     for r in records:
         remember(later, r, read_ms)
     return later.ends(VERSION)
 
 
-def remember(later: LaterRecords, r: ConsumedRecord, read_ms: int) -> None:
+def remember(later: LaterRecords, r: ConsumedRecord, read_ms: int, *, again: bool = False) -> None:
     found = later_of(r, PARSE, read_ms)
     if found is not None:
-        later.note(TOPIC, *found)
+        later.note(TOPIC, *found, again=again)
 
 
 def test_a_later_cancel_or_valid_version_ends_the_handed_over_one() -> None:
@@ -65,8 +86,99 @@ def test_any_of_several_records_ends_it() -> None:
     assert ends(record(6, b"bad", headers=()), record(7, None)) == CANCEL
 
 
+def test_the_first_read_that_ends_it_says_how() -> None:
+    assert ends(record(4, None), record(6), record(7, None)) == UPDATE
+    assert ends(record(7, None), record(6)) == CANCEL
+
+
+def test_the_same_id_in_another_topic_ends_nothing() -> None:
+    later = memory()
+    found = later_of(record(6, None), PARSE, 0)
+    assert found is not None
+    later.note("other", *found)
+    assert later.ends(VERSION) is None
+    later.note(TOPIC, *found)
+    assert later.ends(VERSION) == CANCEL
+
+
+def test_columns_answer_as_objects_do_over_many_records() -> None:
+    """Thousands of records over three topics and four partitions, noted and forgotten
+    by time in steps: the columns (moved in batches of every size, merged) answer every
+    version as records kept as objects do, and forget the same records."""
+    rng = random.Random(7)
+    objects = LaterRecords(memory_ms=1_000, hot_records=10**9)
+    mixed = LaterRecords(memory_ms=1_000, hot_records=HOT[-1] or 300, columns_every_ms=0)
+    for step, noted in enumerate(random_records(rng, 40)):
+        for topic, sid, later in noted:
+            objects.note(topic, sid, later)
+            mixed.note(topic, sid, later)
+        objects.expire(step * 100)
+        mixed.expire(step * 100)
+        assert len(mixed) == len(objects)
+        for version in random_versions(rng, 200):
+            assert mixed.ends(version) == objects.ends(version), (step, version)
+    mixed.expire(10**6)
+    assert len(mixed) == 0
+
+
+def test_columns_keep_every_record_the_pipeline_has_not_read() -> None:
+    """The same, forgotten as the pipeline reads: every record the pipeline has not read
+    (or read within the memory) still ends what it ends, and the columns never end a
+    version records kept as objects do not (they may forget sooner: each record on its
+    own, not in the order read)."""
+    rng = random.Random(11)
+    objects = LaterRecords(memory_ms=1_000, hot_records=10**9)
+    mixed = LaterRecords(memory_ms=1_000, hot_records=HOT[-1] or 300, columns_every_ms=0)
+    taken: dict[tuple[str, int], int] = {}
+    everything: list[tuple[str, str, Later]] = []
+    for step, noted in enumerate(random_records(rng, 40)):
+        for topic, sid, later in noted:
+            objects.note(topic, sid, later)
+            mixed.note(topic, sid, later)
+        everything += noted
+        for topic, _, later in noted:  # the pipeline 1-4 s behind
+            place = (topic, later.partition)
+            taken[place] = max(taken.get(place, 0), later.offset - rng.randrange(200, 700))
+        now = step * 100
+        objects.expire(now, taken)
+        mixed.expire(now, taken)
+        for topic, sid, later in everything:
+            kept = later.offset >= taken.get((topic, later.partition), 0)
+            if (kept or later.read_ms >= now - 1_000) and later.version_offset > 0:
+                source = SourceRef(
+                    topic, later.partition, later.version_offset - 1, later.version_timestamp_ms
+                )
+                assert mixed.ends(replace(VERSION, id=sid, source=source)) is not None
+        for version in random_versions(rng, 200):
+            if mixed.ends(version) is not None:
+                assert objects.ends(version) is not None, (step, version)
+
+
+def random_records(rng: random.Random, steps: int) -> Iterator[list[tuple[str, str, Later]]]:
+    """``steps`` batches of records (topic, id, what it ends), each read 100 ms after the
+    one before."""
+    offsets: dict[tuple[str, int], int] = {}
+    for step in range(steps):
+        noted = []
+        for _ in range(rng.randrange(1, 400)):
+            topic, partition = rng.choice(("s0", "s1", "s2")), rng.randrange(4)
+            offset = offsets[(topic, partition)] = offsets.get((topic, partition), -1) + 1
+            at = offset if rng.random() < 0.9 else rng.randrange(offset + 1)  # a copy
+            kind = rng.choice((CANCEL, UPDATE))
+            later = Later(kind, partition, at, rng.randrange(10_000), offset, step * 100)
+            noted.append((topic, f"id-{rng.randrange(5_000)}", later))
+        yield noted
+
+
+def random_versions(rng: random.Random, count: int) -> Iterator[Schedule]:
+    for _ in range(count):
+        topic = rng.choice(("s0", "s1", "s2"))
+        source = SourceRef(topic, rng.randrange(4), rng.randrange(2_000), rng.randrange(10_000))
+        yield replace(VERSION, id=f"id-{rng.randrange(5_200)}", source=source)
+
+
 def test_records_are_forgotten_after_the_memory() -> None:
-    later = LaterRecords(memory_ms=30_000)
+    later = memory()
     remember(later, record(6, None), 1_000)
     remember(later, record(7), 20_000)
     later.expire(31_001)
@@ -78,20 +190,21 @@ def test_records_are_forgotten_after_the_memory() -> None:
 
 def test_what_the_pipeline_has_not_read_is_kept_past_the_memory() -> None:
     """Known, the pipeline's progress keeps a record until the pipeline has read it,
-    however long ago it was read; records are forgotten in the order read."""
-    later = LaterRecords(memory_ms=30_000)
+    however long ago it was read."""
+    later = memory()
     remember(later, record(6, None), 1_000)  # ends VERSION
     remember(later, record(7, None, partition=1, ts=500), 2_000)  # older by time: ends nothing
-    later.expire(100_000, {(TOPIC, 0): 6, (TOPIC, 1): 9})
+    later.expire(31_500, {(TOPIC, 0): 6, (TOPIC, 1): 7})
     assert later.ends(VERSION) == CANCEL, "offset 6 of partition 0 is not read yet: kept"
-    later.expire(100_000, {(TOPIC, 1): 9})
+    assert len(later) == 2
+    later.expire(31_500, {(TOPIC, 1): 7})
     assert later.ends(VERSION) == CANCEL, "a partition the pipeline has not read: kept"
-    later.expire(100_000, {(TOPIC, 0): 7, (TOPIC, 1): 7})
+    later.expire(31_500, {(TOPIC, 0): 7, (TOPIC, 1): 7})
     assert later.ends(VERSION) is None, "read by the pipeline and older than the memory"
     assert len(later) == 1, "offset 7 of partition 1 is not read yet"
-    later.expire(31_999, {(TOPIC, 1): 8})
+    later.expire(31_999, {(TOPIC, 0): 7, (TOPIC, 1): 8})
     assert len(later) == 1, "read, but within the memory"
-    later.expire(32_001, {(TOPIC, 1): 8})
+    later.expire(32_001, {(TOPIC, 0): 7, (TOPIC, 1): 8})
     assert len(later) == 0
     copy = record(9, headers=((h.EPOCH, b"20"), (h.TARGET_TOPIC, b"t"), (h.COPY_OF, b"5")))
     remember(later, copy, 0)
@@ -130,9 +243,9 @@ def test_the_earliest_hand_over_of_some_partitions_only() -> None:
 
 
 def test_a_record_read_again_is_remembered_once() -> None:
-    later = LaterRecords(memory_ms=30_000)
+    later = memory()
     remember(later, record(6, None), 1_000)
-    remember(later, record(6, None), 50_000)  # read again after a take-over
+    remember(later, record(6, None), 50_000, again=True)  # read again after a take-over
     remember(later, record(7), 50_000)
     assert later.ends(VERSION) == CANCEL
     later.expire(31_001)
@@ -174,7 +287,7 @@ def test_only_what_ends_a_version_is_remembered_and_only_its_kind_and_place() ->
     assert later_of(ConsumedRecord(TOPIC, 0, 7, 2_000, None, None, ()), PARSE, 7) is None
     assert later_of(ConsumedRecord(TOPIC, 0, 7, 2_000, b"\xff", b"v", ()), PARSE, 7) is None
     assert later_of(record(8, headers=()), PARSE, 7) is None, "invalid: no target topic"
-    later = LaterRecords(memory_ms=30_000)
+    later = memory()
     for r in (record(6, b"bad", headers=()), record(7, None, headers=((h.FIRED_OFFSET, b"5"),))):
         remember(later, r, 0)
     assert len(later) == 0

@@ -19,8 +19,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     # delayline run: Spark (pandas, pyarrow, protobuf for transformWithStateInPandas),
     # prometheus_client for its metrics server.
     "pipeline": PIPELINE_MODULES,
-    # delayline committer: its metrics server.
-    "committer": ("prometheus_client",),
+    # delayline committer: its metrics server; numpy, its watch's memory of a backlog.
+    "committer": ("prometheus_client", "numpy"),
     # delayline api; httpx for the demo, which calls the API as a user would.
     "api": ("fastapi", "uvicorn", "prometheus_client", "httpx"),
     # delayline bench: starts the pipeline, records the pyspark version, plots.

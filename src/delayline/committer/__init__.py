@@ -69,7 +69,8 @@ The parts, each a module of this package:
   committing groups; :mod:`~delayline.committer.turns`: what each schedule writes;
   :mod:`~delayline.committer.tally`: what was delivered, how long writing took.
 * :mod:`~delayline.committer.withholding`, :mod:`~delayline.committer.watch`,
-  :mod:`~delayline.committer.later`, :mod:`~delayline.committer.read_barrier`,
+  :mod:`~delayline.committer.later` (its bulk in
+  :mod:`~delayline.committer.later_columns`), :mod:`~delayline.committer.read_barrier`,
   :mod:`~delayline.committer.rearms`, :mod:`~delayline.committer.checkpoint_log`:
   withholding what a later cancel or update ends.
 * :mod:`~delayline.committer.pacing` and :mod:`~delayline.committer.recurring`: target

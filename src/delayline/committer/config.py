@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from delayline.committer.later import MEMORY_MS
+from delayline.committer.later import HOT_RECORDS, MEMORY_MS
 from delayline.committer.pacing import TargetPacing
 from delayline.contract.pacing import TargetRates
 from delayline.contract.topology import Topology
@@ -61,6 +61,8 @@ class CommitterConfig:
             it forgets a record only once the pipeline has read it.
         watch_memory_ms: The least time the watch remembers a record that ends a
             version (:data:`delayline.committer.later.MEMORY_MS`).
+        watch_hot_records: How many of those it keeps as objects, the newest; the rest
+            in columns (:data:`delayline.committer.later.HOT_RECORDS`).
         name: This committer's name in the group, unique among the pipeline's
             committers: restarted under it within ``session_timeout_ms``, a committer
             takes its partitions back at once (a second one under the same name fences
@@ -104,6 +106,7 @@ class CommitterConfig:
     topology: Topology | None = None
     checkpoint_dir: Path | None = None
     watch_memory_ms: int = MEMORY_MS
+    watch_hot_records: int = HOT_RECORDS
     name: str = RUN_COMMITTER_NAME
     session_timeout_ms: int = 10_000
     first_assignment_timeout_s: float = 15.0
@@ -122,7 +125,7 @@ class CommitterStatus:
             written).
         delivered: Schedules it delivered since it started.
         pacing: Per target topic paced (a rate, or windowed schedules), what pacing did.
-        remembered: Schedule ids whose later cancel or version its watch remembers
+        remembered: Input records (cancels, versions) its watch remembers
             (:mod:`delayline.committer.watch`): what it read of the input lately, and
             everything the pipeline has not read yet.
     """

@@ -10,17 +10,27 @@ the watch (:mod:`delayline.committer.watch`) keeps only what deciding that takes
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from delayline.contract import ConsumedRecord
 from delayline.core.model import Cancel, Parsed, Schedule, SourceRef
 from delayline.core.versions import supersedes
 
+if TYPE_CHECKING:
+    from delayline.committer.later_columns import LaterColumns
+
 CANCEL = "cancel"
 """A later cancel withholds the version."""
 UPDATE = "update"
 """A later valid version withholds it (and is planned by the hold)."""
+HOT_RECORDS = 100_000
+"""How many records :class:`LaterRecords` keeps as objects, the newest; past it the
+oldest half of them move to columns (:mod:`delayline.committer.later_columns`): 49 bytes
+a record instead of 350-460."""
+COLUMNS_EXPIRE_MS = 5_000
+"""How often the records in columns are looked at for what to forget (a pass over them
+all)."""
 MEMORY_MS = 30_000
 """How long the watch remembers a record that ends a version not (yet) handed over, at
 least: longer than a micro-batch takes, from reading its input to handing over. It is
@@ -93,42 +103,74 @@ class LaterRecords:
     hold has read a cancel or a newer version, only the watch can withhold what that
     ends, however far behind its input the pipeline is.
 
-    Kept small (a million may be remembered while the pipeline reads a backlog): by
-    topic, each id to its record or, rarely, its records in the order read, and each
-    topic's ids in the order read (an id once per record).
+    Kept small (millions may be remembered while the pipeline reads a backlog): the
+    newest ``hot_records`` by topic, each id to its record or, rarely, its records in
+    the order read, and each topic's ids in the order read (an id once per record); the
+    older ones in columns (:class:`~delayline.committer.later_columns.LaterColumns`,
+    its ids as two hashes), 49 bytes each.
 
     Args:
         memory_ms: How long a record is kept at least.
+        hot_records: How many records are kept as objects at most.
+        columns_every_ms: How often those in columns are looked at by :meth:`expire`.
     """
 
-    def __init__(self, memory_ms: int = MEMORY_MS) -> None:
+    def __init__(
+        self,
+        memory_ms: int = MEMORY_MS,
+        hot_records: int = HOT_RECORDS,
+        columns_every_ms: int = COLUMNS_EXPIRE_MS,
+    ) -> None:
         self.memory_ms = memory_ms
+        self.hot_records = hot_records
+        self.columns_every_ms = columns_every_ms
         self._by_id: dict[str, dict[str, Later | tuple[Later, ...]]] = {}
         self._order: dict[str, deque[str]] = {}
+        self._hot = 0
+        """Records kept as objects."""
+        self._columns: LaterColumns | None = None
+        self._columns_expired_ms: int | None = None
         self.keep_until: int | None = None
         """Nothing is forgotten before this time: what a restarted committer read of the
         input since the checkpoint stays until a batch hands over again (then plus
         :attr:`memory_ms`); ``None``: no such wait."""
 
     def __len__(self) -> int:
-        """How many ids are remembered (read from any thread: a copy of the topics)."""
-        return sum(len(ids) for ids in list(self._by_id.values()))
+        """How many records are remembered (may be read from any thread)."""
+        columns = self._columns
+        return self._hot + (0 if columns is None else len(columns))
 
-    def note(self, topic: str, schedule_id: str, later: Later) -> None:
-        """Remember ``later``, a record of ``schedule_id`` in ``topic``."""
+    def note(self, topic: str, schedule_id: str, later: Later, *, again: bool = False) -> None:
+        """Remember ``later``, a record of ``schedule_id`` in ``topic``; ``again``: a
+        record read again (:meth:`InputWatch.reread`), remembered once."""
         ids = self._by_id.get(topic)
         if ids is None:
             ids = self._by_id[topic] = {}
             self._order[topic] = deque()
         known = _laters(ids.get(schedule_id))
         if any(k.partition == later.partition and k.offset == later.offset for k in known):
-            return  # read again (:meth:`InputWatch.reread`): remembered already
+            return  # read again: remembered already
+        columns = self._columns
+        if (
+            again
+            and columns is not None
+            and columns.has(topic, schedule_id, later.partition, later.offset)
+        ):
+            return  # read again: in columns already
         ids[schedule_id] = (*known, later) if known else later
         self._order[topic].append(schedule_id)
+        self._hot += 1
+        if self._hot > self.hot_records:
+            self._to_columns(self.hot_records // 2)
 
     def ends(self, version: Schedule) -> str | None:
-        """How a remembered record ends ``version`` (``None``: none does)."""
+        """How a remembered record ends ``version`` (``None``: none does): the first
+        read that does."""
         source = version.require_source()
+        if self._columns is not None:
+            kind = self._columns.ends(source.topic, version.id, source)
+            if kind is not None:
+                return kind
         for later in _laters(self._by_id.get(source.topic, {}).get(version.id)):
             kind = later.ends(version)
             if kind is not None:
@@ -136,13 +178,22 @@ class LaterRecords:
         return None
 
     def expire(self, now_ms: int, taken: Mapping[tuple[str, int], int] | None = None) -> None:
-        """Forget, in the order read, what was read more than :attr:`memory_ms` before
-        ``now_ms`` and lies before ``taken``: by (topic, partition), the offset up to
-        which the pipeline has read its input and the versions handed over before have
-        been checked (a partition missing from it: nothing of it is forgotten);
-        ``None``: the pipeline's progress is unknown, the time alone decides."""
+        """Forget what was read more than :attr:`memory_ms` before ``now_ms`` and lies
+        before ``taken``: by (topic, partition), the offset up to which the pipeline has
+        read its input and the versions handed over before have been checked (a
+        partition missing from it: nothing of it is forgotten); ``None``: the pipeline's
+        progress is unknown, the time alone decides. Records kept as objects are
+        forgotten in the order read (the first that must stay keeps those after it), those
+        in columns each on its own, at most every :attr:`columns_every_ms`."""
         if self.keep_until is not None and now_ms < self.keep_until:
             return
+        columns = self._columns
+        if columns is not None and (
+            self._columns_expired_ms is None
+            or now_ms - self._columns_expired_ms >= self.columns_every_ms
+        ):
+            self._columns_expired_ms = now_ms
+            columns.expire(now_ms - self.memory_ms, taken)
         for topic, order in self._order.items():
             ids = self._by_id[topic]
             while order:
@@ -154,10 +205,40 @@ class LaterRecords:
                 if taken is not None and first.offset >= taken.get((topic, first.partition), 0):
                     break
                 order.popleft()
-                if rest:
-                    ids[schedule_id] = rest[0] if len(rest) == 1 else tuple(rest)
-                else:
-                    del ids[schedule_id]
+                self._drop_first(ids, schedule_id, rest)
+
+    def _to_columns(self, keep: int) -> None:
+        """Move the oldest records kept as objects to columns, all but ``keep``."""
+        if self._columns is None:
+            from delayline.committer.later_columns import LaterColumns  # noqa: PLC0415 - numpy
+
+            self._columns = LaterColumns()
+        moved: list[tuple[str, str, Later]] = []
+        for topic, order in sorted(self._order.items(), key=lambda item: -len(item[1])):
+            ids = self._by_id[topic]
+            while order and self._hot - len(moved) > keep:
+                schedule_id = order.popleft()
+                first, *rest = _laters(ids[schedule_id])
+                moved.append((topic, schedule_id, first))
+                self._drop_first(ids, schedule_id, rest, counted=False)
+        self._hot -= len(moved)
+        self._columns.add(moved)
+
+    def _drop_first(
+        self,
+        ids: dict[str, Later | tuple[Later, ...]],
+        schedule_id: str,
+        rest: Sequence[Later],
+        *,
+        counted: bool = True,
+    ) -> None:
+        """Forget the first of ``schedule_id``'s records kept as objects."""
+        if rest:
+            ids[schedule_id] = rest[0] if len(rest) == 1 else tuple(rest)
+        else:
+            del ids[schedule_id]
+        if counted:
+            self._hot -= 1
 
 
 def _laters(found: Later | tuple[Later, ...] | None) -> tuple[Later, ...]:

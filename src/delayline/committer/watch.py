@@ -53,7 +53,7 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from delayline.committer.arrivals import Arrivals
-from delayline.committer.later import MEMORY_MS, LaterRecords, later_from
+from delayline.committer.later import HOT_RECORDS, MEMORY_MS, LaterRecords, later_from
 from delayline.contract.contracts import InputParser
 from delayline.contract.records import is_own_tombstone
 from delayline.core.model import Cancel, Schedule
@@ -98,6 +98,7 @@ class InputWatch:
         memory_ms: See :class:`LaterRecords`.
         arrivals: Told, after each read, what arrived that the pipeline must read
             (:mod:`delayline.committer.arrivals`); ``None``: nobody asks.
+        hot_records: See :class:`LaterRecords`.
 
     Raises:
         KafkaUnavailableError: the topics' offsets could not be read.
@@ -110,6 +111,7 @@ class InputWatch:
         now_ms: Callable[[], int],
         memory_ms: int = MEMORY_MS,
         arrivals: Arrivals | None = None,
+        hot_records: int = HOT_RECORDS,
     ) -> None:
         self.parse = parse
         self.arrivals = arrivals
@@ -117,7 +119,7 @@ class InputWatch:
         self._earliest_due_ms: int | None = None
         self.now_ms = now_ms
         self._bootstrap_servers = bootstrap_servers
-        self.later = LaterRecords(memory_ms)
+        self.later = LaterRecords(memory_ms, hot_records)
         self.read = 0
         """Records read since the start (for the committer's summary)."""
         self._consumer = private_consumer(
@@ -366,7 +368,7 @@ class InputWatch:
         if found is None:
             return None
         schedule_id, later = found
-        self.later.note(record.topic, schedule_id, later)
+        self.later.note(record.topic, schedule_id, later, again=not arrived)
         return record.topic, schedule_id
 
     def _report_arrived(self, now_ms: int) -> None:

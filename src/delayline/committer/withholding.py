@@ -150,6 +150,7 @@ class Withholding:
             self._clock.now_ms,
             config.watch_memory_ms,
             self._arrivals,
+            config.watch_hot_records,
         )
         self._ranges = RangeReader(config.bootstrap_servers)
         self._barrier = ReadBarrier(

@@ -171,7 +171,7 @@ class PipelineMetrics:
         )
         self.committer_remembered = Gauge(
             "delayline_committer_watch_remembered",
-            "Schedule ids whose later cancel or version a committer's watch remembers.",
+            "Input records (cancels, versions) a committer's watch remembers.",
             ["committer"],
             registry=self.registry,
         )

@@ -10,6 +10,8 @@ from datetime import timedelta
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
+
 from delayline.client import CatchUp, ClientConfig, Recurrence, Scheduler
 from delayline.contract.headers import EPOCH, OCCURRENCE, parse_epoch_ms
 from delayline.core.faults import FIRE_COMMITTED, PAUSE_AT_ENV, PAUSE_MARKER_ENV
@@ -30,6 +32,7 @@ def occurrence(d: Delivery) -> tuple[str, int, int]:
     return d.schedule_id or "", number, parse_epoch_ms((headers[EPOCH] or b"").decode())
 
 
+@pytest.mark.long  # minutes: `make test-long` (docs/testing.md)
 def test_every_second_for_a_minute_across_a_sigkill(kafka_bootstrap: str, tmp_path: Path) -> None:
     """Six schedules, every second for a minute (catch-up ``all``). The pipeline is
     SIGKILLed in the batch that first hands them over, once its fire transaction has

@@ -25,9 +25,11 @@ Pure: no Kafka. Not thread-safe, but :func:`len` may be read from any thread.
 
 from __future__ import annotations
 
+import mmap
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -111,7 +113,8 @@ class LaterColumns:
         for field in ("version_offset", "version_timestamp_ms", "offset", "read_ms"):
             table[field] = np.fromiter((getattr(r[2], field) for r in rows), np.int64, size)
         order = np.argsort(hashes, kind="stable")
-        runs = [*self._runs, _run(hashes[order], table[order])]
+        sorted_hashes = np.take(hashes, order, out=_empty(size, np.dtype(np.int64)))
+        runs = [*self._runs, _run(sorted_hashes, np.take(table, order, out=_empty(size, _FIELDS)))]
         while len(runs) >= 2 and len(runs[-2]) <= 2 * len(runs[-1]):
             newer = runs.pop()
             runs[-1] = _merge(runs[-1], newer)
@@ -180,7 +183,9 @@ class LaterColumns:
                 runs.append(run)
             elif not gone.all():
                 kept = ~gone
-                runs.append(_run(run.hashes[kept], run.rows[kept]))
+                size = int(np.count_nonzero(kept))
+                hashes = np.compress(kept, run.hashes, out=_empty(size, np.dtype(np.int64)))
+                runs.append(_run(hashes, np.compress(kept, run.rows, out=_empty(size, _FIELDS))))
         self._runs = tuple(_settled(runs))
 
     def _place(self, topic: str, partition: int) -> int:
@@ -189,6 +194,22 @@ class LaterColumns:
             place = self._place_ids[(topic, partition)] = len(self._places)
             self._places.append((topic, partition))
         return place
+
+
+MAPPED_BYTES = 1 << 20
+"""An array this large or larger is given pages of its own (an anonymous mapping),
+returned to the system when it is dropped. The allocator would place arrays of up to
+32 MiB on its heap once it has seen one that large freed, and runs are merged and
+dropped all the time: the heap's holes kept about 40 bytes a record more than the rows
+(``benchmarks/watch_memory.py``)."""
+
+
+def _empty(size: int, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
+    """An array of ``size`` items, uninitialised (see :data:`MAPPED_BYTES`)."""
+    nbytes = size * dtype.itemsize
+    if nbytes < MAPPED_BYTES:
+        return np.empty(size, dtype)
+    return np.frombuffer(mmap.mmap(-1, nbytes), dtype, count=size)
 
 
 def _run(hashes: npt.NDArray[np.int64], rows: npt.NDArray[np.void]) -> _Run:
@@ -201,8 +222,8 @@ def _merge(older: _Run, newer: _Run) -> _Run:
     size = len(older) + len(newer)
     from_newer = np.zeros(size, bool)
     from_newer[at] = True
-    hashes = np.empty(size, np.int64)
-    rows = np.empty(size, _FIELDS)
+    hashes = _empty(size, np.dtype(np.int64))
+    rows = _empty(size, _FIELDS)
     hashes[at], rows[at] = newer.hashes, newer.rows
     hashes[~from_newer], rows[~from_newer] = older.hashes, older.rows
     return _Run(hashes, rows, min(older.min_read_ms, newer.min_read_ms))

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from delayline.committer import later_columns
 from delayline.committer.checkpoint_log import checkpoint_positions, latest_logged_batch
 from delayline.committer.due_plan import DuePlan
 from delayline.committer.later import CANCEL, UPDATE, Later, LaterRecords, later_of
+from delayline.committer.later_columns import LaterColumns
 from delayline.committer.ownership import InLanes
 from delayline.committer.pending import Group, Pending
 from delayline.committer.watch import has_read
@@ -40,9 +42,12 @@ HOT: list[int] = []
 
 
 @pytest.fixture(autouse=True, params=[1_000, 0], ids=["objects", "columns"])
-def layout(request: pytest.FixtureRequest) -> Iterator[None]:
+def layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every test of :class:`LaterRecords` runs twice: with its records kept as objects,
-    and with each moved to columns as it is noted (``hot_records=0``)."""
+    and with each moved to columns as it is noted (``hot_records=0``; runs of at most
+    500 rows, so many of them)."""
+    if request.param == 0:
+        monkeypatch.setattr(later_columns, "RUN_ROWS", 500)
     HOT.append(request.param)
     yield
     HOT.pop()
@@ -115,8 +120,10 @@ def test_columns_answer_as_objects_do_over_many_records() -> None:
         objects.expire(step * 100)
         mixed.expire(step * 100)
         assert len(mixed) == len(objects)
-        for version in random_versions(rng, 200):
+        versions = list(random_versions(rng, 200))
+        for version in versions:
             assert mixed.ends(version) == objects.ends(version), (step, version)
+        assert mixed.ends_each(versions) == [objects.ends(v) for v in versions]
     mixed.expire(10**6)
     assert len(mixed) == 0
 
@@ -142,7 +149,7 @@ def test_columns_keep_every_record_the_pipeline_has_not_read() -> None:
         now = step * 100
         objects.expire(now, taken)
         mixed.expire(now, taken)
-        for topic, sid, later in everything:
+        for topic, sid, later in rng.sample(everything, min(len(everything), 400)):
             kept = later.offset >= taken.get((topic, later.partition), 0)
             if (kept or later.read_ms >= now - 1_000) and later.version_offset > 0:
                 source = SourceRef(
@@ -323,3 +330,23 @@ def test_read_to_the_ends_only_when_every_partition_is_past_its_end() -> None:
     assert not has_read({(TOPIC, 0): 4, (TOPIC, 1): 9}, ends)
     assert not has_read({}, ends)
     assert has_read({}, {})
+
+
+def test_the_count_holds_while_records_move_to_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The metrics thread reads the count while the committer's thread moves records to
+    columns: it never drops meanwhile."""
+    later = LaterRecords(memory_ms=30_000, hot_records=10)
+    seen: list[int] = []
+    add = LaterColumns.add
+
+    def watched(columns: LaterColumns, rows: list[tuple[str, str, Later]]) -> None:
+        seen.append(len(later))
+        add(columns, rows)
+        seen.append(len(later))
+
+    monkeypatch.setattr(LaterColumns, "add", watched)
+    for offset in range(25):
+        later.note(TOPIC, f"id-{offset}", Later(CANCEL, 0, offset, 0, offset, 0))
+        assert len(later) == offset + 1
+    assert seen
+    assert min(seen) >= 11, seen

@@ -61,7 +61,7 @@ class CommitterConfig:
             it forgets a record only once the pipeline has read it.
         watch_memory_ms: The least time the watch remembers a record that ends a
             version (:data:`delayline.committer.later.MEMORY_MS`).
-        watch_hot_records: How many of those it keeps as objects, the newest; the rest
+        watch_hot_records: How many of those it keeps as objects at most; the rest
             in columns (:data:`delayline.committer.later.HOT_RECORDS`).
         name: This committer's name in the group, unique among the pipeline's
             committers: restarted under it within ``session_timeout_ms``, a committer

@@ -3,7 +3,7 @@
 Under a backlog the watch remembers every input record the pipeline has not read yet
 (:class:`delayline.committer.later.LaterRecords`): millions, while the pipeline reads a
 backlog of millions. As Python objects (a :class:`~delayline.committer.later.Later` in
-dicts by id) that is 350-460 bytes a record. Past a budget of ids,
+dicts by id) that is about 300 bytes a record. Past a budget of records,
 :class:`~delayline.committer.later.LaterRecords` moves its oldest here: each record's
 :class:`~delayline.committer.later.Later` as one row of numpy arrays, its id as two
 hashes, its topic and partition as one small number.
@@ -17,8 +17,9 @@ if it also lies after the version in its topic.
 
 **Runs.** Rows come in batches (:meth:`LaterColumns.add`), each batch one run sorted by
 the 64-bit hash, found by binary search. A new run is merged into the one before it
-while that is at most twice its size, so a million rows sit in about twenty runs at
-most, and rows of one hash stay in the order read.
+while that is at most twice its size, up to :data:`RUN_ROWS` rows, so ten million rows
+sit in about a dozen runs, and rows of one hash stay in the order read.
+:meth:`LaterColumns.ends_each` searches each run once for a batch of versions.
 
 Pure: no Kafka. Not thread-safe, but :func:`len` may be read from any thread.
 """
@@ -113,12 +114,9 @@ class LaterColumns:
         for field in ("version_offset", "version_timestamp_ms", "offset", "read_ms"):
             table[field] = np.fromiter((getattr(r[2], field) for r in rows), np.int64, size)
         order = np.argsort(hashes, kind="stable")
-        sorted_hashes = np.take(hashes, order, out=_empty(size, np.dtype(np.int64)))
-        runs = [*self._runs, _run(sorted_hashes, np.take(table, order, out=_empty(size, _FIELDS)))]
-        while len(runs) >= 2 and len(runs[-2]) <= 2 * len(runs[-1]):
-            newer = runs.pop()
-            runs[-1] = _merge(runs[-1], newer)
-        self._runs = tuple(runs)
+        self._runs = tuple(
+            _settled([*self._runs, _run(_taken(hashes, order), _taken(table, order))])
+        )
 
     def has(self, topic: str, schedule_id: str, partition: int, offset: int) -> bool:
         """Whether the record at ``offset`` of ``topic``'s ``partition`` is remembered
@@ -137,27 +135,54 @@ class LaterColumns:
     def ends(self, topic: str, schedule_id: str, source: SourceRef) -> str | None:
         """How the first row read of ``schedule_id`` in ``topic`` that lies after the
         version at ``source`` ends it (``None``: none does)."""
-        if not self._runs:
-            return None
         key, crc = hash(schedule_id), crc_of(schedule_id)
         # Runs are in the order read, and the rows of one hash within a run: the first
         # row found that ends the version is the first read.
         for run in self._runs:
-            for i in run.matches(key):
-                row = run.rows[i]
-                if int(row["crc"]) != crc:
-                    continue
-                place_topic, partition = self._places[int(row["place"])]
-                if place_topic != topic:
-                    continue
-                at = SourceRef(
-                    topic,
-                    partition,
-                    int(row["version_offset"]),
-                    int(row["version_timestamp_ms"]),
-                )
-                if supersedes(at, source):
-                    return KINDS[int(row["kind"])]
+            kind = self._first_ending(run, run.matches(key), crc, topic, source)
+            if kind is not None:
+                return kind
+        return None
+
+    def ends_each(self, versions: Sequence[tuple[str, str, SourceRef]]) -> list[str | None]:
+        """:meth:`ends` of each of ``versions`` (topic, schedule id, source), each run
+        searched once for them all."""
+        found: list[str | None] = [None] * len(versions)
+        if not self._runs or not versions:
+            return found
+        keys = np.fromiter((hash(sid) for _, sid, _ in versions), np.int64, len(versions))
+        crcs = [crc_of(sid) for _, sid, _ in versions]
+        for run in self._runs:
+            starts = np.searchsorted(run.hashes, keys, side="left")
+            inside = starts < len(run)
+            hits = np.flatnonzero(inside)
+            hits = hits[run.hashes[starts[hits]] == keys[hits]]
+            for i in hits.tolist():
+                if found[i] is not None:
+                    continue  # an older run ended it
+                topic, _, source = versions[i]
+                key, start = int(keys[i]), int(starts[i])
+                rows = range(start, int(np.searchsorted(run.hashes, key, side="right")))
+                found[i] = self._first_ending(run, rows, crcs[i], topic, source)
+        return found
+
+    def _first_ending(
+        self, run: _Run, rows: range, crc: int, topic: str, source: SourceRef
+    ) -> str | None:
+        """How the first of ``rows`` (of ``run``, one hash) that is of the id whose CRC
+        is ``crc`` in ``topic`` ends the version at ``source``, if one does."""
+        for i in rows:
+            row = run.rows[i]
+            if int(row["crc"]) != crc:
+                continue
+            place_topic, partition = self._places[int(row["place"])]
+            if place_topic != topic:
+                continue
+            at = SourceRef(
+                topic, partition, int(row["version_offset"]), int(row["version_timestamp_ms"])
+            )
+            if supersedes(at, source):
+                return KINDS[int(row["kind"])]
         return None
 
     def expire(self, before_ms: int, taken: Mapping[tuple[str, int], int] | None = None) -> None:
@@ -182,10 +207,8 @@ class LaterColumns:
             if not gone.any():
                 runs.append(run)
             elif not gone.all():
-                kept = ~gone
-                size = int(np.count_nonzero(kept))
-                hashes = np.compress(kept, run.hashes, out=_empty(size, np.dtype(np.int64)))
-                runs.append(_run(hashes, np.compress(kept, run.rows, out=_empty(size, _FIELDS))))
+                kept = np.flatnonzero(~gone)
+                runs.append(_run(_taken(run.hashes, kept), _taken(run.rows, kept)))
         self._runs = tuple(_settled(runs))
 
     def _place(self, topic: str, partition: int) -> int:
@@ -196,6 +219,10 @@ class LaterColumns:
         return place
 
 
+RUN_ROWS = 1 << 20
+"""The most rows a merge makes one run of (49 MiB and its hashes): a merge holds both
+runs and the one it makes, so larger runs would double the memory of a backlog of
+millions for a moment, and ten million rows are searched in a dozen runs."""
 MAPPED_BYTES = 1 << 20
 """An array this large or larger is given pages of its own (an anonymous mapping),
 returned to the system when it is dropped. The allocator would place arrays of up to
@@ -212,6 +239,12 @@ def _empty(size: int, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
     return np.frombuffer(mmap.mmap(-1, nbytes), dtype, count=size)
 
 
+def _taken(array: npt.NDArray[Any], at: npt.NDArray[np.intp]) -> npt.NDArray[Any]:
+    """``array[at]`` into an array of :func:`_empty` (``clip``: no copy on the way; the
+    indices are in range)."""
+    return np.take(array, at, mode="clip", out=_empty(len(at), array.dtype))
+
+
 def _run(hashes: npt.NDArray[np.int64], rows: npt.NDArray[np.void]) -> _Run:
     return _Run(hashes, rows, int(rows["read_ms"].min()))
 
@@ -225,17 +258,22 @@ def _merge(older: _Run, newer: _Run) -> _Run:
     hashes = _empty(size, np.dtype(np.int64))
     rows = _empty(size, _FIELDS)
     hashes[at], rows[at] = newer.hashes, newer.rows
-    hashes[~from_newer], rows[~from_newer] = older.hashes, older.rows
+    from_older = ~from_newer
+    hashes[from_older], rows[from_older] = older.hashes, older.rows
     return _Run(hashes, rows, min(older.min_read_ms, newer.min_read_ms))
 
 
 def _settled(runs: Iterable[_Run]) -> list[_Run]:
-    """``runs`` (oldest first) merged again where expiry left a run no larger than half
-    the one after it."""
+    """``runs`` (oldest first), each merged into the one before it while that is at
+    most twice its size and both fit in :data:`RUN_ROWS`."""
     out: list[_Run] = []
     for run in runs:
         out.append(run)
-        while len(out) >= 2 and len(out[-2]) <= 2 * len(out[-1]):
+        while (
+            len(out) >= 2
+            and len(out[-2]) <= 2 * len(out[-1])
+            and len(out[-2]) + len(out[-1]) <= RUN_ROWS
+        ):
             newer = out.pop()
             out[-1] = _merge(out[-1], newer)
     return out

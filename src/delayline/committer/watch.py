@@ -189,7 +189,7 @@ class InputWatch:
         self._report_arrived(self.now_ms())
         if not ends:
             log.info(
-                "committer watch: read %d input record(s) since %d, %d id(s) remembered",
+                "committer watch: read %d input record(s) since %d, %d remembered",
                 self.read,
                 since_ms,
                 len(self.later),

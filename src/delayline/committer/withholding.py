@@ -114,7 +114,7 @@ class Withholding:
         the lanes: a dict's get and set are atomic)."""
 
     def remembered(self) -> int:
-        """Schedule ids whose later cancel or version the watch remembers."""
+        """Input records (cancels, versions) the watch remembers."""
         return 0 if self.watch is None else len(self.watch.later)
 
     def withheld(self, pending: Pending) -> bool:
@@ -237,8 +237,8 @@ class Withholding:
         if self.watch is None:
             return
         later = self.watch.later
-        for pending in self._plan.take_new():
-            kind = later.ends(pending.schedule)
+        new = self._plan.take_new()
+        for pending, kind in zip(new, later.ends_each([p.schedule for p in new]), strict=True):
             if kind is not None:
                 self._withhold(pending, kind)
             batch = pending.batch

@@ -166,16 +166,11 @@ class LaterRecords:
     def ends(self, version: Schedule) -> str | None:
         """How a remembered record ends ``version`` (``None``: none does): the first
         read that does."""
-        source = version.require_source()
-        if self._columns is not None:
-            kind = self._columns.ends(source.topic, version.id, source)
-            if kind is not None:
-                return kind
-        return self._hot_ends(version, source.topic)
+        return self.ends_each([version])[0]
 
     def ends_each(self, versions: Sequence[Schedule]) -> list[str | None]:
         """:meth:`ends` of each of ``versions``, the columns searched once for them all
-        (a batch just handed over)."""
+        (a batch just handed over): columns first, they were read first."""
         sources = [version.require_source() for version in versions]
         columns = self._columns
         found: list[str | None] = (
@@ -226,7 +221,8 @@ class LaterRecords:
                 if taken is not None and first.offset >= taken.get((topic, first.partition), 0):
                     break
                 order.popleft()
-                self._drop_first(ids, schedule_id, rest)
+                _drop_first(ids, schedule_id, rest)
+                self._hot -= 1
 
     def _to_columns(self, keep: int) -> None:
         """Move the oldest records kept as objects to columns, all but ``keep``."""
@@ -241,25 +237,20 @@ class LaterRecords:
                 schedule_id = order.popleft()
                 first, *rest = _laters(ids[schedule_id])
                 moved.append((topic, schedule_id, first))
-                self._drop_first(ids, schedule_id, rest, counted=False)
+                _drop_first(ids, schedule_id, rest)
         self._columns.add(moved)  # before the count drops: len() is read meanwhile
         self._hot -= len(moved)
 
-    def _drop_first(
-        self,
-        ids: dict[str, Later | tuple[Later, ...]],
-        schedule_id: str,
-        rest: Sequence[Later],
-        *,
-        counted: bool = True,
-    ) -> None:
-        """Forget the first of ``schedule_id``'s records kept as objects."""
-        if rest:
-            ids[schedule_id] = rest[0] if len(rest) == 1 else tuple(rest)
-        else:
-            del ids[schedule_id]
-        if counted:
-            self._hot -= 1
+
+def _drop_first(
+    ids: dict[str, Later | tuple[Later, ...]], schedule_id: str, rest: Sequence[Later]
+) -> None:
+    """Forget the first of ``schedule_id``'s records kept as objects (``rest``: the
+    others, in the order read)."""
+    if rest:
+        ids[schedule_id] = rest[0] if len(rest) == 1 else tuple(rest)
+    else:
+        del ids[schedule_id]
 
 
 def _laters(found: Later | tuple[Later, ...] | None) -> tuple[Later, ...]:

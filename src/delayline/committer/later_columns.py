@@ -93,10 +93,6 @@ class LaterColumns:
         """How many rows are remembered."""
         return sum(len(run) for run in self._runs)
 
-    def nbytes(self) -> int:
-        """The rows' memory (their arrays)."""
-        return sum(run.hashes.nbytes + run.rows.nbytes for run in self._runs)
-
     def add(self, rows: Sequence[tuple[str, str, Later]]) -> None:
         """Remember ``rows`` (topic, schedule id, what its record ends), read after every
         row remembered so far, in the order read."""
@@ -132,21 +128,11 @@ class LaterColumns:
                     return True
         return False
 
-    def ends(self, topic: str, schedule_id: str, source: SourceRef) -> str | None:
-        """How the first row read of ``schedule_id`` in ``topic`` that lies after the
-        version at ``source`` ends it (``None``: none does)."""
-        key, crc = hash(schedule_id), crc_of(schedule_id)
-        # Runs are in the order read, and the rows of one hash within a run: the first
-        # row found that ends the version is the first read.
-        for run in self._runs:
-            kind = self._first_ending(run, run.matches(key), crc, topic, source)
-            if kind is not None:
-                return kind
-        return None
-
     def ends_each(self, versions: Sequence[tuple[str, str, SourceRef]]) -> list[str | None]:
-        """:meth:`ends` of each of ``versions`` (topic, schedule id, source), each run
-        searched once for them all."""
+        """For each of ``versions`` (topic, schedule id, source), how the first row read
+        of that id in that topic that lies after the version ends it (``None``: none
+        does). Each run is searched once for them all; runs are in the order read, and
+        the rows of one hash within a run, so the first row found is the first read."""
         found: list[str | None] = [None] * len(versions)
         if not self._runs or not versions:
             return found

@@ -348,8 +348,8 @@ class Withholding:
                 *(p for slot in self._slots for p in slot.in_lanes.of(topic, sid)),
             )
         ]
-        for p in candidates:
-            kind = self.watch.later.ends(p.schedule)
+        kinds = self.watch.later.ends_each([p.schedule for p in candidates])
+        for p, kind in zip(candidates, kinds, strict=True):
             if kind is not None:
                 self._withhold(p, kind)
 

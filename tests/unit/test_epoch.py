@@ -1,3 +1,6 @@
+import random
+from decimal import Decimal, InvalidOperation
+
 import pytest
 
 from delayline.contract.headers import EpochError, format_epoch, parse_epoch_ms
@@ -60,3 +63,26 @@ def test_format_round_trips(ms: int) -> None:
 def test_format_whole_seconds_has_no_fraction() -> None:
     assert format_epoch(1_893_456_000_000) == "1893456000"
     assert format_epoch(1_893_456_000_050) == "1893456000.050"
+
+
+def test_every_decimal_form_reads_as_the_exact_decimal_rounded_up() -> None:
+    """Plain seconds to the millisecond are read in integers, the rest by ``Decimal``:
+    both give the written instant rounded up to the millisecond, or the same refusal."""
+    rng = random.Random(11)
+    for _ in range(20_000):
+        whole = "".join(rng.choice("0123456789") for _ in range(rng.randrange(0, 17)))
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randrange(0, 6)))
+        text = rng.choice(["", " ", "\t"]) + whole + rng.choice(["", "."]) + digits
+        text += rng.choice(["", " "])
+        try:
+            exact = Decimal(text.strip(" \t")) * 1000
+        except InvalidOperation:
+            with pytest.raises(EpochError):
+                parse_epoch_ms(text)
+            continue
+        expected = int(exact.to_integral_value(rounding="ROUND_CEILING"))
+        if expected > MAX_EPOCH_MS:
+            with pytest.raises(EpochError, match="beyond year 9999"):
+                parse_epoch_ms(text)
+        else:
+            assert parse_epoch_ms(text) == expected, text

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Message
 
 from delayline.committer import later_columns
 from delayline.committer.checkpoint_log import checkpoint_positions, latest_logged_batch
@@ -16,7 +17,7 @@ from delayline.committer.later import CANCEL, UPDATE, Later, LaterRecords, later
 from delayline.committer.later_columns import LaterColumns
 from delayline.committer.ownership import InLanes
 from delayline.committer.pending import Group, Pending
-from delayline.committer.watch import has_read
+from delayline.committer.watch import InputWatch, has_read
 from delayline.contract import ConsumedRecord
 from delayline.contract import headers as h
 from delayline.contract.contracts import InputParser
@@ -350,3 +351,53 @@ def test_the_count_holds_while_records_move_to_columns(monkeypatch: pytest.Monke
         assert len(later) == offset + 1
     assert seen
     assert min(seen) >= 11, seen
+
+
+def _input_message(rng: random.Random, offset: int) -> Message:
+    """A record of the schedules topic, valid or not in one of many ways."""
+    key = rng.choice([b"a", b"b", b"c", b"a", b"b", b"c", b"", b"\xff\xfe", "é".encode()])
+    epoch = rng.choice([b"20", b"20.5", b" 21.250 ", b"20.0001"] * 3 + [b"+20", b"1e3", b"", b"-1",
+                        b"253402300800", b"999999999999999", b"\xff", None])  # fmt: skip
+    target = rng.choice([b"target"] * 6 + [b"__consumer_offsets", b"no spaces", b"\xff", None])
+    headers: list[tuple[str, str | bytes | None]] = []
+    if epoch is not None:
+        headers.append((h.EPOCH, epoch))
+    if target is not None:
+        headers.append((h.TARGET_TOPIC, target))
+    for _ in range(rng.randrange(3)):
+        name = rng.choice([h.COPY_OF, h.TARGET_KEY, h.EPOCH, "trace", h.FIRED_OFFSET])
+        value = rng.choice([str(rng.randrange(offset + 3)).encode(), b"x", b"", None])
+        headers.insert(rng.randrange(len(headers) + 1), (name, value))
+    value = None if rng.random() < 0.3 else b"payload"
+    if value is None and rng.random() < 0.5:
+        headers = [(h.FIRED_OFFSET, str(rng.randrange(offset + 1)).encode())]
+    return Message(topic=TOPIC, partition=rng.randrange(2), offset=offset, key=key,
+                   value=value, headers=headers, timestamp=(1, 1_000 + offset))  # fmt: skip
+
+
+def test_the_watch_classifies_header_records_as_the_parser_does() -> None:
+    """The watch reads a header-contract schedule by the contract's own checks without
+    making the schedule: over thousands of records, valid and not, what it remembers,
+    returns and counts is what it makes of the parsed schedules."""
+    rng = random.Random(7)
+    msgs = [_input_message(rng, offset) for offset in range(3_000)]
+    fast, parsed = (InputWatch("unused:9092", PARSE, lambda: 0, hot_records=HOT[-1])
+                    for _ in range(2))  # fmt: skip
+    parsed._header_topics[TOPIC] = False  # parsed into the model, as other contracts are
+    outs: list[list[tuple[str, str]]] = [[], []]
+    for watch, out in zip((fast, parsed), outs, strict=True):
+        watch.close()
+        watch.take(msgs, 5, out)
+    assert outs[0] == outs[1]
+    assert len(outs[0]) > 600, "many records end something"
+    assert (fast._arrived, fast._earliest_due_ms) == (parsed._arrived, parsed._earliest_due_ms)
+    assert len(fast.later) == len(parsed.later) > 500
+    versions = [
+        Schedule(key, 0, "t", None, b"", (), SourceRef(TOPIC, partition, offset, 1_000 + offset))
+        for key in ("a", "b", "c", "é")
+        for partition in (0, 1)
+        for offset in range(-1, 3_010, 7)
+    ]
+    answers = fast.later.ends_each(versions)
+    assert answers == parsed.later.ends_each(versions)
+    assert {None, CANCEL, UPDATE} <= set(answers)

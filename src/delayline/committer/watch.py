@@ -53,10 +53,23 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from delayline.committer.arrivals import Arrivals
-from delayline.committer.later import HOT_RECORDS, MEMORY_MS, LaterRecords, later_from
-from delayline.contract.contracts import InputParser
-from delayline.contract.records import is_own_tombstone
-from delayline.core.model import Cancel, Schedule
+from delayline.committer.later import (
+    HOT_RECORDS,
+    MEMORY_MS,
+    UPDATE,
+    Later,
+    LaterRecords,
+    later_from,
+)
+from delayline.contract.contracts import HEADER, InputParser
+from delayline.contract.records import (
+    ConsumedRecord,
+    ScheduleFields,
+    is_own_tombstone,
+    parse_safely,
+    schedule_fields,
+)
+from delayline.core.model import Cancel, Parsed, Schedule
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import (
@@ -114,6 +127,8 @@ class InputWatch:
         hot_records: int = HOT_RECORDS,
     ) -> None:
         self.parse = parse
+        self._header_topics: dict[str, bool] = {}
+        """Each input topic read: whether it speaks the header contract."""
         self.arrivals = arrivals
         self._arrived = 0
         self._earliest_due_ms: int | None = None
@@ -174,15 +189,7 @@ class InputWatch:
             if high > tp.offset:
                 ends[(tp.topic, tp.partition)] = high
         while ends and not give_up():
-            msgs = self._consumer.consume(BATCH, 0.2)
-            now = self.now_ms()
-            for msg in msgs:
-                error = msg.error()
-                self._advance(msg)
-                if error is None:
-                    self._note(msg, now)
-                elif error.code() != KafkaError._PARTITION_EOF:
-                    log.warning("committer watch: %s", error)
+            self.take(self._consumer.consume(BATCH, 0.2), self.now_ms(), None)
             self._take_positions()
             for place in [place for place, end in ends.items() if self.positions[place] >= end]:
                 del ends[place]
@@ -267,16 +274,7 @@ class InputWatch:
         out: list[tuple[str, str]] = []
         while True:
             msgs = self._consumer.consume(BATCH, 0)
-            now = self.now_ms()
-            for msg in msgs:
-                error = msg.error()
-                self._advance(msg)
-                if error is None:
-                    noted = self._note(msg, now)
-                    if noted is not None:
-                        out.append(noted)
-                elif error.code() != KafkaError._PARTITION_EOF:
-                    log.warning("committer watch: %s", error)
+            self.take(msgs, self.now_ms(), out)
             if len(msgs) < BATCH:
                 break
         self._take_positions()
@@ -284,6 +282,30 @@ class InputWatch:
         self._report_arrived(now)
         self.later.expire(now, self.taken)
         return out
+
+    def take(
+        self, msgs: list[Message], now_ms: int, out: list[tuple[str, str]] | None = None
+    ) -> None:
+        """Take a batch its consumer returned, as :meth:`poll` does: note each record of
+        ``msgs`` (read at ``now_ms``; the (topic, id) of each that ends something into
+        ``out``, if given), and move each partition's position past it, or to the end of
+        the partition reported (its offset is the next to read, past transaction
+        markers). Positions are published apart, once what they passed is noted. One
+        loop for the whole batch: it runs per record."""
+        positions, note, eof = self.positions, self._note, KafkaError._PARTITION_EOF
+        for msg in msgs:
+            error = msg.error()
+            if error is not None and error.code() != eof:
+                log.warning("committer watch: %s", error)
+                continue
+            place = (msg.topic() or "", msg.partition() or 0)
+            offset = (msg.offset() or 0) + (error is None)
+            if offset > positions.get(place, -1):
+                positions[place] = offset
+            if error is None:
+                noted = note(msg, now_ms)
+                if noted is not None and out is not None:
+                    out.append(noted)
 
     def acknowledged_ends(self, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
         """The end of each input partition read, open transactions included, now: every
@@ -338,17 +360,6 @@ class InputWatch:
             if tp.error is None and tp.offset > self.positions.get(place, -1):
                 self.positions[place] = tp.offset
 
-    def _advance(self, msg: Message) -> None:
-        """Move the partition's position past ``msg`` (a record, or the end of the
-        partition: its offset is the next to read, past transaction markers)."""
-        error = msg.error()
-        if error is not None and error.code() != KafkaError._PARTITION_EOF:
-            return
-        place = (msg.topic() or "", msg.partition() or 0)
-        offset = (msg.offset() or 0) + (error is None)
-        if offset > self.positions.get(place, -1):
-            self.positions[place] = offset
-
     def _note(self, msg: Message, now_ms: int, *, arrived: bool = True) -> tuple[str, str] | None:
         """Remember what the record ``msg`` ends, read at ``now_ms``: (topic, id), or
         ``None`` for a record that ends nothing. With ``arrived`` (not a record read
@@ -357,19 +368,39 @@ class InputWatch:
         if msg.value() is None and is_own_tombstone(msg.key(), message_headers(msg)):
             return None  # one follows each delivery: it ends nothing, and is not parsed
         record = to_consumed_record(msg)
-        parsed = self.parse(record)
+        parsed = self._classify(record)
+        if isinstance(parsed, ScheduleFields):
+            if arrived:
+                self._count(parsed.due_ms)
+            at = record.partition, parsed.version_offset, record.timestamp_ms
+            later = Later(UPDATE, *at, record.offset, now_ms)
+            self.later.note(record.topic, parsed.id, later, again=not arrived)
+            return record.topic, parsed.id
         if arrived and (not isinstance(parsed, Cancel) or parsed.fired_offset is None):
-            self._arrived += 1
-            if isinstance(parsed, Schedule) and (
-                self._earliest_due_ms is None or parsed.due_ms < self._earliest_due_ms
-            ):
-                self._earliest_due_ms = parsed.due_ms
+            self._count(parsed.due_ms if isinstance(parsed, Schedule) else None)
         found = later_from(record, parsed, now_ms)
         if found is None:
             return None
         schedule_id, later = found
         self.later.note(record.topic, schedule_id, later, again=not arrived)
         return record.topic, schedule_id
+
+    def _classify(self, record: ConsumedRecord) -> ScheduleFields | Parsed:
+        """``record`` parsed by its topic's contract; a valid schedule of the header
+        contract as its fields only, by that contract's own checks (no schedule is made:
+        the watch reads every schedule written)."""
+        topic = record.topic
+        header = self._header_topics.get(topic)
+        if header is None:
+            header = self._header_topics[topic] = self.parse.topology.contract_of(topic) == HEADER
+        return parse_safely(schedule_fields, record, "record") if header else self.parse(record)
+
+    def _count(self, due_ms: int | None) -> None:
+        """Count a record that arrived (due at ``due_ms``, if a schedule)."""
+        self._arrived += 1
+        earliest = self._earliest_due_ms
+        if due_ms is not None and (earliest is None or due_ms < earliest):
+            self._earliest_due_ms = due_ms
 
     def _report_arrived(self, now_ms: int) -> None:
         """Tell the arrivals what was counted since the last report (nothing, too: the

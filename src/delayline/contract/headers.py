@@ -74,6 +74,8 @@ RESERVED_HEADERS = (
 WHITESPACE = " \t\n\r\f\x0b"
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 _NOT_FINITE = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
+_WHOLE_MS = re.compile(r"([0-9]{1,15})(?:\.([0-9]{1,3}))?")
+"""Seconds to the millisecond at most: read exactly without a ``Decimal``."""
 
 
 class EpochError(InvalidScheduleError):
@@ -92,6 +94,12 @@ def parse_epoch_ms(text: str) -> int:
             negative, or beyond 9999-12-31.
     """
     stripped = text.strip(WHITESPACE)
+    whole = _WHOLE_MS.fullmatch(stripped)
+    if whole is not None:  # the usual form: exact in integers, nothing to round
+        seconds_text, fraction = whole.groups()
+        epoch_ms = int(seconds_text) * 1000 + (int(fraction.ljust(3, "0")) if fraction else 0)
+        if epoch_ms <= MAX_EPOCH_MS:
+            return epoch_ms
     if not stripped:
         raise EpochError("empty")
     if not _DECIMAL.fullmatch(stripped):

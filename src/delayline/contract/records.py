@@ -9,10 +9,12 @@ parser's own checks (:func:`parse_record_checked`, tested without any safety net
 
 from __future__ import annotations
 
+import enum
 import logging
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Final, NamedTuple, TypeVar
 
 from delayline.contract import headers as h
 from delayline.contract.topics import target_topic_problem
@@ -71,6 +73,9 @@ class OutgoingRecord:
     timestamp_ms: int | None = None
 
 
+_Checked = TypeVar("_Checked")
+
+
 def parse_record(record: ConsumedRecord) -> Parsed:
     """Translate a schedules-topic record into the model.
 
@@ -84,8 +89,8 @@ def parse_record(record: ConsumedRecord) -> Parsed:
 
 
 def parse_safely(
-    checked: Callable[[ConsumedRecord], Parsed], record: ConsumedRecord, what: str
-) -> Parsed:
+    checked: Callable[[ConsumedRecord], _Checked], record: ConsumedRecord, what: str
+) -> _Checked | Invalid:
     """``checked(record)``, whose own checks refuse every malformed input; should it
     raise all the same (a parser bug), the record is :class:`Invalid` and the bug is
     logged loudly, so one record never stops the pipeline."""
@@ -98,63 +103,101 @@ def parse_safely(
         return Invalid(f"unparseable {what}: {type(exc).__name__}", record.source)
 
 
-def parse_record_checked(record: ConsumedRecord) -> Parsed:  # noqa: C901 - one check per reason
+def parse_record_checked(record: ConsumedRecord) -> Parsed:
     """:func:`parse_record` without its safety net: every malformed input is caught by
     an explicit check with its own reason, so this raises only on a bug."""
-    source = record.source
+    fields = schedule_fields(record)
+    if not isinstance(fields, ScheduleFields):
+        return fields
+    return Schedule(  # positional: once per schedule read
+        fields.id,
+        fields.due_ms,
+        fields.target_topic,
+        fields.target_key,
+        record.value or b"",  # not None: a null value is a cancel
+        tuple(record.headers),
+        SourceRef(record.topic, record.partition, fields.version_offset, record.timestamp_ms),
+    )
+
+
+class ScheduleFields(NamedTuple):
+    """A valid schedule record's fields, the :class:`Schedule` not built
+    (:func:`schedule_fields`).
+
+    Attributes:
+        id: The schedule id.
+        due_ms: Its due time.
+        target_topic: Where it is delivered.
+        target_key: The delivery's key.
+        version_offset: Its place among its id's versions (:func:`version_source`).
+    """
+
+    id: str
+    due_ms: int
+    target_topic: str
+    target_key: bytes | None
+    version_offset: int
+
+
+def schedule_fields(record: ConsumedRecord) -> ScheduleFields | Cancel | Invalid:  # noqa: C901 - one check per reason
+    """What :func:`parse_record_checked` makes of ``record``, by the same checks, with a
+    valid schedule's fields as they are (a reader that classifies records, the
+    committer's watch, makes no schedule of each). Raises only on a bug."""
     schedule_id = _record_id(record)
     if isinstance(schedule_id, Invalid):
         return schedule_id
     if record.value is None:
-        return Cancel(schedule_id, _fired_offset(record.headers), source)
+        return Cancel(schedule_id, _fired_offset(record.headers), record.source)
 
     control: dict[str, bytes | None] = {}
+    copy_of: bytes | _Absent | None = _ABSENT  # the first copy-of header's value
     for name, value in record.headers:
         if name in h.CONTROL_HEADERS:
             if name in control:
-                return Invalid(f"header {name} appears more than once", source)
+                return Invalid(f"header {name} appears more than once", record.source)
             control[name] = value
+        elif name == h.COPY_OF and copy_of is _ABSENT:
+            copy_of = value
 
     epoch_raw = control.get(h.EPOCH)
     if epoch_raw is None:
-        return Invalid(f"missing header {h.EPOCH}", source)
+        return Invalid(f"missing header {h.EPOCH}", record.source)
     try:
         due_ms = h.parse_epoch_ms(epoch_raw.decode("utf-8"))
     except UnicodeDecodeError:
-        return Invalid(f"header {h.EPOCH} is not valid UTF-8", source)
+        return Invalid(f"header {h.EPOCH} is not valid UTF-8", record.source)
     except h.EpochError as exc:
-        return Invalid(f"header {h.EPOCH} {exc}", source)
+        return Invalid(f"header {h.EPOCH} {exc}", record.source)
 
     topic_raw = control.get(h.TARGET_TOPIC)
     if topic_raw is None:
-        return Invalid(f"missing header {h.TARGET_TOPIC}", source)
+        return Invalid(f"missing header {h.TARGET_TOPIC}", record.source)
     try:
         target_topic = topic_raw.decode("utf-8")
     except UnicodeDecodeError:
-        return Invalid(f"header {h.TARGET_TOPIC} is not valid UTF-8", source)
+        return Invalid(f"header {h.TARGET_TOPIC} is not valid UTF-8", record.source)
     problem = target_topic_problem(target_topic)
     if problem is not None:
-        return Invalid(f"header {h.TARGET_TOPIC} is {problem}", source)
+        return Invalid(f"header {h.TARGET_TOPIC} is {problem}", record.source)
 
-    return Schedule(
-        id=schedule_id,
-        due_ms=due_ms,
-        target_topic=target_topic,
-        target_key=control.get(h.TARGET_KEY),
-        payload=record.value,
-        headers=tuple(record.headers),
-        source=version_source(record),
-    )
+    version = record.offset if copy_of is _ABSENT else _version_offset(record.offset, copy_of)
+    return ScheduleFields(schedule_id, due_ms, target_topic, control.get(h.TARGET_KEY), version)
 
 
 def version_source(record: ConsumedRecord) -> SourceRef:
     """Where the version a schedule record holds sits in the order of its id's versions:
     its own place, or for a copy (:data:`delayline.contract.headers.COPY_OF`) the place
     of the version it copies. A copy-of header that names no earlier offset is ignored."""
-    copied = _copy_of(record.headers)
-    if copied is None or copied >= record.offset:
-        return record.source
-    return SourceRef(record.topic, record.partition, copied, record.timestamp_ms)
+    found = [value for name, value in record.headers if name == h.COPY_OF][:1]
+    offset = _version_offset(record.offset, found[0]) if found else record.offset
+    return SourceRef(record.topic, record.partition, offset, record.timestamp_ms)
+
+
+def _version_offset(offset: int, copy_of: bytes | None) -> int:
+    """The version offset of a record at ``offset`` whose first copy-of header says
+    ``copy_of``: the offset it names if earlier, else its own."""
+    copied = _offset_of(copy_of)
+    return offset if copied is None or copied >= offset else copied
 
 
 def render_rewrite(schedule: Schedule) -> OutgoingRecord:
@@ -229,21 +272,29 @@ def _fired_offset(headers: Headers) -> int | None:
     return _offset_header(headers, h.FIRED_OFFSET)
 
 
-def _copy_of(headers: Headers) -> int | None:
-    """The first ``delayline-copy-of`` header: 1 to 18 ASCII digits, else ``None``."""
-    return _offset_header(headers, h.COPY_OF)
-
-
 def _offset_header(headers: Headers, name: str) -> int | None:
     """The offset in the first header ``name`` (the first only: the pipeline's SQL finds
     it with a plain array lookup, not a lambda run per record)."""
     for key, value in headers:
         if key == name:
-            return int(value) if value is not None and _OFFSET.fullmatch(value) else None
+            return _offset_of(value)
     return None
 
 
+def _offset_of(value: bytes | None) -> int | None:
+    """The offset an offset header's ``value`` names: 1 to 18 ASCII digits, else ``None``."""
+    return int(value) if value is not None and _OFFSET.fullmatch(value) else None
+
+
 _OFFSET = re.compile(rb"[0-9]{1,18}")
+
+
+class _Absent(enum.Enum):
+    ABSENT = enum.auto()
+
+
+_ABSENT: Final = _Absent.ABSENT
+"""No header of that name was seen (a header's value may itself be ``None``)."""
 
 
 def build_schedule(

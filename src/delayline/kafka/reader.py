@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -226,20 +226,21 @@ def message_headers(msg: Message) -> Headers:
         # A consumed message's are (str, bytes | None) pairs already (confluent-kafka's
         # documented return; its stubs allow str values, which only a producer sets):
         # 80 ns against 970 per record with three headers, copied pair by pair.
-        return cast("Headers", tuple(raw))
+        return tuple(raw)  # type: ignore[arg-type]  # no cast(): a call per record
     return tuple((name, _as_bytes(value)) for name, value in raw.items())  # a mapping
 
 
 def to_consumed_record(msg: Message) -> ConsumedRecord:
     """Copy a confluent-kafka message into the library-neutral record type."""
-    return ConsumedRecord(
-        topic=msg.topic() or "",
-        partition=msg.partition() or 0,
-        offset=msg.offset() or 0,
-        timestamp_ms=msg.timestamp()[1],
-        key=_as_bytes(msg.key()),
-        value=_as_bytes(msg.value()),
-        headers=message_headers(msg),
+    key, value = msg.key(), msg.value()
+    return ConsumedRecord(  # positional, without a call per field: once per record read
+        msg.topic() or "",
+        msg.partition() or 0,
+        msg.offset() or 0,
+        msg.timestamp()[1],
+        key.encode() if isinstance(key, str) else key,
+        value.encode() if isinstance(value, str) else value,
+        message_headers(msg),
     )
 
 

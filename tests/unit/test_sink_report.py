@@ -178,3 +178,46 @@ def test_a_batch_tried_before_reads_the_markers_again() -> None:
     sink([], 3)  # the query started again: batch 3 replayed
     sink([], 4)
     assert asked == [(1, True), (2, False), (3, False), (3, True), (4, False)]
+
+
+class PythonListHold(ListHold):
+    """Makes its events in the fire stage's task (:meth:`Hold.python_events`)."""
+
+    made_in: list[str]
+
+    def python_events(self, frame: Any, batch_id: int) -> Any:
+        def make(records: Any) -> Any:
+            self.made_in.append("the fire task")
+            return iter(ListHold.batch_events(self, records, batch_id))
+
+        return frame, make
+
+    def batch_events(self, frame: Any, batch_id: int) -> Any:
+        raise AssertionError("the sink fired batch_events of a hold that makes its own")
+
+
+def test_a_hold_that_makes_its_events_in_python_has_them_made_in_the_fire_task() -> None:
+    clock = ManualClock(NOW_MS)
+    config = PipelineConfig(Topology(history_topic=None), lead_ms=0)
+    hold = PythonListHold(config, clock=clock)
+    hold.made_in = []
+    reports: list[BatchReport] = []
+    firer = FakeFirer()
+
+    def fire_here(records: Any, job: FireJob) -> list[PartitionReport]:
+        assert job.events is not None
+        rows = list(job.events(records))
+        return [fire_rows(rows, 0, job.batch_id, job.run, job.config, firer, clock)]
+
+    sink = FireSink(
+        config, lambda: "run", reports.append, hold=hold, clock=clock, fire_partitions=fire_here
+    )
+    sink([schedule(0, "soon", NOW_MS + 1_000)], 0)
+    clock.advance(2_000)
+    sink([], 1)
+    assert hold.made_in == ["the fire task", "the fire task"]
+    assert [report.counts[r.Kind.RAISE] for report in reports] == [0, 1]
+    fired = [
+        item.schedule.id for batch in firer.batches for item in batch if isinstance(item, Firing)
+    ]
+    assert fired == ["soon"]

@@ -70,7 +70,11 @@ class FireSink:
         """The highest batch id this sink was called with (a failed one included)."""
 
     def __call__(self, frame: Any, batch_id: int) -> None:
-        events = self.hold.batch_events(frame, batch_id)
+        made = self.hold.python_events(frame, batch_id)
+        if made is None:
+            events, make_events = self.hold.batch_events(frame, batch_id), None
+        else:
+            events, make_events = made
         run = run_id(self.config.query_name, self.query_id())
         # The first batch after a start can be the replay of one committed before; so
         # can one tried before: the query failed in it and was started again, and a
@@ -78,7 +82,12 @@ class FireSink:
         replay = self._tried is None or batch_id <= self._tried
         self._tried = batch_id if self._tried is None else max(self._tried, batch_id)
         job = FireJob(
-            self.config, run, batch_id, refresh=replay, shared=self.hold.finished_by_others
+            self.config,
+            run,
+            batch_id,
+            refresh=replay,
+            shared=self.hold.finished_by_others,
+            events=make_events,
         )
         parts = self.fire_partitions(events, job)
         report = merge(batch_id, parts)

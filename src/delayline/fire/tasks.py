@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
+    from delayline.holds.hold import MakeEvents
+
 log = logging.getLogger(__name__)
 
 REPORT_DDL = (
@@ -62,6 +64,9 @@ class FireJob:
             (the first batch after a start can be a replay).
         shared: Another process may commit this run's batches (the hold's
             ``finished_by_others``): a producer new to a partition reads the markers.
+        events: Makes a task's events from the records it maps, in the same task
+            (:meth:`delayline.holds.hold.Hold.python_events`); ``None``: the frame
+            fired holds the events.
     """
 
     config: RunSettings
@@ -69,6 +74,7 @@ class FireJob:
     batch_id: int
     refresh: bool
     shared: bool = False
+    events: MakeEvents | None = None
 
 
 def fire_on_executors(events: DataFrame, job: FireJob) -> list[PartitionReport]:
@@ -80,7 +86,7 @@ def fire_on_executors(events: DataFrame, job: FireJob) -> list[PartitionReport]:
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield _fire_task(job, batches)
+        yield _fire_task(job, batches if job.events is None else job.events(batches))
 
     rows = events.mapInArrow(run, REPORT_DDL).collect()
     return [

@@ -15,11 +15,20 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from delayline.holds.registry import hold_kind
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from typing import TypeAlias
+
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from delayline.contract.pacing import TargetRates
     from delayline.contract.topology import Topology
+
+    MakeEvents: TypeAlias = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+    """A partition's hold events made from its records, in its Python task
+    (:meth:`Hold.python_events`)."""
+    PythonEvents: TypeAlias = tuple[DataFrame, MakeEvents]
+    """The frame to map and what makes each partition's events."""
 
 
 class RunSettings(Protocol):
@@ -97,8 +106,9 @@ class Hold(abc.ABC):
       others lose them (tests and trying things out only).
 
     The pipeline calls, in order: :meth:`stage` once to build the streaming query;
-    per micro-batch :meth:`batch_events`, then the fire stage fires the events on the
-    executors, then (unless the whole batch was a replay) :meth:`after_commit`.
+    per micro-batch :meth:`python_events` or, when that gives none, :meth:`batch_events`,
+    then the fire stage fires the events on the executors, then (unless the whole batch
+    was a replay) :meth:`after_commit`.
     :meth:`pending_due_times` runs once after a start, beside the first batches;
     :meth:`wake_times` after every batch; :meth:`close` once at the stop.
     """
@@ -144,6 +154,22 @@ class Hold(abc.ABC):
         operator's shuffle and the Redis hold's repartition give), never the order in
         which Spark lists the source's partitions, which may change on a replay.
         """
+
+    def python_events(self, frame: DataFrame, batch_id: int) -> PythonEvents | None:
+        """This micro-batch's events made by Python on the executors, for the fire stage
+        to fire in the same Python task: one Python worker a task instead of two (about
+        190 MiB each), and the events never cross to the JVM and back. When given, the
+        pipeline calls this instead of :meth:`batch_events`, with the same guarantees.
+
+        Returns:
+            ``None`` (the default): the fire stage fires :meth:`batch_events`. Or the
+            frame each of whose partitions is one task, its index following the content
+            as :meth:`batch_events` requires, and the function that makes a partition's
+            events (Arrow record batches of
+            :data:`delayline.contract.events.EVENT_SCHEMA`) from its records.
+        """
+        del frame, batch_id
+        return None
 
     def pending_due_times(self, spark: SparkSession) -> list[int]:
         """Raise times (due time less the lead) of every schedule pending after a

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from delayline.holds.hold import PythonEvents
+
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +115,10 @@ class RedisHold(Hold):
         return records
 
     def batch_events(self, frame: DataFrame, batch_id: int) -> DataFrame:
+        partitioned, make_events = self.python_events(frame, batch_id)
+        return partitioned.mapInArrow(make_events, EVENT_DDL)
+
+    def python_events(self, frame: DataFrame, batch_id: int) -> PythonEvents:
         config = self.config
         store = self.store
         run = self._start_run()
@@ -148,7 +154,7 @@ class RedisHold(Hold):
                 claimers,
                 config.shuffle_partitions,
             )
-        return _by_schedule(frame, claimers).mapInArrow(task, EVENT_DDL)
+        return _by_schedule(frame, claimers), task
 
     def pending_due_times(self, spark: SparkSession) -> list[int]:
         del spark

@@ -5,7 +5,7 @@ topics: each schedule written, and delayline's own tombstone after each delivery
 two records a schedule. This makes ``--records`` schedules (header contract, UUID ids,
 four headers, a 100-byte payload) and as many of delayline's own tombstones, as
 confluent-kafka messages like those its consumer returns, and times
-:meth:`InputWatch.take` over them in the batches :meth:`InputWatch.poll` takes: the
+:meth:`InputWatch.take_batch` over them in the batches :meth:`InputWatch.poll` takes: the
 schedules alone, the tombstones alone, then both interleaved as they arrive.
 
     .venv/bin/python benchmarks/watch_cpu.py [--records 50000] [--runs 5] [--json F]
@@ -68,7 +68,7 @@ def timed(msgs: list[Message], now_ms: int) -> float:
     gc.collect()  # what the runs before left is not this run's to collect
     start = time.thread_time()
     for i in range(0, len(msgs), BATCH):
-        watch.take(msgs[i : i + BATCH], now_ms)
+        watch.take_batch(msgs[i : i + BATCH], now_ms)
     spent = time.thread_time() - start
     assert watch.read == len(msgs), "every record was read"
     return spent * 1e6 / len(msgs)

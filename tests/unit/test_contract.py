@@ -14,8 +14,10 @@ from delayline.contract import (
     render_schedule,
     render_tombstone,
 )
+from delayline.contract import headers as h
+from delayline.contract.checks import ScheduleFields, schedule_fields
 from delayline.contract.topics import target_topic_problem, topic_name_problem
-from delayline.core.model import Cancel, Headers, Invalid, Schedule
+from delayline.core.model import Cancel, Headers, Invalid, Schedule, SourceRef
 from delayline.errors import InvalidScheduleError
 
 GOOD: Headers = (
@@ -245,3 +247,44 @@ def test_target_topic_problem_keeps_the_topic_name_rules() -> None:
     problem = target_topic_problem("__consumer_offsets")
     assert problem is not None
     assert "internal" in problem
+
+
+@pytest.mark.parametrize(
+    ("extra", "version"),
+    [
+        ((), 50),
+        (((h.COPY_OF, b"7"),), 7),
+        (((h.COPY_OF, b"7"), (h.COPY_OF, b"3")), 7),  # the first copy-of header only
+        (((h.COPY_OF, None), (h.COPY_OF, b"3")), 50),  # the first is null: none named
+        (((h.COPY_OF, b"x7"), (h.COPY_OF, b"3")), 50),  # the first is no offset
+        (((h.COPY_OF, b"50"),), 50),  # not earlier than its own place
+        (((h.COPY_OF, b"51"),), 50),
+        (((h.COPY_OF, b"1" * 19),), 50),  # over 18 digits
+        (((h.COPY_OF, b"0"),), 0),
+    ],
+)
+def test_a_copy_holds_the_version_its_first_copy_of_header_names_if_earlier(
+    extra: tuple[tuple[str, bytes | None], ...], version: int
+) -> None:
+    """Where a schedule sits among its id's versions: its own offset, or for a copy the
+    earlier offset its first copy-of header names. The parser and the classifying reader
+    (the committer's watch) agree, and the copy-of header may come anywhere."""
+    control = ((h.EPOCH, b"20"), (h.TARGET_TOPIC, b"out"))
+    for headers in ((*control, *extra), (*extra, *control)):
+        record = ConsumedRecord("schedules", 3, 50, 1_000, b"a", b"v", headers)
+        parsed = parse_record(record)
+        assert isinstance(parsed, Schedule)
+        assert parsed.source == SourceRef("schedules", 3, version, 1_000)
+        fields = schedule_fields(record)
+        assert isinstance(fields, ScheduleFields)
+        assert fields.version_offset == version
+
+
+def test_a_duplicate_control_header_is_invalid_wherever_the_copy_of_header_is() -> None:
+    for headers in (
+        ((h.COPY_OF, b"3"), (h.EPOCH, b"20"), (h.EPOCH, b"21"), (h.TARGET_TOPIC, b"out")),
+        ((h.EPOCH, b"20"), (h.TARGET_TOPIC, b"out"), (h.EPOCH, b"21"), (h.COPY_OF, b"3")),
+    ):
+        record = ConsumedRecord("schedules", 3, 50, 1_000, b"a", b"v", headers)
+        for parsed in (parse_record(record), schedule_fields(record)):
+            assert parsed == Invalid(f"header {h.EPOCH} appears more than once", record.source)

@@ -7,8 +7,7 @@ from collections.abc import Iterable, Mapping
 
 import pytest
 
-from delayline.committer.read_barrier import ReadBarrier
-from delayline.committer.watch import has_read
+from delayline.committer.read_barrier import ReadBarrier, has_read
 
 Place = tuple[str, int]
 A, B = ("sched", 0), ("sched", 1)

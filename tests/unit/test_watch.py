@@ -17,7 +17,8 @@ from delayline.committer.later import CANCEL, UPDATE, Later, LaterRecords, later
 from delayline.committer.later_columns import LaterColumns
 from delayline.committer.ownership import InLanes
 from delayline.committer.pending import Group, Pending
-from delayline.committer.watch import InputWatch, has_read
+from delayline.committer.read_barrier import has_read
+from delayline.committer.watch import InputWatch
 from delayline.contract import ConsumedRecord
 from delayline.contract import headers as h
 from delayline.contract.contracts import InputParser
@@ -387,7 +388,7 @@ def test_the_watch_classifies_header_records_as_the_parser_does() -> None:
     outs: list[list[tuple[str, str]]] = [[], []]
     for watch, out in zip((fast, parsed), outs, strict=True):
         watch.close()
-        watch.take(msgs, 5, out)
+        watch.take_batch(msgs, 5, out)
     assert outs[0] == outs[1]
     assert len(outs[0]) > 600, "many records end something"
     assert (fast._arrived, fast._earliest_due_ms) == (parsed._arrived, parsed._earliest_due_ms)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from delayline.contract import ConsumedRecord
+from delayline.contract.checks import ScheduleFields
 from delayline.core.model import Cancel, Parsed, Schedule, SourceRef
 from delayline.core.versions import supersedes
 
@@ -49,7 +50,7 @@ class Later(NamedTuple):
         kind: :data:`CANCEL` or :data:`UPDATE`.
         partition: Its partition.
         version_offset: Its place among its id's versions: its offset (a copy: the
-            offset of the version it copies, :func:`delayline.contract.records.version_source`).
+            offset of the version it copies, :class:`delayline.contract.checks.ScheduleFields`).
         version_timestamp_ms: The timestamp that goes with :attr:`version_offset`.
         offset: Its own offset.
         read_ms: When the watch read it (host clock).
@@ -78,10 +79,17 @@ def later_of(
     return later_from(record, parse(record), read_ms)
 
 
-def later_from(record: ConsumedRecord, parsed: Parsed, read_ms: int) -> tuple[str, Later] | None:
-    """The schedule id ``record`` (parsed as ``parsed``) would end an older version of,
-    and how; ``None`` when it ends nothing: an invalid record (the hold dead-letters it),
-    one without an id, or delayline's own tombstone (one follows every delivery)."""
+def later_from(
+    record: ConsumedRecord, parsed: Parsed | ScheduleFields, read_ms: int
+) -> tuple[str, Later] | None:
+    """The schedule id ``record`` (parsed as ``parsed``, or a valid schedule's fields
+    only) would end an older version of, and how; ``None`` when it ends nothing: an
+    invalid record (the hold dead-letters it), one without an id, or delayline's own
+    tombstone (one follows every delivery)."""
+    if isinstance(parsed, ScheduleFields):  # the fields of the schedule below
+        version = parsed.version_offset
+        return parsed.id, Later(UPDATE, record.partition, version, record.timestamp_ms,
+                                record.offset, read_ms)  # fmt: skip
     if isinstance(parsed, Cancel) and parsed.fired_offset is None:
         kind = CANCEL
     elif isinstance(parsed, Schedule):
@@ -90,8 +98,9 @@ def later_from(record: ConsumedRecord, parsed: Parsed, read_ms: int) -> tuple[st
         return None
     if not parsed.id:
         return None
-    at = parsed.source or record.source
-    return parsed.id, Later(kind, at.partition, at.offset, at.timestamp_ms, record.offset, read_ms)
+    source = parsed.source or record.source
+    return parsed.id, Later(kind, source.partition, source.offset, source.timestamp_ms,
+                            record.offset, read_ms)  # fmt: skip
 
 
 class LaterRecords:

@@ -114,3 +114,9 @@ class ReadBarrier:
                 log.info("committer: the transaction held open on %s[%d] ended", *place)
             else:
                 ends[place] = min(ends.get(place, end), end)
+
+
+def has_read(positions: Mapping[tuple[str, int], int], ends: Mapping[tuple[str, int], int]) -> bool:
+    """Everything before ``ends`` (the watch's ``acknowledged_ends``) is read, by
+    ``positions`` (the watch's, as published after what they passed was noted)."""
+    return all(positions.get(place, 0) >= end for place, end in ends.items())

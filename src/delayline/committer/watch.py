@@ -22,7 +22,8 @@ tombstone. The guarantee: a cancel or update acknowledged by Kafka at least
 :data:`READ_AHEAD_MS` before the due time wins. That long before it writes a group
 (one written ahead: before it commits it) the committer asks the input partitions'
 high watermarks, open transactions included, and waits until the watch has read up to
-them (:meth:`InputWatch.acknowledged_ends`, :func:`has_read`): a cancel written while a
+them (:meth:`InputWatch.acknowledged_ends`,
+:func:`~delayline.committer.read_barrier.has_read`): a cancel written while a
 transaction is open in its partition (delayline's own hand-over writes its tombstones
 to the schedules topic) is read once that transaction ends, which delayline's own do
 within milliseconds (their records to input topics go last:
@@ -56,19 +57,12 @@ from delayline.committer.arrivals import Arrivals
 from delayline.committer.later import (
     HOT_RECORDS,
     MEMORY_MS,
-    UPDATE,
-    Later,
     LaterRecords,
     later_from,
 )
+from delayline.contract.checks import ScheduleFields, schedule_fields
 from delayline.contract.contracts import HEADER, InputParser
-from delayline.contract.records import (
-    ConsumedRecord,
-    ScheduleFields,
-    is_own_tombstone,
-    parse_safely,
-    schedule_fields,
-)
+from delayline.contract.records import ConsumedRecord, is_own_tombstone, parse_safely
 from delayline.core.model import Cancel, Parsed, Schedule
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
@@ -189,7 +183,7 @@ class InputWatch:
             if high > tp.offset:
                 ends[(tp.topic, tp.partition)] = high
         while ends and not give_up():
-            self.take(self._consumer.consume(BATCH, 0.2), self.now_ms(), None)
+            self.take_batch(self._consumer.consume(BATCH, 0.2), self.now_ms(), None)
             self._take_positions()
             for place in [place for place, end in ends.items() if self.positions[place] >= end]:
                 del ends[place]
@@ -274,7 +268,7 @@ class InputWatch:
         out: list[tuple[str, str]] = []
         while True:
             msgs = self._consumer.consume(BATCH, 0)
-            self.take(msgs, self.now_ms(), out)
+            self.take_batch(msgs, self.now_ms(), out)
             if len(msgs) < BATCH:
                 break
         self._take_positions()
@@ -283,15 +277,13 @@ class InputWatch:
         self.later.expire(now, self.taken)
         return out
 
-    def take(
+    def take_batch(
         self, msgs: list[Message], now_ms: int, out: list[tuple[str, str]] | None = None
     ) -> None:
-        """Take a batch its consumer returned, as :meth:`poll` does: note each record of
-        ``msgs`` (read at ``now_ms``; the (topic, id) of each that ends something into
-        ``out``, if given), and move each partition's position past it, or to the end of
-        the partition reported (its offset is the next to read, past transaction
-        markers). Positions are published apart, once what they passed is noted. One
-        loop for the whole batch: it runs per record."""
+        """Take a batch its consumer returned, as :meth:`poll` does: note each record
+        (read at ``now_ms``; into ``out`` the (topic, id) of each that ends something) and
+        move :attr:`positions` past it or to an end of partition reported, before noting
+        it: only what is published after the call is safe to wait on."""
         positions, note, eof = self.positions, self._note, KafkaError._PARTITION_EOF
         for msg in msgs:
             error = msg.error()
@@ -369,15 +361,12 @@ class InputWatch:
             return None  # one follows each delivery: it ends nothing, and is not parsed
         record = to_consumed_record(msg)
         parsed = self._classify(record)
-        if isinstance(parsed, ScheduleFields):
-            if arrived:
-                self._count(parsed.due_ms)
-            at = record.partition, parsed.version_offset, record.timestamp_ms
-            later = Later(UPDATE, *at, record.offset, now_ms)
-            self.later.note(record.topic, parsed.id, later, again=not arrived)
-            return record.topic, parsed.id
         if arrived and (not isinstance(parsed, Cancel) or parsed.fired_offset is None):
-            self._count(parsed.due_ms if isinstance(parsed, Schedule) else None)
+            self._arrived += 1  # and the earliest due time among them
+            due = parsed.due_ms if isinstance(parsed, ScheduleFields | Schedule) else None
+            earliest = self._earliest_due_ms
+            if due is not None and (earliest is None or due < earliest):
+                self._earliest_due_ms = due
         found = later_from(record, parsed, now_ms)
         if found is None:
             return None
@@ -395,26 +384,12 @@ class InputWatch:
             header = self._header_topics[topic] = self.parse.topology.contract_of(topic) == HEADER
         return parse_safely(schedule_fields, record, "record") if header else self.parse(record)
 
-    def _count(self, due_ms: int | None) -> None:
-        """Count a record that arrived (due at ``due_ms``, if a schedule)."""
-        self._arrived += 1
-        earliest = self._earliest_due_ms
-        if due_ms is not None and (earliest is None or due_ms < earliest):
-            self._earliest_due_ms = due_ms
-
     def _report_arrived(self, now_ms: int) -> None:
         """Tell the arrivals what was counted since the last report (nothing, too: the
         watch is reading)."""
         if self.arrivals is not None:
             self.arrivals.add(self._arrived, self._earliest_due_ms, now_ms)
         self._arrived, self._earliest_due_ms = 0, None
-
-
-def has_read(positions: Mapping[tuple[str, int], int], ends: Mapping[tuple[str, int], int]) -> bool:
-    """Everything before ``ends`` (:meth:`InputWatch.acknowledged_ends`) is read, by
-    ``positions`` (:attr:`InputWatch.positions`, as published after what they read
-    was noted)."""
-    return all(positions.get(place, 0) >= end for place, end in ends.items())
 
 
 def _earliest(found: TopicPartition, position: int | None) -> TopicPartition:

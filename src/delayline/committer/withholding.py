@@ -25,10 +25,10 @@ from delayline.committer.inflight_reader import InflightReader
 from delayline.committer.later import later_of
 from delayline.committer.ownership import Slots
 from delayline.committer.pending import Pending
-from delayline.committer.read_barrier import ReadBarrier
+from delayline.committer.read_barrier import ReadBarrier, has_read
 from delayline.committer.rearms import RangeReader, rearm_ranges
 from delayline.committer.turns import Rearmed
-from delayline.committer.watch import InputWatch, has_read
+from delayline.committer.watch import InputWatch
 from delayline.contract.contracts import InputParser
 from delayline.core.clock import Clock
 from delayline.errors import DelaylineError, KafkaUnavailableError

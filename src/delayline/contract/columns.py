@@ -112,8 +112,8 @@ def parsed(records: DataFrame) -> DataFrame:
         is delayline's own tombstone) and ``read_offset`` (where the record was read).
         ``offset`` is the version's place in the order of its id's versions: for a
         copy (header ``delayline-copy-of`` naming an earlier offset), the offset of
-        the version it copies, as :func:`delayline.contract.records.version_source`
-        has it.
+        the version it copies, as
+        :attr:`delayline.contract.checks.ScheduleFields.version_offset` has it.
     """
     from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark's convention
 

@@ -24,7 +24,8 @@ from delayline.holds.hold import Hold, RunSettings
 log = logging.getLogger(__name__)
 
 FirePartitions = Callable[[Any, FireJob], Sequence[PartitionReport]]
-"""Fires a batch's events (as the hold returns them); the reports of its partitions."""
+"""Fires a batch's events (as the hold returns them, or as ``FireJob.events`` makes them
+from the frame's records in each task); the reports of its partitions."""
 
 
 class FireSink:

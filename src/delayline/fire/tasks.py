@@ -78,7 +78,8 @@ class FireJob:
 
 
 def fire_on_executors(events: DataFrame, job: FireJob) -> list[PartitionReport]:
-    """Fire every partition of ``events`` in a Spark task; the partitions' reports.
+    """Fire every partition of ``events`` in a Spark task (events, or the records
+    ``job.events`` makes them from in the task); the partitions' reports.
 
     Raises:
         Exception: whatever failed a task (a :class:`FireError` inside a Spark error):

@@ -157,14 +157,16 @@ class Hold(abc.ABC):
 
     def python_events(self, frame: DataFrame, batch_id: int) -> PythonEvents | None:
         """This micro-batch's events made by Python on the executors, for the fire stage
-        to fire in the same Python task: one Python worker a task instead of two (about
-        190 MiB each), and the events never cross to the JVM and back. When given, the
-        pipeline calls this instead of :meth:`batch_events`, with the same guarantees.
+        to fire in the same Python task: one Python worker a task instead of two, and the
+        events never cross to the JVM and back. When it gives them, the pipeline calls
+        this instead of :meth:`batch_events`; the events keep every guarantee
+        :meth:`batch_events` states.
 
         Returns:
-            ``None`` (the default): the fire stage fires :meth:`batch_events`. Or the
-            frame each of whose partitions is one task, its index following the content
-            as :meth:`batch_events` requires, and the function that makes a partition's
+            ``None`` (the default), having done nothing (:meth:`batch_events` follows,
+            and must be the only one to do the batch's bookkeeping). Or the frame each of
+            whose partitions is one task, its index following the content as
+            :meth:`batch_events` requires, and the function that makes a partition's
             events (Arrow record batches of
             :data:`delayline.contract.events.EVENT_SCHEMA`) from its records.
         """

@@ -23,7 +23,7 @@ from delayline.contract import ConsumedRecord
 from delayline.contract import headers as h
 from delayline.contract.contracts import InputParser
 from delayline.contract.topology import Topology
-from delayline.core.model import Schedule, SourceRef
+from delayline.core.model import Parsed, Schedule, SourceRef
 from delayline.fire.inflight import render_inflight
 from tests.inflight import read_into
 
@@ -376,15 +376,21 @@ def _input_message(rng: random.Random, offset: int) -> Message:
                    value=value, headers=headers, timestamp=(1, 1_000 + offset))  # fmt: skip
 
 
+class ParsingOnly(InputParser):
+    """Classifies every record by parsing it into the model, as for other contracts."""
+
+    def classify(self, record: ConsumedRecord) -> Parsed:
+        return self(record)
+
+
 def test_the_watch_classifies_header_records_as_the_parser_does() -> None:
     """The watch reads a header-contract schedule by the contract's own checks without
     making the schedule: over thousands of records, valid and not, what it remembers,
     returns and counts is what it makes of the parsed schedules."""
     rng = random.Random(7)
     msgs = [_input_message(rng, offset) for offset in range(3_000)]
-    fast, parsed = (InputWatch("unused:9092", PARSE, lambda: 0, hot_records=HOT[-1])
-                    for _ in range(2))  # fmt: skip
-    parsed._header_topics[TOPIC] = False  # parsed into the model, as other contracts are
+    fast, parsed = (InputWatch("unused:9092", parse, lambda: 0, hot_records=HOT[-1])
+                    for parse in (PARSE, ParsingOnly(PARSE.topology)))  # fmt: skip
     outs: list[list[tuple[str, str]]] = [[], []]
     for watch, out in zip((fast, parsed), outs, strict=True):
         watch.close()

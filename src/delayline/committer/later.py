@@ -156,11 +156,8 @@ class LaterRecords:
         if ids is None:
             ids = self._by_id[topic] = {}
             self._order[topic] = deque()
-        found = ids.get(schedule_id)
-        known = () if found is None else _laters(found)
-        if known and any(
-            k.partition == later.partition and k.offset == later.offset for k in known
-        ):
+        known = _laters(ids.get(schedule_id))
+        if any(k.partition == later.partition and k.offset == later.offset for k in known):
             return  # read again: remembered already
         columns = self._columns
         if (

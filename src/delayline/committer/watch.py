@@ -54,16 +54,11 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from delayline.committer.arrivals import Arrivals
-from delayline.committer.later import (
-    HOT_RECORDS,
-    MEMORY_MS,
-    LaterRecords,
-    later_from,
-)
-from delayline.contract.checks import ScheduleFields, schedule_fields
-from delayline.contract.contracts import HEADER, InputParser
-from delayline.contract.records import ConsumedRecord, is_own_tombstone, parse_safely
-from delayline.core.model import Cancel, Parsed, Schedule
+from delayline.committer.later import HOT_RECORDS, MEMORY_MS, LaterRecords, later_from
+from delayline.contract.checks import ScheduleFields
+from delayline.contract.contracts import InputParser
+from delayline.contract.records import is_own_tombstone
+from delayline.core.model import Cancel, Schedule
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import (
@@ -121,8 +116,6 @@ class InputWatch:
         hot_records: int = HOT_RECORDS,
     ) -> None:
         self.parse = parse
-        self._header_topics: dict[str, bool] = {}
-        """Each input topic read: whether it speaks the header contract."""
         self.arrivals = arrivals
         self._arrived = 0
         self._earliest_due_ms: int | None = None
@@ -360,7 +353,7 @@ class InputWatch:
         if msg.value() is None and is_own_tombstone(msg.key(), message_headers(msg)):
             return None  # one follows each delivery: it ends nothing, and is not parsed
         record = to_consumed_record(msg)
-        parsed = self._classify(record)
+        parsed = self.parse.classify(record)
         if arrived and (not isinstance(parsed, Cancel) or parsed.fired_offset is None):
             self._arrived += 1  # and the earliest due time among them
             due = parsed.due_ms if isinstance(parsed, ScheduleFields | Schedule) else None
@@ -373,16 +366,6 @@ class InputWatch:
         schedule_id, later = found
         self.later.note(record.topic, schedule_id, later, again=not arrived)
         return record.topic, schedule_id
-
-    def _classify(self, record: ConsumedRecord) -> ScheduleFields | Parsed:
-        """``record`` parsed by its topic's contract; a valid schedule of the header
-        contract as its fields only, by that contract's own checks (no schedule is made:
-        the watch reads every schedule written)."""
-        topic = record.topic
-        header = self._header_topics.get(topic)
-        if header is None:
-            header = self._header_topics[topic] = self.parse.topology.contract_of(topic) == HEADER
-        return parse_safely(schedule_fields, record, "record") if header else self.parse(record)
 
     def _report_arrived(self, now_ms: int) -> None:
         """Tell the arrivals what was counted since the last report (nothing, too: the

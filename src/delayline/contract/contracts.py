@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
+from delayline.contract.checks import ScheduleFields, schedule_fields
 from delayline.contract.envelope import parse_envelope
 from delayline.contract.ids import derived_id
-from delayline.contract.records import ConsumedRecord, parse_record
+from delayline.contract.records import ConsumedRecord, parse_record, parse_safely
 from delayline.contract.timer_request import parse_timer_request
 from delayline.core.model import Invalid, Parsed
 
@@ -66,6 +67,14 @@ class InputParser:
     def __call__(self, record: ConsumedRecord) -> Parsed:
         """The record in the model; never raises."""
         return parse_as(self.topology.contract_of(record.topic), record)
+
+    def classify(self, record: ConsumedRecord) -> ScheduleFields | Parsed:
+        """What :meth:`__call__` makes of ``record``, a valid schedule of the header
+        contract as its fields only, by that contract's own checks (for a reader of every
+        schedule written that needs no schedule made of each); never raises."""
+        if self.topology.contract_of(record.topic) == HEADER:
+            return parse_safely(schedule_fields, record, "record")
+        return self(record)
 
     def group_key(self, record: ConsumedRecord, parsed: Parsed | None = None) -> bytes:
         """What the hold groups ``record`` by (with its topic): the schedule id it is

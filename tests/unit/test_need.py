@@ -279,12 +279,17 @@ def test_the_watch_counts_what_the_pipeline_must_read_not_its_own_tombstones() -
         later = record(2, b"v", ((h.EPOCH, b"90"), (h.TARGET_TOPIC, b"t")))
         parsed = PARSE(to_consumed_record(soon))
         assert isinstance(parsed, Schedule)
-        watch._note(soon, T0)
-        watch._note(later, T0)
-        watch._note(record(3, None, ()), T0)  # a cancel
-        watch._note(record(4, b"bad", ()), T0)  # invalid: the hold dead-letters it
-        watch._note(record(5, None, ((h.FIRED_OFFSET, b"1"),)), T0)  # delayline's own
-        watch._note(later, T0, arrived=False)  # read again after a take-over
+        watch.take_batch(
+            [
+                soon,
+                later,
+                record(3, None, ()),  # a cancel
+                record(4, b"bad", ()),  # invalid: the hold dead-letters it
+                record(5, None, ((h.FIRED_OFFSET, b"1"),)),  # delayline's own
+            ],
+            T0,
+        )
+        watch._later_of(later, T0, arrived=False)  # read again after a take-over
         watch._report_arrived(T0 + 5)
         assert arrivals.take() == Arrived(4, T0 + 5, parsed.due_ms)
         watch._report_arrived(T0 + 6)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Message
 
-from delayline.committer import later_columns
+from delayline.committer import later_runs
 from delayline.committer.checkpoint_log import checkpoint_positions, latest_logged_batch
 from delayline.committer.due_plan import DuePlan
 from delayline.committer.later import CANCEL, UPDATE, Later, LaterRecords, later_of
@@ -43,14 +43,18 @@ HOT: list[int] = []
 """The records kept as objects in the test running (see :func:`layout`)."""
 
 
-@pytest.fixture(autouse=True, params=[1_000, 0], ids=["objects", "columns"])
+@pytest.fixture(autouse=True, params=["objects", "columns", "files"])
 def layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every test of :class:`LaterRecords` runs twice: with its records kept as objects,
-    and with each moved to columns as it is noted (``hot_records=0``; runs of at most
-    500 rows, so many of them)."""
-    if request.param == 0:
-        monkeypatch.setattr(later_columns, "RUN_ROWS", 500)
-    HOT.append(request.param)
+    """Every test of :class:`LaterRecords` runs three times: with its records kept as
+    objects; with each moved to columns as it is noted (``hot_records=0``; runs of at
+    most 500 rows, so many of them); and the same with every array in a file, handed
+    back after each call, found through fences of 4 rows."""
+    if request.param != "objects":
+        monkeypatch.setattr(later_runs, "RUN_ROWS", 500)
+    if request.param == "files":
+        monkeypatch.setattr(later_runs, "MAPPED_BYTES", 1)
+        monkeypatch.setattr(later_runs, "FENCE", 4)
+    HOT.append(1_000 if request.param == "objects" else 0)
     yield
     HOT.pop()
 
@@ -69,7 +73,10 @@ def ends(*records: ConsumedRecord, read_ms: int = 0) -> str | None:
 def remember(later: LaterRecords, r: ConsumedRecord, read_ms: int, *, again: bool = False) -> None:
     found = later_of(r, PARSE, read_ms)
     if found is not None:
-        later.note(TOPIC, *found, again=again)
+        if again:
+            later.note_again([(TOPIC, *found)])
+        else:
+            later.note(TOPIC, *found)
 
 
 def test_a_later_cancel_or_valid_version_ends_the_handed_over_one() -> None:

@@ -70,7 +70,8 @@ The parts, each a module of this package:
   :mod:`~delayline.committer.tally`: what was delivered, how long writing took.
 * :mod:`~delayline.committer.withholding`, :mod:`~delayline.committer.watch`,
   :mod:`~delayline.committer.later` (its bulk in
-  :mod:`~delayline.committer.later_columns`), :mod:`~delayline.committer.read_barrier`,
+  :mod:`~delayline.committer.later_columns`, their runs on disk in
+  :mod:`~delayline.committer.later_runs`), :mod:`~delayline.committer.read_barrier`,
   :mod:`~delayline.committer.rearms`, :mod:`~delayline.committer.checkpoint_log`:
   withholding what a later cancel or update ends.
 * :mod:`~delayline.committer.pacing` and :mod:`~delayline.committer.recurring`: target

@@ -28,7 +28,7 @@ UPDATE = "update"
 HOT_RECORDS = 100_000
 """How many records :class:`LaterRecords` keeps as objects; past it half of them move to
 columns (:mod:`delayline.committer.later_columns`), each topic's oldest first, the topic
-with the most first: 49 bytes a record instead of about 300."""
+with the most first: 49 bytes a record instead of about 300, on disk."""
 COLUMNS_EXPIRE_MS = 5_000
 """How often the records in columns are looked at for what to forget (a pass over them
 all)."""
@@ -116,12 +116,14 @@ class LaterRecords:
     newest ``hot_records`` by topic, each id to its record or, rarely, its records in
     the order read, and each topic's ids in the order read (an id once per record); the
     older ones in columns (:class:`~delayline.committer.later_columns.LaterColumns`,
-    its ids as two hashes), 49 bytes each.
+    its ids as two hashes), 49 bytes each, on disk past a few thousand: so its memory
+    is bounded whatever the backlog.
 
     Args:
         memory_ms: How long a record is kept at least.
         hot_records: How many records are kept as objects at most.
         columns_every_ms: How often those in columns are looked at by :meth:`expire`.
+        spill: Whether the columns live in files (``False``: in memory, all of them).
     """
 
     def __init__(
@@ -129,10 +131,13 @@ class LaterRecords:
         memory_ms: int = MEMORY_MS,
         hot_records: int = HOT_RECORDS,
         columns_every_ms: int = COLUMNS_EXPIRE_MS,
+        *,
+        spill: bool = True,
     ) -> None:
         self.memory_ms = memory_ms
         self.hot_records = hot_records
         self.columns_every_ms = columns_every_ms
+        self.spill = spill
         self._by_id: dict[str, dict[str, Later | tuple[Later, ...]]] = {}
         self._order: dict[str, deque[str]] = {}
         self._hot = 0
@@ -149,9 +154,8 @@ class LaterRecords:
         columns = self._columns
         return self._hot + (0 if columns is None else len(columns))
 
-    def note(self, topic: str, schedule_id: str, later: Later, *, again: bool = False) -> None:
-        """Remember ``later``, a record of ``schedule_id`` in ``topic``; ``again``: a
-        record read again (:meth:`InputWatch.reread`), remembered once."""
+    def note(self, topic: str, schedule_id: str, later: Later) -> None:
+        """Remember ``later``, a record of ``schedule_id`` in ``topic``."""
         ids = self._by_id.get(topic)
         if ids is None:
             ids = self._by_id[topic] = {}
@@ -159,18 +163,25 @@ class LaterRecords:
         known = _laters(ids.get(schedule_id))
         if any(k.partition == later.partition and k.offset == later.offset for k in known):
             return  # read again: remembered already
-        columns = self._columns
-        if (
-            again
-            and columns is not None
-            and columns.has(topic, schedule_id, later.partition, later.offset)
-        ):
-            return  # read again: in columns already
         ids[schedule_id] = (*known, later) if known else later
         self._order[topic].append(schedule_id)
         self._hot += 1
         if self._hot > self.hot_records:
             self._to_columns(self.hot_records // 2)
+
+    def note_again(self, records: Sequence[tuple[str, str, Later]]) -> None:
+        """Remember ``records`` (topic, schedule id, what it ends) read again
+        (:meth:`InputWatch.reread`), each once: those remembered already are skipped
+        (:meth:`note` skips those kept as objects; the columns are searched once for
+        them all)."""
+        columns = self._columns
+        if columns is not None and records:
+            known = columns.has_each(
+                [(topic, sid, later.partition, later.offset) for topic, sid, later in records]
+            )
+            records = [record for record, there in zip(records, known, strict=True) if not there]
+        for topic, sid, later in records:
+            self.note(topic, sid, later)
 
     def ends(self, version: Schedule) -> str | None:
         """How a remembered record ends ``version`` (``None``: none does): the first
@@ -238,7 +249,7 @@ class LaterRecords:
         if self._columns is None:
             from delayline.committer.later_columns import LaterColumns  # noqa: PLC0415 - numpy
 
-            self._columns = LaterColumns()
+            self._columns = LaterColumns(spill=self.spill)
         moved: list[tuple[str, str, Later]] = []
         for topic, order in sorted(self._order.items(), key=lambda item: -len(item[1])):
             ids = self._by_id[topic]

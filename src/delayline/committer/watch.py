@@ -54,7 +54,7 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from delayline.committer.arrivals import Arrivals
-from delayline.committer.later import HOT_RECORDS, MEMORY_MS, LaterRecords, later_from
+from delayline.committer.later import HOT_RECORDS, MEMORY_MS, Later, LaterRecords, later_from
 from delayline.contract.checks import ScheduleFields
 from delayline.contract.contracts import InputParser
 from delayline.contract.records import is_own_tombstone
@@ -235,6 +235,7 @@ class InputWatch:
                         f"stalled for {timeout_s:g} s"
                     )
                 now = self.now_ms()
+                found: list[tuple[str, str, Later]] = []
                 for msg in consumer.consume(BATCH, 0.2):
                     place = (msg.topic() or "", msg.partition() or 0)
                     error = msg.error()
@@ -246,11 +247,13 @@ class InputWatch:
                         continue
                     offset = msg.offset() or 0
                     if error is None and offset < todo[place][1]:
-                        noted = self._note(msg, now, arrived=False)
-                        if noted is not None:
-                            out.append(noted)
+                        later = self._later_of(msg, now, arrived=False)
+                        if later is not None:
+                            found.append(later)
                     if offset + (error is None) >= todo[place][1]:
                         del todo[place]
+                self.later.note_again(found)
+                out.extend((topic, schedule_id) for topic, schedule_id, _ in found)
                 between()
         finally:
             consumer.close()
@@ -277,7 +280,8 @@ class InputWatch:
         (read at ``now_ms``; into ``out`` the (topic, id) of each that ends something) and
         move :attr:`positions` past it or to an end of partition reported, before noting
         it: only what is published after the call is safe to wait on."""
-        positions, note, eof = self.positions, self._note, KafkaError._PARTITION_EOF
+        positions, later_of, eof = self.positions, self._later_of, KafkaError._PARTITION_EOF
+        note = self.later.note
         for msg in msgs:
             error = msg.error()
             if error is not None and error.code() != eof:
@@ -288,9 +292,11 @@ class InputWatch:
             if offset > positions.get(place, -1):
                 positions[place] = offset
             if error is None:
-                noted = note(msg, now_ms)
-                if noted is not None and out is not None:
-                    out.append(noted)
+                found = later_of(msg, now_ms)
+                if found is not None:
+                    note(*found)
+                    if out is not None:
+                        out.append(found[:2])
 
     def acknowledged_ends(self, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
         """The end of each input partition read, open transactions included, now: every
@@ -345,8 +351,10 @@ class InputWatch:
             if tp.error is None and tp.offset > self.positions.get(place, -1):
                 self.positions[place] = tp.offset
 
-    def _note(self, msg: Message, now_ms: int, *, arrived: bool = True) -> tuple[str, str] | None:
-        """Remember what the record ``msg`` ends, read at ``now_ms``: (topic, id), or
+    def _later_of(
+        self, msg: Message, now_ms: int, *, arrived: bool = True
+    ) -> tuple[str, str, Later] | None:
+        """What the record ``msg``, read at ``now_ms``, ends: (topic, id, how), or
         ``None`` for a record that ends nothing. With ``arrived`` (not a record read
         again), counts it among the arrivals unless it is delayline's own tombstone."""
         self.read += 1
@@ -363,9 +371,7 @@ class InputWatch:
         found = later_from(record, parsed, now_ms)
         if found is None:
             return None
-        schedule_id, later = found
-        self.later.note(record.topic, schedule_id, later, again=not arrived)
-        return record.topic, schedule_id
+        return record.topic, *found
 
     def _report_arrived(self, now_ms: int) -> None:
         """Tell the arrivals what was counted since the last report (nothing, too: the

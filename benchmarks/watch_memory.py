@@ -32,6 +32,7 @@ from typing import Any
 
 from delayline.committer.later import HOT_RECORDS, UPDATE, Later, LaterRecords
 from delayline.core.model import Schedule, SourceRef
+from delayline.core.mounts import mount_of, read_mounts
 
 TOPIC = "schedules"
 PARTITIONS = 12
@@ -88,7 +89,7 @@ def run(hot_records: int, spill: bool, records: int, seconds: int, lookups: int)
 
 
 def files_mb() -> float:
-    """The size of the unnamed files of the temporary directory this process maps."""
+    """The size of the unnamed files of the temporary directory this process maps (MiB)."""
     sizes = {}
     prefix = os.path.join(tempfile.gettempdir(), "#")
     with open("/proc/self/maps") as maps:
@@ -136,16 +137,9 @@ def main() -> None:
 
 
 def filesystem(path: str) -> str:
-    """The type of the file system ``path`` is on (from ``/proc/mounts``)."""
-    best, kind = "", "unknown"
-    with open("/proc/mounts") as mounts:
-        for line in mounts:
-            _, mount, fstype, *_ = line.split()
-            if (path == mount or path.startswith(mount.rstrip("/") + "/")) and len(mount) > len(
-                best
-            ):
-                best, kind = mount, fstype
-    return kind
+    """The type of the file system ``path`` is on."""
+    mount = mount_of(Path(path), read_mounts())
+    return "unknown" if mount is None else mount.fs_type
 
 
 if __name__ == "__main__":

@@ -10,17 +10,15 @@ import pytest
 from delayline.cli.jars import submit_args
 from delayline.contract.topics import target_not_allowed
 from delayline.contract.topology import Topology
+from delayline.core.mounts import Mount, mount_of, read_mounts
 from delayline.errors import ConfigError, SparkClusterError
 from delayline.pipeline.config import PipelineConfig, spark_conf_from
 from delayline.pipeline.placement import (
-    Mount,
     check_checkpoint,
     check_master,
     executor_settings,
     is_cluster_master,
     is_local_master,
-    mount_of,
-    read_mounts,
 )
 
 MOUNTS = [

@@ -270,6 +270,22 @@ def test_a_record_read_again_is_remembered_once() -> None:
     assert len(later) == 0
 
 
+def test_records_read_again_stay_as_first_read_while_others_move_to_columns() -> None:
+    """A batch read again after a take-over: what it notes moves the oldest records to
+    columns meanwhile, and those read again among them are still remembered once."""
+    later = LaterRecords(memory_ms=30_000, hot_records=4, columns_every_ms=0)
+    first = [later_of(record(offset, None), PARSE, 1_000) for offset in range(6, 10)]
+    for found in first:
+        assert found is not None
+        later.note(TOPIC, *found)
+    fresh = [later_of(record(offset, None), PARSE, 50_000) for offset in range(10, 14)]
+    again = [(TOPIC, *found) for found in (*fresh, *first, first[0]) if found is not None]
+    later.note_again(again)
+    assert len(later) == 8, "each record once"
+    later.expire(31_001)
+    assert len(later) == 4, "those read first forgotten as first read"
+
+
 def test_positions_come_from_the_checkpoints_offsets_log(tmp_path: Path) -> None:
     offsets = tmp_path / "offsets"
     offsets.mkdir()

@@ -116,7 +116,7 @@ class LaterRecords:
     newest ``hot_records`` by topic, each id to its record or, rarely, its records in
     the order read, and each topic's ids in the order read (an id once per record); the
     older ones in columns (:class:`~delayline.committer.later_columns.LaterColumns`,
-    its ids as two hashes), 49 bytes each, on disk past a few thousand: so its memory
+    its ids as two hashes), 49 bytes each, on disk past about 26,000: so its memory
     is bounded whatever the backlog.
 
     Args:
@@ -171,17 +171,29 @@ class LaterRecords:
 
     def note_again(self, records: Sequence[tuple[str, str, Later]]) -> None:
         """Remember ``records`` (topic, schedule id, what it ends) read again
-        (:meth:`InputWatch.reread`), each once: those remembered already are skipped
-        (:meth:`note` skips those kept as objects; the columns are searched once for
-        them all)."""
-        columns = self._columns
-        if columns is not None and records:
-            known = columns.has_each(
-                [(topic, sid, later.partition, later.offset) for topic, sid, later in records]
+        (:meth:`InputWatch.reread`), each once: whether each is remembered already is
+        decided before any is noted (noting moves the oldest to columns), the columns
+        searched once for them all."""
+        fresh = [
+            (topic, sid, later)
+            for topic, sid, later in records
+            if not any(
+                k.partition == later.partition and k.offset == later.offset
+                for k in _laters(self._by_id.get(topic, {}).get(sid))
             )
-            records = [record for record, there in zip(records, known, strict=True) if not there]
-        for topic, sid, later in records:
-            self.note(topic, sid, later)
+        ]
+        columns = self._columns
+        if columns is not None and fresh:
+            there = columns.has_each(
+                [(topic, sid, later.partition, later.offset) for topic, sid, later in fresh]
+            )
+            fresh = [record for record, known in zip(fresh, there, strict=True) if not known]
+        seen: set[tuple[str, int, int]] = set()
+        for topic, sid, later in fresh:
+            place = (topic, later.partition, later.offset)
+            if place not in seen:
+                seen.add(place)
+                self.note(topic, sid, later)
 
     def ends(self, version: Schedule) -> str | None:
         """How a remembered record ends ``version`` (``None``: none does): the first

@@ -17,17 +17,19 @@ if it also lies after the version in its topic.
 
 **Runs, on disk.** Rows come in batches (:meth:`LaterColumns.add`), each batch one run
 sorted by the hash, merged as they come (:mod:`delayline.committer.later_runs`), and
-past a few thousand rows in files, not in the process's memory: what the watch holds in
+past about 26,000 rows in files, not in the process's memory: what the watch holds in
 memory is a fixed budget whatever the backlog (the records kept as objects, the small
-runs, each run's fence, and what one call touches: at most a merge of two runs, or
-:data:`TOUCHED_BYTES` of lookups). :meth:`LaterColumns.ends_each` searches each run once
-for a batch of versions.
+runs, each run's fence, and what one call touches: at most a merge of two runs, what
+expiring one run keeps, or :data:`TOUCHED_BYTES` of lookups plus what one large lookup
+touches of one run). :meth:`LaterColumns.ends_each` searches each run once for a batch
+of versions.
 
 Pure: no Kafka. Not thread-safe, but :func:`len` may be read from any thread.
 """
 
 from __future__ import annotations
 
+import mmap
 import zlib
 from collections.abc import Mapping, Sequence
 
@@ -42,9 +44,9 @@ KINDS = (CANCEL, UPDATE)
 """A row's kind, by its number."""
 
 TOUCHED_BYTES = 16 << 20
-"""Lookups hand back the pages they touched once that could be this much."""
-PAGE_BYTES = 4_096
-"""A page of memory, as lookups count what they touch."""
+"""Lookups hand back the pages they touched once that could be this much (three pages
+of each run a key, at most), and a lookup that could touch more on its own hands back
+each run's as soon as it was searched."""
 
 
 def crc_of(schedule_id: str) -> int:
@@ -105,15 +107,15 @@ class LaterColumns:
             (crc_of(sid), self._place_ids.get((topic, partition)), offset)
             for topic, sid, partition, offset in records
         ]
-        self._touched(len(records))
+        large = self._searching(len(records))
         for run in self._runs:
             for i, rows in run.hits(keys):
                 found[i] = found[i] or any(
                     (int(row["crc"]), int(row["place"]), int(row["offset"])) == wanted[i]
                     for row in (run.rows[r] for r in rows)
                 )
-        if self._unreleased > TOUCHED_BYTES:
-            self._release()
+            if large:
+                run.release()
         return found
 
     def ends_each(self, versions: Sequence[tuple[str, str, SourceRef]]) -> list[str | None]:
@@ -126,15 +128,15 @@ class LaterColumns:
             return found
         keys = np.fromiter((hash(sid) for _, sid, _ in versions), np.int64, len(versions))
         crcs = [crc_of(sid) for _, sid, _ in versions]
-        self._touched(len(versions))
+        large = self._searching(len(versions))
         for run in self._runs:
             for i, rows in run.hits(keys):
                 if found[i] is not None:
                     continue  # an older run ended it
                 topic, _, source = versions[i]
                 found[i] = self._first_ending(run, rows, crcs[i], topic, source)
-        if self._unreleased > TOUCHED_BYTES:
-            self._release()  # a batch that large alone
+            if large:
+                run.release()
         return found
 
     def _first_ending(
@@ -183,6 +185,7 @@ class LaterColumns:
                 kept = np.flatnonzero(~gone)
                 pages = self._pages
                 runs.append(pages.run(pages.taken(run.hashes, kept), pages.taken(run.rows, kept)))
+                runs[-1].release()
             run.release()
         self._runs = tuple(self._pages.settled(runs))
         self._release()
@@ -195,15 +198,19 @@ class LaterColumns:
         return place
 
     def _release(self) -> None:
+        """Hand back every page of the runs' files this process touched."""
         self._unreleased = 0
         for run in self._runs:
             run.release()
 
-    def _touched(self, keys: int) -> None:
-        """Count what looking up ``keys`` ids may touch (three pages of each run), and
-        hand back what lookups touched before if this one could take it past
-        :data:`TOUCHED_BYTES`."""
-        more = keys * len(self._runs) * 3 * PAGE_BYTES
+    def _searching(self, keys: int) -> bool:
+        """Count what looking up ``keys`` ids may touch, handing back what lookups
+        touched before if this one could take it past :data:`TOUCHED_BYTES`; True when
+        this one alone could: the caller hands back each run once searched."""
+        more = keys * len(self._runs) * 3 * mmap.PAGESIZE
         if self._unreleased + more > TOUCHED_BYTES:
             self._release()
+        if more > TOUCHED_BYTES:
+            return True
         self._unreleased += more
+        return False

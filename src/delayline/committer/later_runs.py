@@ -3,20 +3,21 @@ they live: in memory while small, in files past that.
 
 **Runs.** Rows come in batches, each batch one run sorted by the 64-bit hash. A new run
 is merged into the one before it while that is at most twice its size, up to
-:data:`RUN_ROWS` rows, so ten million rows sit in about a dozen runs, and rows of one
-hash stay in the order read. Each run keeps every :data:`FENCE`-th hash in memory (its
-*fence*): a lookup searches the fence, then one stretch of :data:`FENCE` hashes, a page
-or two of the run.
+:data:`RUN_ROWS` rows, so ten million rows noted 50,000 at a time sit in about 16
+runs, and rows of one hash stay in the order read. Each run keeps every
+:data:`FENCE`-th hash in memory (its *fence*): a lookup searches the fence, then one
+stretch of :data:`FENCE` hashes, a page or two of the run.
 
-**On disk, whatever the backlog.** An array of :data:`MAPPED_BYTES` or more (every run
-past about 20,000 rows) lives in a file of its own, unnamed (gone when the process ends,
-SIGKILL included) in the system's temporary directory (``TMPDIR``: a disk, not a
-``tmpfs``), mapped into memory, and the pages a call touched are handed back
-(:meth:`Run.release`, ``madvise(MADV_DONTNEED)``: the kernel keeps them in its page
-cache while memory is free, writes them out and drops them when it is not). So what the
-watch holds in its own memory is a fixed budget whatever the backlog, and a backlog costs
-49 bytes of disk a record and page faults on lookups. Where no file can be made or grown
-(a full disk), arrays take anonymous memory as before, with a warning.
+**On disk, whatever the backlog.** An array of :data:`MAPPED_BYTES` or more (the rows of
+a run past about 26,000 rows, its hashes past about 131,000) lives in a file of its
+own, unnamed (gone when the process ends, SIGKILL included) in the system's temporary
+directory (``TMPDIR``: a disk, not a ``tmpfs``), mapped into memory, and the pages a
+call touched are handed back (:meth:`Run.release`, ``madvise(MADV_DONTNEED)``: the
+kernel keeps them in its page cache while memory is free, writes them out and drops
+them when it is not). So what the watch holds in its own memory is a fixed budget
+whatever the backlog, and a backlog costs 49 bytes of disk a record and page faults on
+lookups. Where no file can be made (a full disk), an array takes anonymous memory
+instead, with a warning (:class:`Pages`).
 """
 
 from __future__ import annotations
@@ -27,12 +28,19 @@ import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from delayline.core.mounts import is_memory_fs, mount_of, read_mounts
+
 log = logging.getLogger(__name__)
+
+CAN_SPILL = hasattr(os, "posix_fallocate") and hasattr(mmap, "MADV_DONTNEED")
+"""Whether this system can keep the runs in files: room reserved on disk ahead
+(``posix_fallocate``) and pages handed back (``MADV_DONTNEED``); Linux can."""
 
 ROW = np.dtype(
     [
@@ -75,7 +83,8 @@ class Run:
         min_read_ms: The earliest read time among them.
         min_offsets: By place, the lowest offset among them (a place not in it: none).
         fence: Every :data:`FENCE`-th hash, in memory.
-        files: The mappings of files behind :attr:`hashes` and :attr:`rows`, if any.
+        mappings: The mappings of the files behind :attr:`hashes` and :attr:`rows`,
+            if any.
     """
 
     hashes: npt.NDArray[np.int64]
@@ -83,7 +92,7 @@ class Run:
     min_read_ms: int
     min_offsets: Mapping[int, int]
     fence: npt.NDArray[np.int64]
-    files: tuple[mmap.mmap, ...]
+    mappings: tuple[mmap.mmap, ...]
 
     def __len__(self) -> int:
         return len(self.hashes)
@@ -92,7 +101,7 @@ class Run:
         """For each of ``keys``, the first row whose hash is not below it (numpy's
         ``searchsorted``), found through the fence: a bisection of each key's stretch of
         :data:`FENCE` rows, so a lookup touches a page or two of a run on disk."""
-        if not self.files:  # in memory: no page to spare
+        if not self.mappings:  # in memory: no page to spare
             return np.searchsorted(self.hashes, keys, side="left")
         size = len(self.hashes)
         blocks = np.searchsorted(self.fence, keys, side="left")
@@ -130,54 +139,71 @@ class Run:
     def release(self) -> None:
         """Hand back the pages of its files this process touched (the kernel keeps
         what they hold)."""
-        for pages in self.files:
-            pages.madvise(mmap.MADV_DONTNEED)
+        for mapping in self.mappings:
+            mapping.madvise(mmap.MADV_DONTNEED)
 
 
 class Pages:
-    """Where the arrays of one :class:`LaterColumns` live (``spill``: see the module's
-    docstring)."""
+    """Where the arrays of one :class:`~delayline.committer.later_columns.LaterColumns`
+    live: an array of :data:`MAPPED_BYTES` or more in a file of its own when ``spill``
+    and this system can (:data:`CAN_SPILL`), else in an anonymous mapping of its own.
+
+    Guarantees: an array in a file has its room taken on disk before it is mapped, so
+    writing to it never meets a full disk (file systems that cannot reserve room say
+    so and are not used); a file that cannot be made costs one array in memory, with a
+    warning, and the next array tries again; every file is unnamed and goes with the
+    process, however it ends.
+    """
 
     def __init__(self, spill: bool) -> None:
-        self.spill = spill
+        self.spill = spill and CAN_SPILL
+        self._failing = False
+        self._checked_dir = False
 
     def empty(self, size: int, dtype: np.dtype[Any]) -> tuple[npt.NDArray[Any], mmap.mmap | None]:
         """An array of ``size`` items, uninitialised, and the mapping of the file it
-        lives in, if one (see :data:`MAPPED_BYTES`)."""
+        lives in, if one."""
         nbytes = size * dtype.itemsize
-        if nbytes < MAPPED_BYTES or not nbytes:
+        if nbytes < MAPPED_BYTES:
             return np.empty(size, dtype), None
-        pages = self._file(nbytes) if self.spill else None
-        if pages is None:
+        mapping = self._file(nbytes) if self.spill else None
+        if mapping is None:
             return np.frombuffer(mmap.mmap(-1, nbytes), dtype, count=size), None
-        return np.frombuffer(pages, dtype, count=size), pages
+        return np.frombuffer(mapping, dtype, count=size), mapping
 
     def _file(self, nbytes: int) -> mmap.mmap | None:
-        """A file of ``nbytes``, its room taken on disk (written to through a mapping, a
-        full disk would kill the process), mapped; ``None`` if none can be made."""
+        """A file of ``nbytes``, its room taken on disk, mapped; ``None`` if none can be
+        made (said once until one can again)."""
+        if not self._checked_dir:
+            self._checked_dir = True
+            _warn_if_memory(Path(tempfile.gettempdir()))
         try:
             with tempfile.TemporaryFile(prefix="delayline-watch-") as file:
                 os.posix_fallocate(file.fileno(), 0, nbytes)
-                return mmap.mmap(file.fileno(), nbytes)  # holds a file descriptor of its own
+                mapping = mmap.mmap(file.fileno(), nbytes)  # holds a descriptor of its own
         except OSError as exc:
-            if self.spill:
+            if not self._failing:
                 log.warning(
                     "committer watch: no file of %d bytes in %s (%s): what it remembers "
-                    "stays in memory",
+                    "stays in memory until one can be made",
                     nbytes,
                     tempfile.gettempdir(),
                     exc,
                 )
-            self.spill = False
+            self._failing = True
             return None
+        if self._failing:
+            log.info("committer watch: files in %s again", tempfile.gettempdir())
+            self._failing = False
+        return mapping
 
     def taken(
         self, array: npt.NDArray[Any], at: npt.NDArray[np.intp]
     ) -> tuple[npt.NDArray[Any], mmap.mmap | None]:
         """``array[at]`` into an array of :meth:`empty` (``clip``: no copy on the way;
         the indices are in range)."""
-        out, pages = self.empty(len(at), array.dtype)
-        return np.take(array, at, mode="clip", out=out), pages
+        out, mapping = self.empty(len(at), array.dtype)
+        return np.take(array, at, mode="clip", out=out), mapping
 
     def run(
         self,
@@ -194,7 +220,7 @@ class Pages:
             int(table["read_ms"].min()),
             _min_offsets(table) if min_offsets is None else min_offsets,
             hashes[0][::FENCE].copy(),
-            tuple(pages for _, pages in (hashes, rows) if pages is not None),
+            tuple(mapping for _, mapping in (hashes, rows) if mapping is not None),
         )
 
     def merge(self, older: Run, newer: Run) -> Run:
@@ -225,9 +251,10 @@ class Pages:
                 and len(out[-2]) <= 2 * len(out[-1])
                 and len(out[-2]) + len(out[-1]) <= RUN_ROWS
             ):
-                newer = out.pop()
-                out[-1] = self.merge(out[-1], newer)
-                out[-1].release()
+                newer, older = out.pop(), out[-1]
+                out[-1] = self.merge(older, newer)
+                for done in (older, newer, out[-1]):
+                    done.release()
         return out
 
 
@@ -238,3 +265,15 @@ def _min_offsets(rows: npt.NDArray[np.void]) -> dict[int, int]:
     if len(found) == 1:
         return {int(found[0]): int(offsets.min())}
     return {int(place): int(offsets[places == place].min()) for place in found}
+
+
+def _warn_if_memory(directory: Path) -> None:
+    """Warn when ``directory`` is on a file system kept in memory."""
+    mount = mount_of(directory, read_mounts())
+    if mount is not None and is_memory_fs(mount.fs_type):
+        log.warning(
+            "committer watch: the temporary directory %s is a %s, kept in memory: point "
+            "TMPDIR at a disk, or a backlog the pipeline has not read costs memory again",
+            directory,
+            mount.fs_type,
+        )

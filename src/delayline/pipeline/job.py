@@ -16,6 +16,7 @@ from delayline.committer.arrivals import Arrivals
 from delayline.committer.config import RUN_COMMITTER_NAME
 from delayline.committer.service import Committer
 from delayline.core.identifiers import checkpoint_query_id
+from delayline.core.mounts import read_mounts
 from delayline.core.units import format_duration_ms
 from delayline.errors import DelaylineError
 from delayline.fire.report import BatchReport
@@ -44,7 +45,7 @@ from delayline.pipeline.lock import CheckpointLock, clear_checkpoint
 from delayline.pipeline.metrics import PipelineMetrics
 from delayline.pipeline.metrics_server import MetricsServer, Readiness, batch_age, kafka_probe
 from delayline.pipeline.need import Need
-from delayline.pipeline.placement import check_checkpoint, check_master, read_mounts
+from delayline.pipeline.placement import check_checkpoint, check_master
 from delayline.pipeline.progress import ProgressFeed, log_batch
 from delayline.pipeline.recovery import NO_SPACE, Failure, Recovery, diagnose, no_space_message
 from delayline.pipeline.session import build_session

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from delayline.core.mounts import Mount, mount_of
 from delayline.errors import ConfigError, SparkClusterError
 from delayline.infra.ports import accepts
 
@@ -29,14 +29,6 @@ SHARED_FS_TYPES = frozenset(
 )  # fmt: skip
 """File systems that one machine's mount can share with another's (``fuse.*`` too: s3fs,
 gcsfuse, sshfs...)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Mount:
-    """One line of ``/proc/mounts``: where a file system is mounted and its type."""
-
-    point: Path
-    fs_type: str
 
 
 def is_local_master(master: str) -> bool:
@@ -54,31 +46,6 @@ def is_local_master(master: str) -> bool:
 def is_cluster_master(master: str) -> bool:
     """Whether executors are processes of their own (any master but local mode)."""
     return not (master == "local" or master.startswith("local["))
-
-
-def mount_of(path: Path, mounts: Iterable[Mount]) -> Mount | None:
-    """The mount holding ``path`` (the longest mount point above it)."""
-    best: Mount | None = None
-    for mount in mounts:
-        holds = path == mount.point or mount.point in path.parents
-        if holds and (best is None or len(mount.point.parts) > len(best.point.parts)):
-            best = mount
-    return best
-
-
-def read_mounts(proc_mounts: Path = Path("/proc/mounts")) -> list[Mount]:
-    """This machine's mounts (empty where ``/proc/mounts`` does not exist)."""
-    try:
-        lines = proc_mounts.read_text().splitlines()
-    except OSError:
-        return []
-    mounts = []
-    for line in lines:
-        fields = line.split()
-        if len(fields) >= 3:
-            # Spaces in mount points are written as \040.
-            mounts.append(Mount(Path(fields[1].replace("\\040", " ")), fields[2]))
-    return mounts
 
 
 def is_shared_fs(fs_type: str) -> bool:

@@ -148,11 +148,12 @@ class Pages:
     live: an array of :data:`MAPPED_BYTES` or more in a file of its own when ``spill``
     and this system can (:data:`CAN_SPILL`), else in an anonymous mapping of its own.
 
-    Guarantees: an array in a file has its room taken on disk before it is mapped, so
-    writing to it never meets a full disk (file systems that cannot reserve room say
-    so and are not used); a file that cannot be made costs one array in memory, with a
-    warning, and the next array tries again; every file is unnamed and goes with the
-    process, however it ends.
+    Guarantees: an array in a file has its room taken on disk before it is mapped
+    (``posix_fallocate``), so on ext4, xfs and the like writing to it never meets a full
+    disk (on a copy-on-write file system, btrfs or ZFS, reserving is no promise and a
+    full disk would end the process: keep ``TMPDIR`` elsewhere); a file that cannot be
+    made costs one array in memory, with a warning, and the next array tries again;
+    every file is unnamed and goes with the process, however it ends.
     """
 
     def __init__(self, spill: bool) -> None:

@@ -161,7 +161,7 @@ class LaterRecords:
             ids = self._by_id[topic] = {}
             self._order[topic] = deque()
         known = _laters(ids.get(schedule_id))
-        if any(k.partition == later.partition and k.offset == later.offset for k in known):
+        if _among(later, known):
             return  # read again: remembered already
         ids[schedule_id] = (*known, later) if known else later
         self._order[topic].append(schedule_id)
@@ -177,10 +177,7 @@ class LaterRecords:
         fresh = [
             (topic, sid, later)
             for topic, sid, later in records
-            if not any(
-                k.partition == later.partition and k.offset == later.offset
-                for k in _laters(self._by_id.get(topic, {}).get(sid))
-            )
+            if not _among(later, _laters(self._by_id.get(topic, {}).get(sid)))
         ]
         columns = self._columns
         if columns is not None and fresh:
@@ -283,6 +280,11 @@ def _drop_first(
         ids[schedule_id] = rest[0] if len(rest) == 1 else tuple(rest)
     else:
         del ids[schedule_id]
+
+
+def _among(later: Later, known: Sequence[Later]) -> bool:
+    """Whether ``later``'s record (its partition and offset) is one of ``known``."""
+    return any(k.partition == later.partition and k.offset == later.offset for k in known)
 
 
 def _laters(found: Later | tuple[Later, ...] | None) -> tuple[Later, ...]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import mmap
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -100,22 +100,15 @@ class LaterColumns:
         """For each of ``records`` (topic, schedule id, partition, offset), whether it
         is remembered. Each run is searched once for them all."""
         found = [False] * len(records)
-        if not self._runs or not records:
-            return found
-        keys = np.fromiter((hash(sid) for _, sid, _, _ in records), np.int64, len(records))
         wanted = [
             (crc_of(sid), self._place_ids.get((topic, partition)), offset)
             for topic, sid, partition, offset in records
         ]
-        large = self._searching(len(records))
-        for run in self._runs:
-            for i, rows in run.hits(keys):
-                found[i] = found[i] or any(
-                    (int(row["crc"]), int(row["place"]), int(row["offset"])) == wanted[i]
-                    for row in (run.rows[r] for r in rows)
-                )
-            if large:
-                run.release()
+        for run, i, rows in self._hits([sid for _, sid, _, _ in records]):
+            found[i] = found[i] or any(
+                (int(row["crc"]), int(row["place"]), int(row["offset"])) == wanted[i]
+                for row in (run.rows[r] for r in rows)
+            )
         return found
 
     def ends_each(self, versions: Sequence[tuple[str, str, SourceRef]]) -> list[str | None]:
@@ -124,20 +117,26 @@ class LaterColumns:
         does). Each run is searched once for them all; runs are in the order read, and
         the rows of one hash within a run, so the first row found is the first read."""
         found: list[str | None] = [None] * len(versions)
-        if not self._runs or not versions:
-            return found
-        keys = np.fromiter((hash(sid) for _, sid, _ in versions), np.int64, len(versions))
         crcs = [crc_of(sid) for _, sid, _ in versions]
-        large = self._searching(len(versions))
-        for run in self._runs:
-            for i, rows in run.hits(keys):
-                if found[i] is not None:
-                    continue  # an older run ended it
+        for run, i, rows in self._hits([sid for _, sid, _ in versions]):
+            if found[i] is None:  # else an older run ended it
                 topic, _, source = versions[i]
                 found[i] = self._first_ending(run, rows, crcs[i], topic, source)
+        return found
+
+    def _hits(self, ids: Sequence[str]) -> Iterator[tuple[Run, int, range]]:
+        """Each run (oldest first) with a row of the hash of one of ``ids``: the run,
+        that id's index, those rows. Each run is searched once for them all, and handed
+        back once searched when the lookup is large (:meth:`_searching`)."""
+        if not self._runs or not ids:
+            return
+        keys = np.fromiter((hash(sid) for sid in ids), np.int64, len(ids))
+        large = self._searching(len(ids))
+        for run in self._runs:
+            for i, rows in run.hits(keys):
+                yield run, i, rows
             if large:
                 run.release()
-        return found
 
     def _first_ending(
         self, run: Run, rows: range, crc: int, topic: str, source: SourceRef

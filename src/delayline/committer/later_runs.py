@@ -262,10 +262,7 @@ class Pages:
 def _min_offsets(rows: npt.NDArray[np.void]) -> dict[int, int]:
     """By place, the lowest offset among ``rows``."""
     places, offsets = rows["place"], rows["offset"]
-    found = np.unique(places).tolist()
-    if len(found) == 1:
-        return {int(found[0]): int(offsets.min())}
-    return {int(place): int(offsets[places == place].min()) for place in found}
+    return {int(place): int(offsets[places == place].min()) for place in np.unique(places)}
 
 
 def _warn_if_memory(directory: Path) -> None:

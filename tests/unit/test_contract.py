@@ -207,6 +207,7 @@ def test_build_schedule_writes_control_headers_first() -> None:
         ({"due_ms": 10**16}, "beyond year 9999"),
         ({"extra_headers": [("scheduler-epoch", b"1")]}, "reserved"),
         ({"extra_headers": [("scheduler-key", b"1")]}, "reserved"),
+        ({"extra_headers": [("delayline-catch-up", None)]}, "reserved"),
     ],
 )
 def test_build_schedule_refuses_what_the_reader_would_reject(

@@ -65,26 +65,39 @@ def _utf8(binary: str) -> str:
     return f"is_valid_utf8(cast({binary} AS STRING))"
 
 
-def _epoch_ms(text: str) -> tuple[str, str]:
-    """(validity, epoch ms) of the epoch header's text, as
-    :func:`delayline.contract.headers.parse_epoch_ms` decides them."""
-    sign = f"regexp_extract({text}, {_sql(_EPOCH)}, 1)"
-    whole = f"regexp_extract({text}, {_sql(_EPOCH)}, 2)"
-    frac = f"regexp_extract({text}, {_sql(_EPOCH)}, 3)"
-    digits = f"regexp_replace({whole}, '^0+', '')"
+def _with_due_ms(frame: DataFrame, text: str) -> DataFrame:
+    """``frame`` with column ``_due``: the epoch ms that the epoch header's text (column
+    ``text``) says, as :func:`delayline.contract.headers.parse_epoch_ms` reads it, or
+    null where that refuses it (validity: ``_due <= MAX_EPOCH_MS``).
+
+    The text is taken apart once, each piece a column (its regular expression's groups,
+    whether it matches at all, the whole seconds without leading zeros). The casts stay
+    inside the ``CASE``: Spark's ANSI mode fails a cast of text that is no number, and
+    only a valid text reaches them.
+    """
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark's convention
+
+    pattern = _sql(_EPOCH)
+    parts = frame.withColumns(
+        {
+            "_sign": F.expr(f"regexp_extract({text}, {pattern}, 1)"),
+            "_whole": F.expr(f"regexp_extract({text}, {pattern}, 2)"),
+            "_frac": F.expr(f"regexp_extract({text}, {pattern}, 3)"),
+            "_form": F.expr(f"{text} RLIKE {pattern}"),
+        }
+    ).withColumn("_digits", F.expr("regexp_replace(_whole, '^0+', '')"))
     millis = (
-        f"coalesce(cast(nullif({digits}, '') AS BIGINT), 0) * 1000"
-        f" + cast(rpad(substr({frac}, 1, 3), 3, '0') AS BIGINT)"
-        f" + CASE WHEN substr({frac}, 4) RLIKE '[1-9]' THEN 1 ELSE 0 END"
+        "coalesce(cast(nullif(_digits, '') AS BIGINT), 0) * 1000"
+        " + cast(rpad(substr(_frac, 1, 3), 3, '0') AS BIGINT)"
+        " + CASE WHEN substr(_frac, 4) RLIKE '[1-9]' THEN 1 ELSE 0 END"
     )
     syntax = (
-        f"({text} RLIKE {_sql(_EPOCH)}"
-        f" AND length({whole}) + length({frac}) > 0"
-        f" AND NOT ({sign} = '-' AND concat({whole}, {frac}) RLIKE '[1-9]')"
-        f" AND length({digits}) <= {_MAX_SECONDS_DIGITS})"
+        "_form"
+        " AND length(_whole) + length(_frac) > 0"
+        " AND NOT (_sign = '-' AND concat(_whole, _frac) RLIKE '[1-9]')"
+        f" AND length(_digits) <= {_MAX_SECONDS_DIGITS}"
     )
-    due_ms = f"CASE WHEN {syntax} THEN {millis} END"
-    return f"coalesce({due_ms} <= {MAX_EPOCH_MS}, false)", due_ms
+    return parts.withColumn("_due", F.expr(f"CASE WHEN {syntax} THEN {millis} END"))
 
 
 def _target_ok(text: str) -> str:
@@ -119,35 +132,55 @@ def parsed(records: DataFrame) -> DataFrame:
 
     from delayline.contract.arrow import PARSED, parsed_field  # noqa: PLC0415 - it imports us
 
-    epoch_raw = _first_value(h.EPOCH)
-    topic_raw = _first_value(h.TARGET_TOPIC)
-    epoch_text = f"cast({epoch_raw} AS STRING)"
-    topic_text = f"cast({topic_raw} AS STRING)"
-    epoch_ok, due_ms = _epoch_ms(epoch_text)
-    once = " AND ".join(f"{_count(name)} <= 1" for name in sorted(h.CONTROL_HEADERS))
-    schedule_ok = (
-        f"{once} AND {epoch_raw} IS NOT NULL AND {_utf8(epoch_raw)} AND {epoch_ok}"
-        f" AND {topic_raw} IS NOT NULL AND {_utf8(topic_raw)} AND {_target_ok(topic_text)}"
+    # Each costly piece is a column of its own, computed once a record: Spark inlines a
+    # projection into the next only where that repeats nothing costly. Written as one
+    # expression, each header lookup and regular expression ran several times a record
+    # (benchmarks/README.md, "The validation, each piece once").
+    headers_type = records.schema["headers"].dataType
+    records = records.withColumn(
+        "headers", F.coalesce(F.col("headers"), F.array().cast(headers_type))
     )
-    # Only for tombstones (CASE evaluates it for those alone).
-    fired = f"CASE WHEN value IS NULL THEN {_first_value(h.FIRED_OFFSET)} END"
+    once = " AND ".join(f"{_count(name)} <= 1" for name in sorted(h.CONTROL_HEADERS))
+    raw = records.withColumns(
+        {
+            "_epoch_raw": F.expr(_first_value(h.EPOCH)),
+            "_topic_raw": F.expr(_first_value(h.TARGET_TOPIC)),
+            "_target_key": F.expr(_first_value(h.TARGET_KEY)),
+            "_copied": F.expr(f"cast({_first_value(h.COPY_OF)} AS STRING)"),
+            # Only for tombstones (CASE evaluates it for those alone).
+            "_fired": F.expr(
+                f"CASE WHEN value IS NULL THEN cast({_first_value(h.FIRED_OFFSET)} AS STRING) END"
+            ),
+            "_once": F.expr(once),
+        }
+    )
+    texts = raw.withColumns(
+        {
+            "_epoch": F.expr("cast(_epoch_raw AS STRING)"),
+            "_topic": F.expr("cast(_topic_raw AS STRING)"),
+        }
+    )
+    fields = _with_due_ms(texts, "_epoch")
+    schedule_ok = (
+        "_once AND _epoch_raw IS NOT NULL AND is_valid_utf8(_epoch)"
+        f" AND coalesce(_due <= {MAX_EPOCH_MS}, false)"
+        f" AND _topic_raw IS NOT NULL AND is_valid_utf8(_topic) AND {_target_ok('_topic')}"
+    )
     kind = (
         f"CASE WHEN key IS NULL OR octet_length(key) = 0 OR NOT {_utf8('key')} THEN {_sql(INVALID)}"
         f" WHEN value IS NULL THEN {_sql(CANCEL)}"
         f" WHEN {schedule_ok} THEN {_sql(SCHEDULE)} ELSE {_sql(INVALID)} END"
     )
-    copied = f"cast({_first_value(h.COPY_OF)} AS STRING)"
     # A copy (a rewrite) is ordered at the offset of the version it copies.
-    copy_of = f"CASE WHEN {copied} RLIKE {_sql(_OFFSET)} THEN cast({copied} AS BIGINT) END"
+    copy_of = f"CASE WHEN _copied RLIKE {_sql(_OFFSET)} THEN cast(_copied AS BIGINT) END"
     columns: dict[str, Column] = {
         "kind": F.expr(kind),
-        "due_ms": F.expr(due_ms),
-        "target_topic": F.expr(topic_text),
-        "target_key": F.expr(_first_value(h.TARGET_KEY)),
+        "due_ms": F.col("_due"),
+        "target_topic": F.col("_topic"),
+        "target_key": F.col("_target_key"),
         "copy_of": F.expr(copy_of),
         "fired_offset": F.expr(
-            f"CASE WHEN cast({fired} AS STRING) RLIKE {_sql(_OFFSET)}"
-            f" THEN cast(cast({fired} AS STRING) AS BIGINT) END"
+            f"CASE WHEN _fired RLIKE {_sql(_OFFSET)} THEN cast(_fired AS BIGINT) END"
         ),
     }
     value, sid = F.col("value"), F.col("key").cast("string")
@@ -160,11 +193,7 @@ def parsed(records: DataFrame) -> DataFrame:
         # A schedule's value is what it delivers; anything else keeps the record's own.
         payload = theirs & (parsed_field("kind") == SCHEDULE)
         value = F.when(payload, parsed_field("payload")).otherwise(value)
-    headers_type = records.schema["headers"].dataType
-    records = records.withColumn(
-        "headers", F.coalesce(F.col("headers"), F.array().cast(headers_type))
-    )
-    out = records.withColumns(columns)
+    out = fields.withColumns(columns)
     schedule, not_invalid = F.col("kind") == SCHEDULE, F.col("kind") != INVALID
     copy = schedule & (F.col("copy_of") < F.col("offset"))
     return out.select(

@@ -11,7 +11,7 @@ alone for scale, and with ``--json`` writes the figures.
 an earlier commit: ``git show REV:src/delayline/contract/columns.py > FILE``).
 
     .venv/bin/python benchmarks/validation.py [--records 400000] [--runs 12]
-        [--columns FILE] [--json F]
+        [--columns FILE] [--java-options OPTS] [--json F]
 """
 
 from __future__ import annotations
@@ -91,10 +91,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=12, help="the last half count as warm")
     parser.add_argument("--columns", type=Path, help="another contract/columns.py to measure")
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--java-options", default="", help="extra options of Spark's JVM")
     args = parser.parse_args()
     columns = load_columns(args.columns)
     with tempfile.TemporaryDirectory() as work:
-        spark = build_session(PipelineConfig(checkpoint_dir=Path(work) / "checkpoint"))
+        config = PipelineConfig(
+            checkpoint_dir=Path(work) / "checkpoint", java_options=args.java_options
+        )
+        spark = build_session(config)
         try:
             rows = records(spark, args.records)
             rows.count()
@@ -112,6 +116,7 @@ def main() -> None:
     figures = {
         "records": args.records,
         "columns": str(args.columns or "current"),
+        "java_options": args.java_options,
         "runs_us": [round(x, 2) for x in runs],
         "warm_best_us": round(min(warm), 2),
         "warm_median_us": round(statistics.median(warm), 2),

@@ -136,11 +136,14 @@ def build_session(config: PipelineConfig, *, log_level: str = "info") -> SparkSe
         * No order-independent checksum of the shuffle's output (on by default since
           Spark 4.2): it hashes every row a task writes to the shuffle, to find out
           whether a task run again wrote other rows than the first time, and then runs
-          the stages after it again. What a micro-batch shuffles cannot differ between
-          two runs: its offsets are fixed in the offset log before it runs and every
-          expression before the shuffle is deterministic, the property the exactly-once
-          fire stage already rests on. The hashing took about 5% of the JVM's CPU in
-          the ``steady`` scenario (``benchmarks/README.md``).
+          the stages after it again. A task of a micro-batch run again reads the same
+          offsets (fixed in the offset log before the batch runs) through the same
+          deterministic expressions, the property the exactly-once fire stage already
+          rests on. Only compaction or retention between the two runs can make it read
+          fewer records, as for any replay of a batch, and compaction keeps each id's
+          newest record, which the hold's rules already take for the id. The hashing
+          took about 5% of the JVM's samples in the ``steady`` scenario
+          (``benchmarks/README.md``).
         * With ``wake``, no micro-batch without new records: an empty batch costs
           300-500 ms of CPU; the waker writes a record when a timer is due.
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from delayline.bench.sampler import cpu_by_role
 from delayline.contract import columns as current
 from delayline.contract import headers as h
 from delayline.pipeline.config import PipelineConfig
@@ -59,18 +60,12 @@ def records(spark: SparkSession, count: int) -> DataFrame:
     return rows.withColumn("gkey", rows["key"]).repartition(2).cache()
 
 
-def jvm_cpu_s(spark: SparkSession) -> float:
-    """CPU seconds of Spark's JVM so far (every thread)."""
-    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[union-attr]
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def per_record_us(spark: SparkSession, frame: DataFrame, count: int) -> float:
-    """The JVM's CPU per record to write ``frame`` to the noop sink."""
-    before = jvm_cpu_s(spark)
+def per_record_us(frame: DataFrame, count: int) -> float:
+    """The JVM's CPU per record to write ``frame`` to the noop sink (Spark's JVM is this
+    process's child in local mode)."""
+    before = cpu_by_role(os.getpid())["jvm"]
     frame.write.format("noop").mode("overwrite").save()
-    return (jvm_cpu_s(spark) - before) * 1e6 / count
+    return (cpu_by_role(os.getpid())["jvm"] - before) * 1e6 / count
 
 
 def load_columns(path: Path | None) -> Any:
@@ -106,10 +101,10 @@ def main() -> None:
             runs = []
             for run in range(args.runs):
                 start = time.monotonic()
-                runs.append(per_record_us(spark, frame, args.records))
+                runs.append(per_record_us(frame, args.records))
                 took = time.monotonic() - start
                 print(f"run {run + 1}: {runs[-1]:.2f} us of CPU a record, {took:.2f} s", flush=True)
-            alone = per_record_us(spark, rows, args.records)
+            alone = per_record_us(rows, args.records)
         finally:
             spark.stop()
     warm = runs[len(runs) // 2 :]

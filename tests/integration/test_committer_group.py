@@ -227,9 +227,17 @@ def test_two_committers_together_keep_a_targets_rate(
     assert set(counts) == set(dues), "lost"
     assert [sid for sid, n in counts.items() if n > 1] == [], "duplicated"
     assert min(d.arrival_ms for d in seen) >= now + 8_000, "early"
+    # The rate holds where the committers write: the deliveries' timestamps (the time
+    # each was released) hold no whole second above it.
+    stamped = Counter(d.timestamp_ms // 1000 for d in seen)
+    assert max(stamped.values()) <= rate, sorted(stamped.items())
+    # What a reader sees also depends on when the transactions commit and when it polls:
+    # on this busy host one second read 1,125 after a slower one, so readers are held
+    # to the rate over any two seconds (+10%).
     first = min(d.arrival_ms for d in seen)
     per_second = Counter((d.arrival_ms - first) // 1000 for d in seen)
-    assert max(per_second.values()) <= rate * 1.1, sorted(per_second.items())
+    pairs = [per_second[s] + per_second[s + 1] for s in range(max(per_second) + 1)]
+    assert max(pairs) <= 2 * rate * 1.1, sorted(per_second.items())
     span_ms = max(d.arrival_ms for d in seen) - first
     assert span_ms >= (count / rate - 1) * 1000, f"over {span_ms} ms: faster than the rate"
     held = sum(p.held for c in committers for _, p in c.status().pacing)

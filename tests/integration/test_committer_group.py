@@ -200,7 +200,8 @@ def test_two_committers_together_keep_a_targets_rate(
     """Two committers split four in-flight partitions; each paces its partitions at
     their share of the target's rate (a quarter each), so together they never pass it:
     4,000 schedules due at one instant to a topic limited to 1,000/s go out over about
-    4 s, no whole second above the rate (+10%), each once, none early."""
+    4 s, no whole second of their timestamps above the rate, no two seconds of a
+    reader's above it (+10%), each once, none early."""
     rate, count = 1_000, 4_000
     tx_id = unique_topic("tx")
     now = SystemClock().now_ms()

@@ -74,3 +74,79 @@ def test_the_jvm_hold_encodes_headers_as_the_python_codec(spark: Any) -> None:
     (fired,) = [row for row in rows if row["kind"] == r.Kind.RAISE]
     assert bytes(fired["headers"]) == encode_headers(headers)
     assert decode_headers(bytes(fired["headers"])) == headers
+
+
+NOW_MS = 1_000_000
+BURST_LEAD_MS, DENSE = 30_000, 3
+"""A small burst for the tests: more than 3 planned with one due second in a batch."""
+
+
+def numbered(i: int, due_s: float | None, offset: int | None = None) -> ConsumedRecord:
+    """A schedule of id ``b<i>`` (a cancel without ``due_s``), at offset ``i`` unless
+    given."""
+    headers = () if due_s is None else ((h.EPOCH, str(due_s).encode()), (h.TARGET_TOPIC, b"t"))
+    value = None if due_s is None else b"p"
+    at = i if offset is None else offset
+    return ConsumedRecord("schedules", 0, at, NOW_MS - 5, f"b{i:02d}".encode(), value, headers)
+
+
+def burst_driver(spark: Any, lead_ms: int) -> JvmDriver:
+    driver = JvmDriver(spark, lead_ms)
+    tester = spark.sparkContext._jvm.dev.delayline.hold.HoldTester
+    driver.tester = tester.bursts(MAX_LATENESS_MS, lead_ms, BURST_LEAD_MS, DENSE)
+    return driver
+
+
+def ids(events: list[Seen], kind: str) -> set[str]:
+    return {e.id for e in events if e.kind == kind and e.id is not None}
+
+
+def names(numbers: range) -> set[str]:
+    return {f"b{i:02d}" for i in numbers}
+
+
+def test_a_burst_is_raised_its_burst_lead_before_its_due_time(spark: Any) -> None:
+    """Of the versions planned in a batch with one due second, those past the first
+    ``DENSE`` (in key order) are raised the burst lead before their due time, or in the
+    batch when that time has come, each with an ``early`` event; the others, and a
+    second with few, keep the lead. An update or a cancel takes the early timer away."""
+    driver = burst_driver(spark, lead_ms=5_000)
+    far = [numbered(i, 1060.25) for i in range(6)]  # due in 60.25 s
+    near = [numbered(i, 1020) for i in range(10, 15)]  # due in 20 s: within the burst lead
+    planned = driver.batch([*far, *near, numbered(20, 1061)], NOW_MS)
+    early = ids(planned, r.Kind.EARLY)
+    far_early = early & names(range(6))
+    near_early = early - far_early
+    assert len(far_early) == len(far) - DENSE
+    assert len(near_early) == len(near) - DENSE
+    assert ids(planned, r.Kind.RAISE) == near_early, "its burst's time come: raised at once"
+    assert len(ids(planned, r.Kind.PLANNED)) == 12, "each is planned all the same"
+    assert {e.due_ms for e in planned if e.kind == r.Kind.EARLY and e.id in far_early} == {
+        1_060_250
+    }
+
+    updated, cancelled, kept = sorted(far_early)
+    moved = numbered(int(updated[1:]), 1070, offset=100)  # alone in its second: the lead
+    changed = driver.batch([moved, numbered(int(cancelled[1:]), None, offset=101)], NOW_MS + 1)
+    assert ids(changed, r.Kind.UPDATED) == {updated}
+    assert ids(changed, r.Kind.EARLY) == set()
+    assert ids(driver.batch([], 1_015_000), r.Kind.RAISE) == names(range(10, 15)) - near_early
+    assert driver.batch([], 1_029_999) == []
+    # at the start of their due second less the burst lead
+    assert ids(driver.batch([], 1_030_000), r.Kind.RAISE) == {kept}, "the early timers moved"
+    assert driver.batch([], 1_055_249) == []
+    assert ids(driver.batch([], 1_055_250), r.Kind.RAISE) == names(range(6)) - far_early
+    assert ids(driver.batch([], 1_056_000), r.Kind.RAISE) == {"b20"}
+    assert ids(driver.batch([], 1_065_000), r.Kind.RAISE) == {updated}
+    assert driver.batch([], 1_200_000) == [], "each raised once, the cancelled one never"
+
+
+def test_without_a_lead_nothing_is_raised_early(spark: Any) -> None:
+    """With a lead of 0 the executors deliver what is raised: a burst waits for its due
+    time like any schedule."""
+    driver = burst_driver(spark, lead_ms=0)
+    planned = driver.batch([numbered(i, 1060) for i in range(6)], NOW_MS)
+    assert ids(planned, r.Kind.EARLY) == set()
+    assert ids(planned, r.Kind.RAISE) == set()
+    assert driver.batch([], 1_059_999) == []
+    assert len(ids(driver.batch([], 1_060_000), r.Kind.RAISE)) == 6

@@ -21,6 +21,7 @@ from delayline.fire.inflight import decode_inflight
 from delayline.fire.partition import fire_rows
 from delayline.fire.refusals import batch_size
 from delayline.fire.tasks import split_events
+from delayline.holds.fold import BURST_LEAD_MS
 from delayline.kafka.topics import INFLIGHT_MAX_BYTES
 from delayline.pipeline.config import PipelineConfig
 from tests.unit.test_sink_report import FakeFirer
@@ -203,6 +204,28 @@ def test_the_timers_set_are_counted_by_wake_slot() -> None:
     split = split_events(table(planned), settings, 7)
     # due NOW_MS + 0..4, raised the lead before: all in the slot that rounds them up
     assert split.timers == {NOW_MS - 5_000: 1, NOW_MS - 4_900: 4}
+
+
+def test_an_early_event_moves_its_timer_to_its_bursts_raise_time_or_takes_it() -> None:
+    """The waker wakes for a burst's timers, not for the lead's: an EARLY event moves its
+    version's timer to the burst lead before its due time, or takes it away when that
+    time had come (the version was raised in the batch)."""
+    settings = config()
+    far, near = 60_000, 20_000
+    rows = [
+        other(r.Kind.PLANNED, far, "a"),
+        other(r.Kind.PLANNED, far, "b"),
+        other(r.Kind.EARLY, far, "b"),
+        other(r.Kind.PLANNED, far + 300, "d"),
+        other(r.Kind.EARLY, far + 300, "d"),
+        other(r.Kind.PLANNED, near, "c"),
+        other(r.Kind.EARLY, near, "c"),
+    ]
+    split = split_events(table(rows), settings, 7)
+    # NOW_MS + far starts a second: a burst's timers are at its start less the burst lead
+    assert split.timers == {NOW_MS + far - BURST_LEAD_MS: 2, NOW_MS + far - 5_000: 1}
+    assert split.counts[r.Kind.EARLY] == 3
+    assert split.counts[r.Kind.PLANNED] == 4
 
 
 def test_large_arrow_types_render_the_same_records() -> None:

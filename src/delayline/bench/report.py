@@ -189,6 +189,8 @@ def table(result: dict[str, Any]) -> str:
         "first_delivery_after_restart_s",
         "first_batch_after_restart_ms",
         "ingest_finished_before_due_ms",
+        "raised_early",
+        "handed_over_before_due_ms",
     ):
         if key in f:
             rows.append((key.replace("_", " "), f[key], None, ""))

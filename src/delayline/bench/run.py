@@ -254,6 +254,23 @@ def accepted_timeline(env: BenchEnv) -> list[tuple[int, int]]:
     return out
 
 
+def handed_over(env: BenchEnv) -> tuple[int, int | None]:
+    """From the pipeline's progress file, from :attr:`BenchEnv.accepted_after_ms` on:
+    how many schedules the hold raised early (a burst's), and when the last committed
+    batch that handed schedules to the committer finished (ms, ``None``: none did)."""
+    early, last = 0, None
+    if not env.progress_file.exists():
+        return early, last
+    for line in env.progress_file.read_text().splitlines():
+        report = json.loads(line)
+        if not report["committed"] or report["finished_ms"] < env.accepted_after_ms:
+            continue
+        early += report["counts"].get("early", 0)
+        if report["counts"].get("handed", 0):
+            last = max(last or 0, report["finished_ms"])
+    return early, last
+
+
 def accept_lags_ms(timeline: list[tuple[int, int]], sent_ms: list[int], before: int) -> list[int]:
     """How long each written schedule waited to be accepted, estimated from batch ends.
 

@@ -15,6 +15,7 @@ from delayline.bench.run import (
     BenchEnv,
     accept_lags_ms,
     accepted_timeline,
+    handed_over,
     progress,
     scenario_figures,
     spark_batches,
@@ -145,6 +146,10 @@ def _burst(
         uncommitted = unseen.snapshot()  # it sees at least what the other one does
     figures = scenario_figures(env, deliveries, due, load_from, load_to, accepted_ms, idle)
     figures["ingest_finished_before_due_ms"] = base - accepted_ms
+    early, handed_ms = handed_over(env)
+    figures["raised_early"] = early
+    if handed_ms is not None:
+        figures["handed_over_before_due_ms"] = base - handed_ms
     figures["early_seen_uncommitted"] = sum(
         1 for d in uncommitted if d.schedule_id in due and d.arrival_ms < due[d.schedule_id]
     )

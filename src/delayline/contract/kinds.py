@@ -37,6 +37,11 @@ class Kind(StrEnum):
     MISSED = "missed"
     """A schedule already due when it arrived (it is raised, or expires, in the same
     batch)."""
+    EARLY = "early"
+    """Follows the PLANNED or UPDATED event of a version of a burst (many due in the
+    same second): its timer is set earlier than the lead (the JVM hold's
+    :data:`~delayline.holds.fold.BURST_LEAD_MS`), or it is raised in the same batch
+    when that time has come. ``due_ms`` is its due time."""
     SHORT = "short"
     """A schedule that arrived with less than the lead to go, not yet due: raised in the
     same batch, so no timer is set for it."""

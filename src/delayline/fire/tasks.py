@@ -33,7 +33,7 @@ from delayline.fire.handover import POSITION, Handover, handed_mask, render_hand
 from delayline.fire.partition import PartitionReport, fire_rows
 from delayline.fire.rewrite import fill_rewrites
 from delayline.fire.transactional import FireConfig, TransactionalFirer
-from delayline.holds.fold import raise_ms
+from delayline.holds.fold import burst_raise_ms, raise_ms
 from delayline.holds.hold import RunSettings
 
 if TYPE_CHECKING:
@@ -228,11 +228,32 @@ def split_events(events: pa.Table, settings: RunSettings, batch_id: int) -> Spli
     counts: Counter[str] = Counter()
     for item in pc.value_counts(events.filter(pc.invert(writes)).column("kind")).to_pylist():
         counts[str(item["values"])] += int(item["counts"])
-    set_timers = events.filter(pc.is_in(kinds, value_set=pa.array(r.TIMER_KINDS)))
+    return Split(rows, handover, counts, _timers(events, settings.lead_ms))
+
+
+def _timers(events: pa.Table, lead_ms: int) -> dict[int, int]:
+    """The wake slots of the timers ``events`` set, to how many each holds: each PLANNED
+    or UPDATED version's at its raise time, unless an EARLY event moves it to its burst's
+    (or, that time come, raised it in the batch: no timer)."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    def due_times(frame: pa.Table) -> list[tuple[int, int]]:
+        found = pc.value_counts(pc.drop_null(frame.column("due_ms"))).to_pylist()
+        return [(int(item["values"]), int(item["counts"])) for item in found]
+
+    kinds = events.column("kind")
     timers: Counter[int] = Counter()
-    for item in pc.value_counts(pc.drop_null(set_timers.column("due_ms"))).to_pylist():
-        timers[wake_slot(raise_ms(int(item["values"]), settings.lead_ms))] += int(item["counts"])
-    return Split(rows, handover, counts, dict(sorted(timers.items())))
+    for due, n in due_times(events.filter(pc.is_in(kinds, value_set=pa.array(r.TIMER_KINDS)))):
+        timers[wake_slot(raise_ms(due, lead_ms))] += n
+    early = events.filter(pc.equal(kinds, str(r.Kind.EARLY)))
+    if early.num_rows:
+        at_ms = pc.max(early.column("at_ms")).as_py()  # the batch time: one per batch
+        for due, n in due_times(early):
+            timers[wake_slot(raise_ms(due, lead_ms))] -= n
+            if (burst_ms := burst_raise_ms(due, lead_ms)) > at_ms:  # else raised in the batch
+                timers[wake_slot(burst_ms)] += n
+    return {slot: n for slot, n in sorted(timers.items()) if n > 0}
 
 
 _ROW_KINDS = [r.Kind.RAISE, r.Kind.DEAD, r.Kind.REWRITE, r.Kind.RETIRE, r.Kind.MISSED, r.Kind.ROUTE]

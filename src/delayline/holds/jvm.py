@@ -8,7 +8,10 @@ before they reach it, so no Python worker runs in the hold stage at all. Python'
 100 us here), which caps it near 2-4k schedules/s on two cores; this hold does not.
 
 One grouping key per schedule: ``(source topic, record key)``; the state is the held
-version, with one processing-time timer at its due time, in RocksDB in the checkpoint.
+version, with one processing-time timer at its raise time, in RocksDB in the checkpoint.
+It alone raises a burst early (:data:`delayline.holds.fold.BURST_LEAD_MS`): it counts a
+batch's due seconds as it plans, key by key, which a hold that folds in Python could do
+only by a pass of its own over the batch.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from delayline.contract import events as r
 from delayline.contract.columns import parsed
 from delayline.errors import ConfigError
+from delayline.holds.fold import BURST_DENSE, BURST_LEAD_MS
 from delayline.holds.hold import Hold
 from delayline.holds.spark_state import checkpoint_timers
 
@@ -56,7 +60,10 @@ class JvmHold(Hold):
         spark = records.sparkSession
         helper = holds_class(spark)
         lateness = -1 if self.config.max_lateness_ms is None else self.config.max_lateness_ms
-        events = DataFrame(helper.apply(parsed(records)._jdf, lateness, self.config.lead_ms), spark)
+        jdf = helper.apply(
+            parsed(records)._jdf, lateness, self.config.lead_ms, BURST_LEAD_MS, BURST_DENSE
+        )
+        events = DataFrame(jdf, spark)
         if events.schema != r.EVENT_SCHEMA:  # the two definitions must never drift
             raise ConfigError(f"the JVM hold emits {events.schema}, expected {r.EVENT_SCHEMA}")
         return events

@@ -63,6 +63,7 @@ _COUNTED = {
     "invalid": (r.INVALID,),
     "missed": (r.Kind.MISSED,),
     "short_notice": (r.Kind.SHORT,),
+    "raised_early": (r.Kind.EARLY,),
     "expired": (r.EXPIRED,),
     "stale": (r.Kind.STALE,),
     "retired": (r.Kind.RETIRE,),

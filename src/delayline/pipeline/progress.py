@@ -100,15 +100,16 @@ def log_batch(report: BatchReport) -> None:
         past_due = f" (up to {format_duration_ms(max(report.missed_lateness_ms))} past due)"
     replay = "" if report.committed else " (replay, skipped)"
     log.info(
-        "batch %d: fired %d%s, handed to the committer %d, planned %d, updated %d, "
-        "cancelled %d, unknown cancels %d, missed %d%s, invalid %d, expired %d, refused %d, "
-        "stale %d%s",
+        "batch %d: fired %d%s, handed to the committer %d, planned %d, updated %d "
+        "(raised early %d), cancelled %d, unknown cancels %d, missed %d%s, invalid %d, "
+        "expired %d, refused %d, stale %d%s",
         report.batch_id,
         c[r.Kind.RAISE],
         lateness,
         c[HANDED],
         c[r.Kind.PLANNED],
         c[r.Kind.UPDATED],
+        c[r.Kind.EARLY],
         c[r.Kind.CANCELLED],
         c[r.Kind.UNKNOWN_CANCEL],
         c[r.Kind.MISSED],

@@ -30,6 +30,7 @@ final class Fold {
   static final String REWRITE = "rewrite";
   static final String RETIRE = "retire";
   static final String EXPIRED = "expired";
+  static final String EARLY = "early";
 
   /** What one fold leaves: the held version and the timers to move. */
   static final class Result {
@@ -48,6 +49,7 @@ final class Fold {
   private final long maxLatenessMs;
   private final long leadMs;
   private final List<Row> events;
+  private final Burst burst;
 
   /**
    * @param nowMs the batch time
@@ -56,10 +58,18 @@ final class Fold {
    * @param events where the events go, in order
    */
   Fold(long nowMs, long maxLatenessMs, long leadMs, List<Row> events) {
+    this(nowMs, maxLatenessMs, leadMs, events, null);
+  }
+
+  /**
+   * @param burst which schedules are raised early, the task's counts; null: none is
+   */
+  Fold(long nowMs, long maxLatenessMs, long leadMs, List<Row> events, Burst burst) {
     this.nowMs = nowMs;
     this.maxLatenessMs = maxLatenessMs;
     this.leadMs = leadMs;
     this.events = events;
+    this.burst = burst;
   }
 
   /** When a version due at {@code dueMs} is handed over: its timer ({@code fold.raise_ms}). */
@@ -160,7 +170,8 @@ final class Fold {
   }
 
   private Result settle(Version before, Version held, boolean hidden) {
-    if (hidden && held != null && raiseMs(held.dueMs, leadMs) > nowMs) {
+    boolean rewrite = hidden && held != null && raiseMs(held.dueMs, leadMs) > nowMs;
+    if (rewrite) {
       events.add(scheduleEvent(REWRITE, held, null));
     }
     if (held == before) {
@@ -176,6 +187,16 @@ final class Fold {
       return new Result(null, timerFrom, null);
     }
     events.add(countEvent(before == null ? PLANNED : UPDATED, held.id, held.dueMs));
+    // A rewritten version keeps its lead: its copy is read back before it is raised.
+    if (burst != null && !rewrite && burst.planned(held.dueMs, nowMs)) {
+      long early = burst.raiseMs(held.dueMs, leadMs);
+      events.add(countEvent(EARLY, held.id, held.dueMs));
+      if (early <= nowMs) {
+        events.add(fire(held));
+        return new Result(null, timerFrom, null);
+      }
+      return new Result(held, timerFrom, early);
+    }
     return new Result(held, timerFrom, raiseMs(held.dueMs, leadMs));
   }
 

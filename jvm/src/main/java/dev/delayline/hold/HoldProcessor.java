@@ -16,8 +16,9 @@ import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Keeps the held version of each schedule and one processing-time timer at its raise
- * time (the due time less the lead), in Spark state (RocksDB in the checkpoint): the JVM twin of the Python
- * {@code HoldProcessor}. Every state call stays in the JVM.
+ * time (the due time less the lead, or less the burst lead for one of many due in the
+ * same second: {@link Burst}), in Spark state (RocksDB in the checkpoint): the JVM twin
+ * of the Python {@code HoldProcessor}. Every state call stays in the JVM.
  *
  * <p>Grouping key: (source topic, record key). Input: parsed records. Output: event rows.
  */
@@ -26,20 +27,40 @@ public final class HoldProcessor extends StatefulProcessor<Row, Row, Row> {
 
   private final long maxLatenessMs;
   private final long leadMs;
+  private final long burstLeadMs;
+  private final int dense;
   private transient ValueState<Row> held;
+  private transient Burst burst;
 
   /**
+   * A hold that raises every schedule at the lead.
+   *
    * @param maxLatenessMs later than this a due schedule is dead-lettered; negative: never
    * @param leadMs how long before its due time a schedule is handed over
    */
   public HoldProcessor(long maxLatenessMs, long leadMs) {
+    this(maxLatenessMs, leadMs, 0, Integer.MAX_VALUE);
+  }
+
+  /**
+   * @param maxLatenessMs later than this a due schedule is dead-lettered; negative: never
+   * @param leadMs how long before its due time a schedule is handed over
+   * @param burstLeadMs how long before its due time one of many due in the same second is
+   *     handed over ({@link Burst}); at most {@code leadMs}: none is raised early
+   * @param dense more planned in one task of a batch with one due second than this: many
+   */
+  public HoldProcessor(long maxLatenessMs, long leadMs, long burstLeadMs, int dense) {
     this.maxLatenessMs = maxLatenessMs;
     this.leadMs = leadMs;
+    this.burstLeadMs = burstLeadMs;
+    this.dense = dense;
   }
 
   @Override
   public void init(OutputMode outputMode, TimeMode timeMode) {
     held = getHandle().getValueState("schedule", Encoders.row(Schemas.STATE), TTLConfig.NONE());
+    // With a lead of 0 the executors deliver what is raised: nothing may be raised early.
+    burst = leadMs > 0 && burstLeadMs > leadMs ? new Burst(burstLeadMs, dense) : null;
   }
 
   @Override
@@ -52,11 +73,19 @@ public final class HoldProcessor extends StatefulProcessor<Row, Row, Row> {
     }
     List<Row> events = new ArrayList<>();
     Fold.Result folded =
-        new Fold(timerValues.getCurrentProcessingTimeInMs(), maxLatenessMs, leadMs, events)
+        new Fold(
+                timerValues.getCurrentProcessingTimeInMs(), maxLatenessMs, leadMs, events, burst)
             .fold(before, records);
     if (folded.timerFrom != null) {
-      // The held version's timer is always at its raise time: no need to list timers.
-      getHandle().deleteTimer(folded.timerFrom);
+      // At its raise time or, raised early, before it: the timers of the key say which.
+      List<Long> timers = new ArrayList<>(1);
+      scala.collection.Iterator<Object> listed = getHandle().listTimers();
+      while (listed.hasNext()) {
+        timers.add((Long) listed.next());
+      }
+      for (Long timer : timers) {
+        getHandle().deleteTimer(timer);
+      }
     }
     if (folded.held != before) {
       if (folded.held == null) {
@@ -77,7 +106,8 @@ public final class HoldProcessor extends StatefulProcessor<Row, Row, Row> {
     long nowMs = timerValues.getCurrentProcessingTimeInMs();
     Version version = heldVersion(key.getString(0));
     List<Row> events = new ArrayList<>(1);
-    if (version != null && Fold.raiseMs(version.dueMs, leadMs) <= nowMs) {
+    if (version != null && (raisedEarly(version, expiredTimerInfo.getExpiryTimeInMs())
+        || Fold.raiseMs(version.dueMs, leadMs) <= nowMs)) {
       held.clear();
       events.add(new Fold(nowMs, maxLatenessMs, leadMs, events).fire(version));
     } else if (version != null) {
@@ -86,6 +116,11 @@ public final class HoldProcessor extends StatefulProcessor<Row, Row, Row> {
       getHandle().registerTimer(Fold.raiseMs(version.dueMs, leadMs));
     }
     return CollectionConverters.asScala(events.iterator());
+  }
+
+  /** Whether a timer expiring at {@code expiryMs} is {@code version}'s early one. */
+  private boolean raisedEarly(Version version, long expiryMs) {
+    return burst != null && expiryMs == burst.raiseMs(version.dueMs, leadMs);
   }
 
   private Version heldVersion(String topic) {

@@ -44,6 +44,12 @@ public final class HoldTester {
     this(new HoldProcessor(maxLatenessMs, leadMs), "schedule");
   }
 
+  /** A tester of a {@link HoldProcessor} that raises bursts early (arguments as for it). */
+  public static HoldTester bursts(long maxLatenessMs, long leadMs, long burstLeadMs, int dense)
+      throws ReflectiveOperationException {
+    return new HoldTester(new HoldProcessor(maxLatenessMs, leadMs, burstLeadMs, dense), "schedule");
+  }
+
   /** A tester of the bucket hold's {@link BucketGate} (arguments as for it). */
   public static HoldTester gate(long maxLatenessMs, long leadMs)
       throws ReflectiveOperationException {

@@ -17,15 +17,19 @@ public final class Holds {
    * @param parsed the parsed schedules stream ({@code delayline.contract.columns.parsed})
    * @param maxLatenessMs later than this a due schedule is dead-lettered; negative: never
    * @param leadMs how long before its due time a schedule is handed over
+   * @param burstLeadMs how long before its due time one of many due in the same second is
+   *     handed over ({@link Burst})
+   * @param dense more planned in one task of a batch with one due second than this: many
    */
-  public static Dataset<Row> apply(Dataset<Row> parsed, long maxLatenessMs, long leadMs) {
+  public static Dataset<Row> apply(
+      Dataset<Row> parsed, long maxLatenessMs, long leadMs, long burstLeadMs, int dense) {
     // Grouped by columns, not by a key function: a function would first turn every
     // input row into a Java object just to read two of its fields.
     return parsed
         .groupBy(functions.col("topic"), functions.col("gkey"))
         .as(Encoders.row(Schemas.KEY), Encoders.row(parsed.schema()))
         .transformWithState(
-            new HoldProcessor(maxLatenessMs, leadMs),
+            new HoldProcessor(maxLatenessMs, leadMs, burstLeadMs, dense),
             TimeMode.ProcessingTime(),
             OutputMode.Append(),
             Encoders.row(Schemas.EVENT));

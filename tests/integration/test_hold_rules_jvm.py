@@ -20,6 +20,7 @@ from delayline.contract import headers as h
 from delayline.contract.arrow import with_contracts
 from delayline.contract.codec import decode_headers, encode_headers
 from delayline.contract.columns import parsed
+from delayline.holds.fold import BURST_LEAD_MS
 from delayline.holds.jvm import holds_class
 
 
@@ -77,7 +78,7 @@ def test_the_jvm_hold_encodes_headers_as_the_python_codec(spark: Any) -> None:
 
 
 NOW_MS = 1_000_000
-BURST_LEAD_MS, DENSE = 30_000, 3
+DENSE = 3
 """A small burst for the tests: more than 3 planned with one due second in a batch."""
 
 
@@ -139,6 +140,24 @@ def test_a_burst_is_raised_its_burst_lead_before_its_due_time(spark: Any) -> Non
     assert ids(driver.batch([], 1_056_000), r.Kind.RAISE) == {"b20"}
     assert ids(driver.batch([], 1_065_000), r.Kind.RAISE) == {updated}
     assert driver.batch([], 1_200_000) == [], "each raised once, the cancelled one never"
+
+
+def test_a_version_raised_early_in_the_batch_that_hides_it_is_not_rewritten(
+    spark: Any,
+) -> None:
+    """An invalid record that compaction would keep instead of a held version makes the
+    hold write the version again, unless it is raised in that batch: a copy read back
+    after the raise would be planned again. A version whose early timer falls due in the
+    batch is raised, not rewritten; before that time it is rewritten."""
+    for now_ms, rewritten in ((1_030_000, False), (1_020_000, True)):
+        driver = burst_driver(spark, lead_ms=5_000)
+        planned = driver.batch([numbered(i, 1060.25) for i in range(6)], NOW_MS)
+        hidden = sorted(ids(planned, r.Kind.EARLY))[0]
+        headers = ((h.EPOCH, b"soon"), (h.TARGET_TOPIC, b"t"))
+        invalid = ConsumedRecord("schedules", 0, 100, NOW_MS, hidden.encode(), b"p", headers)
+        seen = driver.batch([invalid], now_ms)
+        assert (ids(seen, r.Kind.REWRITE) == {hidden}) is rewritten, seen
+        assert (hidden in ids(seen, r.Kind.RAISE)) is not rewritten, seen
 
 
 def test_without_a_lead_nothing_is_raised_early(spark: Any) -> None:

@@ -196,8 +196,8 @@ class Split:
             :data:`~delayline.fire.handover.POSITION`.
         handover: The raised schedules handed to the committer, rendered column-wise.
         counts: Counts of the kinds that are only counted (planned, updated...).
-        timers: The wake slots of new timers (set the lead before their due times), to
-            how many timers each holds.
+        timers: The wake slots of new timers (set the lead before their due times, or a
+            burst's earlier: :func:`_timers`), to how many timers each holds.
     """
 
     rows: list[dict[str, Any]]

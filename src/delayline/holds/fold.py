@@ -33,8 +33,8 @@ that id in each micro-batch and :func:`timer_event` when its timer is due. The r
 * **A burst is raised earlier (the JVM hold).** Handing many schedules over takes
   longer than the lead: a version planned in a batch where more than
   :data:`BURST_DENSE` others of its task (its Spark partition of the hold) were planned
-  with the same due second is raised :data:`BURST_LEAD_MS` before its due time, or in
-  that batch when that time has come (an ``early`` event follows its ``planned`` or
+  with the same due second is raised :data:`BURST_LEAD_MS` before the start of that
+  second, or in that batch when that time has come (an ``early`` event follows its ``planned`` or
   ``updated`` one; :func:`burst_raise_ms`). It is still delivered at its due time.
   The other holds, whose batches are read in Python, raise every version at the lead.
 * **Due on arrival fires.** A version already within its lead when its batch runs fires
@@ -43,8 +43,10 @@ that id in each micro-batch and :func:`timer_event` when its timer is due. The r
 * **Max lateness expires.** A version more than ``max_lateness_ms`` late when it would
   fire goes to the dead-letter topic with reason ``expired`` instead.
 * **Deterministic.** The result depends only on the held version, the records and
-  ``now_ms``, so a replayed micro-batch (same records, same batch time) emits the same
-  events: what makes the fire stage's exactly-once check sound.
+  ``now_ms`` (and, for a burst in the JVM hold, on the versions its task planned
+  before in the batch, in Spark's key order), so a replayed micro-batch (same records,
+  same batch time) emits the same events: what makes the fire stage's exactly-once
+  check sound.
 
 All records of an id in one batch are folded before anything fires, so a schedule
 followed by its cancel in the same batch never fires. Across batches the hold knows only

@@ -101,7 +101,7 @@ def log_batch(report: BatchReport) -> None:
     replay = "" if report.committed else " (replay, skipped)"
     log.info(
         "batch %d: fired %d%s, handed to the committer %d, planned %d, updated %d "
-        "(raised early %d), cancelled %d, unknown cancels %d, missed %d%s, invalid %d, "
+        "(of both, raised early %d), cancelled %d, unknown cancels %d, missed %d%s, invalid %d, "
         "expired %d, refused %d, stale %d%s",
         report.batch_id,
         c[r.Kind.RAISE],

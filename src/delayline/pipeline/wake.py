@@ -11,7 +11,8 @@ its start time, exactly as an empty batch did.
 
 Where the due times come from:
     * While running: every ``planned`` and ``updated`` event of the hold carries
-      its timer's due time (:meth:`Waker.add`).
+      its timer's due time, and an ``early`` one moves it to its burst's
+      (:func:`delayline.fire.tasks.split_events`, :meth:`Waker.add`).
     * After a restart: what the hold says is pending
       (:meth:`delayline.holds.hold.Hold.pending_due_times`; for the Spark hold, the
       timers stored in the checkpoint, read once with Spark's state data source).

@@ -9,8 +9,8 @@ import java.util.Map;
  * <p>Handing a burst over takes longer than the lead: 50,000 schedules due in one second
  * take the batch that raises them and the committers that write them several seconds. So
  * a schedule planned in a batch where more than {@link #dense} others of its task were
- * planned with the same due second is raised {@link #leadMs} before its due time (or at
- * once when that time has come) instead of the lead; the committer still delivers it at
+ * planned with the same due second is raised {@link #burstLeadMs} before the start of that
+ * second (or at once when that time has come) instead of the lead; the committer still delivers it at
  * its due time, and its watch still withholds what a later cancel or update ends.
  *
  * <p>Deterministic: Spark hands a task its keys in order (the state operator sorts its
@@ -23,17 +23,18 @@ final class Burst {
   /** The most due seconds one task counts: past it a new second is never dense. */
   static final int MAX_SECONDS = 65_536;
 
-  final long leadMs;
+  final long burstLeadMs;
   final int dense;
   private final Map<Long, int[]> counts = new HashMap<>();
   private long batchMs = Long.MIN_VALUE;
 
   /**
-   * @param leadMs how long before its due time a dense schedule is raised
+   * @param burstLeadMs how long before the start of its due second a dense schedule is
+   *     raised
    * @param dense more planned with one due second in one task than this: dense
    */
-  Burst(long leadMs, int dense) {
-    this.leadMs = leadMs;
+  Burst(long burstLeadMs, int dense) {
+    this.burstLeadMs = burstLeadMs;
     this.dense = dense;
   }
 
@@ -57,10 +58,10 @@ final class Burst {
     return count[0] > dense;
   }
 
-  /** When a dense schedule due at {@code dueMs} is raised, under a lead of {@code
-   * normalLeadMs} ({@code fold.burst_raise_ms}): its due second's start less the longer
-   * lead, so one timer time serves the second and one batch raises it. */
-  long raiseMs(long dueMs, long normalLeadMs) {
-    return Math.floorDiv(dueMs, 1000L) * 1000L - Math.max(leadMs, normalLeadMs);
+  /** When a dense schedule due at {@code dueMs} is raised, under a lead of {@code leadMs}
+   * ({@code fold.burst_raise_ms}): its due second's start less the longer of the two
+   * leads, so one timer time serves the second and one batch raises it. */
+  long raiseMs(long dueMs, long leadMs) {
+    return Math.floorDiv(dueMs, 1000L) * 1000L - Math.max(burstLeadMs, leadMs);
   }
 }

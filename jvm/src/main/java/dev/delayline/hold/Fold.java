@@ -14,7 +14,8 @@ import org.apache.spark.sql.RowFactory;
  * docstring for the why of each). The shared hold suite runs against both.
  *
  * <p>Deterministic: the result depends only on the held version, the records and the
- * batch time, so a replayed micro-batch emits the same events.
+ * batch time (and, given a {@link Burst}, the versions its task planned before in the
+ * batch, in Spark's key order), so a replayed micro-batch emits the same events.
  */
 final class Fold {
   static final String RAISE = "fire";

@@ -239,3 +239,70 @@ def _damage_then_rebuild(
     assert counts == Counter(
         {f"fired-{i}": 1 for i in range(5)} | {f"pending-{i}": 1 for i in range(5)}
     )
+
+
+BURST = 3_000
+"""A burst due in one second: well past the 500 a task raises early in a batch."""
+
+
+@pytest.mark.long  # minutes: `make test-long` (docs/testing.md)
+def test_sigkill_around_a_burst_raised_early(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """SIGKILL the pipeline after it planned a burst (early timers in the checkpoint)
+    and again while it raises it early, then cancel some of it: each schedule that was
+    not cancelled is delivered once, none early, and neither a ``read_committed`` nor a
+    ``read_uncommitted`` reader sees a cancelled one or anything before its due time."""
+    progress = tmp_path / "progress.jsonl"
+    process, target, client_config = setup(
+        kafka_bootstrap, tmp_path, "crash-burst", 3, "--progress-file", str(progress)
+    )
+    with (
+        process as pipeline,
+        DeliveryCollector(kafka_bootstrap, [target]) as seen,
+        DeliveryCollector(kafka_bootstrap, [target], read_committed=False) as uncommitted,
+    ):
+        pipeline.start()
+        pipeline.wait_ready()
+        # Far enough ahead that two restarts (up to 30 s each here) leave time to cancel.
+        first_due_ms = time.time_ns() // 1_000_000 + 80_000
+        due: dict[str, int] = {}
+        with Scheduler(client_config) as client:
+            for i in range(BURST):
+                at = ms_to_datetime(first_due_ms + i * 1_000 // BURST)
+                due[client.schedule(f"burst-{i}", b"x", target, at=at).id] = int(
+                    at.timestamp() * 1000
+                )
+            client.flush()
+
+        def early_counted() -> int:
+            lines = progress.read_text().splitlines() if progress.exists() else []
+            return sum(json.loads(line)["counts"].get("early", 0) for line in lines)
+
+        deadline = time.monotonic() + 60
+        while early_counted() == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert early_counted() > 0, "no early timers were set: the burst path was not tested"
+        pipeline.kill()  # early timers in the checkpoint; the waker must find them again
+        pipeline.start()
+        pipeline.wait_ready()
+        # The early raise is woken about 26-28 s before the due time: kill inside it.
+        time.sleep(max(0.0, (first_due_ms - 27_000 - time.time_ns() // 1_000_000) / 1000))
+        pipeline.kill()
+        pipeline.start()
+        pipeline.wait_ready()
+        cancelled = [f"burst-{i}" for i in range(0, BURST, 100)]
+        with Scheduler(client_config) as client:
+            for sid in cancelled:
+                client.cancel(sid)
+        assert time.time_ns() // 1_000_000 < first_due_ms - 1_000, "cancels written too late"
+        wanted = set(due) - set(cancelled)
+        seen.wait_for(lambda d: {x.schedule_id for x in d} >= wanted, timeout_s=240)
+        time.sleep(5)  # anything duplicated or cancelled late would show up now
+        deliveries, raw = seen.snapshot(), uncommitted.snapshot()
+        assert pipeline.terminate() == 0
+    counts = Counter(d.schedule_id for d in deliveries)
+    assert set(counts) == wanted, "lost, or a cancelled one delivered"
+    assert [sid for sid, n in counts.items() if n > 1] == [], "duplicated"
+    assert not [d for d in deliveries if d.timestamp_ms < due[d.schedule_id or ""]], "early"
+    for reader in (deliveries, raw):
+        assert not [d for d in reader if d.arrival_ms < due[d.schedule_id or ""]], "seen early"
+        assert not [d for d in reader if d.schedule_id in set(cancelled)], "cancelled seen"

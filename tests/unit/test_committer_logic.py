@@ -4,6 +4,7 @@ bounds and the hand-off decision of the fire stage."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -11,8 +12,9 @@ from hypothesis import strategies as st
 
 from delayline.committer import broker_clock as clock
 from delayline.committer.due_plan import BUCKET_MS, DuePlan, burst_start_ms
+from delayline.committer.session import WARM_AHEAD_MS, warm_within_ms
 from delayline.committer.tally import ITEM_MARGIN, ITEM_MS, Tally
-from delayline.contract import ConsumedRecord
+from delayline.contract import ConsumedRecord, OutgoingRecord
 from delayline.contract import events as r
 from delayline.contract.kinds import HoldEvent
 from delayline.contract.topology import Topology
@@ -28,6 +30,7 @@ from delayline.fire.inflight import (
     render_inflight_tombstone,
 )
 from delayline.fire.partition import fire_rows
+from delayline.fire.refusals import TopicCatalog, TopicFacts
 from delayline.fire.report import HANDED, REFUSED, Delivered
 from delayline.kafka.topics import INFLIGHT_MAX_BYTES
 from delayline.pipeline.config import MAX_LEAD_MS, PipelineConfig
@@ -400,3 +403,28 @@ def test_the_time_per_delivery_is_measured_on_large_groups_only() -> None:
     tally.add(Delivered(delivered=1_000, refused=0, write_ms=150), size=1_000, pending=0)
     tally.add(Delivered(delivered=3_000, refused=0, write_ms=450), size=3_000, pending=0)
     assert tally.item_ms() == 600 / 4_000 * ITEM_MARGIN
+
+
+def test_target_facts_read_with_a_burst_raised_early_outlive_its_due_time() -> None:
+    """A burst raised 30 s early waits that long in the committer: the facts of its target,
+    read 35 s ago, are read again when it is read, so none expires before it is due
+    (one that did would be looked up inside the delivery's write)."""
+    now = [0]
+    asked: list[str] = []
+
+    def describe(topics: Any, authorization: bool) -> dict[str, TopicFacts | None]:
+        asked.extend(topics)
+        return {t: TopicFacts() for t in topics}
+
+    catalog = TopicCatalog(describe, ttl_ms=60_000, clock=lambda: now[0])
+    catalog.confirm({"orders"})
+    now[0], due = 35_000, 65_000  # read 35 s after its facts, due 30 s later
+    assert catalog.stale({"orders"}, WARM_AHEAD_MS) == set()  # the lead's rule alone
+    within = warm_within_ms(due, now[0])
+    assert within == 40_000
+    catalog.confirm(catalog.stale({"orders"}, within))
+    asked.clear()
+    now[0] = due
+    assert catalog.check({0: OutgoingRecord("orders", b"k", b"v")}) == {}
+    assert asked == []  # nothing read at delivery time
+    assert warm_within_ms(now[0] + 5_000, now[0]) == WARM_AHEAD_MS  # a lead's wait

@@ -90,8 +90,9 @@ class InflightReader:
         self.clock = clock
         self.owner = owner
         self.instance_id = instance_id
-        self.targets: set[str] = set()
-        """Target topics of the schedules read since the caller last emptied this."""
+        self.targets: dict[str, int] = {}
+        """Target topics of the schedules read since the caller last emptied this, each
+        to the latest due time among them (broker time)."""
         self.owned: set[int] = set()
         """The partitions assigned to this committer."""
         self.rebalanced = False
@@ -371,7 +372,9 @@ class InflightReader:
             key = msg.key() or b""
             handed_ms = msg.timestamp()[1]
             plan.add(Pending(partition, offset, key, schedule, now, batch, missed, handed_ms))
-            targets.add(schedule.target_topic)
+            target, due = schedule.target_topic, schedule.due_ms
+            if targets.get(target, -1) < due:
+                targets[target] = due
         self._settle(touched)
 
     def _take_positions(self) -> None:

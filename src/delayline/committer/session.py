@@ -37,7 +37,19 @@ log = logging.getLogger(__name__)
 
 WARM_AHEAD_MS = 20_000
 """Target topic facts are read again when they would expire within this (they live a
-minute): a schedule read waits for its due time a lead at most, usually a few seconds."""
+minute), at least: a schedule read waits for its due time a lead, usually a few
+seconds, or more when its burst was raised early (:func:`warm_within_ms`)."""
+WARM_MARGIN_MS = 10_000
+"""Facts are read again when they would expire sooner than this after the latest due
+time of the schedules just read to their topic."""
+
+
+def warm_within_ms(latest_due_ms: int, now_ms: int) -> int:
+    """How soon to expire may the facts of a target topic be and not be read again, when
+    the latest schedule just read to it is due at ``latest_due_ms`` (host time, as
+    ``now_ms``): long enough that they outlive that due time (facts that expired before
+    it would be read at delivery time, inside the group's write, making it late)."""
+    return max(WARM_AHEAD_MS, latest_due_ms - now_ms + WARM_MARGIN_MS)
 
 
 @dataclass(slots=True)
@@ -353,14 +365,17 @@ class Session:
         if self._warming is not None and not self._warming.done():
             return
         targets = set(self._reader.targets)
+        latest = max(self._reader.targets.values(), default=0)
         self._reader.targets.clear()
         lanes = [slot.lanes for slot in self.slots]
         if targets and lanes:
-            self._warming = self._kept.lookups.submit(_warm_all, lanes, targets)
+            within = warm_within_ms(self._time.host_ms(latest), self._time.clock.now_ms())
+            self._warming = self._kept.lookups.submit(_warm_all, lanes, targets, within)
 
 
-def _warm_all(lanes: list[Lanes], targets: set[str]) -> None:
-    """Warm ``targets`` in every partition's producers (on the lookups thread: a lane
-    closed meanwhile, its partition revoked, fails only this lookup)."""
+def _warm_all(lanes: list[Lanes], targets: set[str], within_ms: int) -> None:
+    """Warm ``targets`` expiring within ``within_ms`` in every partition's producers (on
+    the lookups thread: a lane closed meanwhile, its partition revoked, fails only this
+    lookup)."""
     for lane in lanes:
-        lane.warm(targets, WARM_AHEAD_MS)
+        lane.warm(targets, within_ms)

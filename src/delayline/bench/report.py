@@ -181,6 +181,7 @@ def table(result: dict[str, Any]) -> str:
         ("  at the peak: JVM/driver/workers", _roles(f.get("rss_at_peak_mb")), None, ""),
         ("broker peak RSS (MiB)", f.get("broker_peak_rss_mb"), None, ""),
         ("pipeline CPU idle / load (% core)", _pair(f, "cpu_idle_pct", "cpu_load_pct"), None, ""),
+        ("  idle: JVM/driver/workers (% core)", _roles(f.get("cpu_idle_pct_by_role")), None, ""),
     ]  # fmt: skip
     for key in (
         "broker_cpu_idle_pct",

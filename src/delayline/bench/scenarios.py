@@ -31,10 +31,11 @@ from delayline.kafka.topics import create_topic
 
 DAY_MS = 86_400_000
 WARM_UP_SCENARIOS = ("steady", "trickle", "burst", "burst-ahead", "cancels", "recurring",
-                     "retry-storm")  # fmt: skip
+                     "retry-storm", "idle")  # fmt: skip
 """Scenarios ``--warm-up`` applies to: those that measure one running pipeline. Not the
 ones that restart it (a cold JVM again), nor those whose figure is a peak over the
-whole run (memory)."""
+whole run (memory); ``idle``'s figure is its CPU over a window (its peak RSS, beside it,
+then includes the warm-up)."""
 WARM_UP_RATE_PER_S = 500
 """Schedules per second of ``--warm-up``'s load: one the pipeline keeps up with here, so
 the warm-up ends with nothing queued."""
@@ -271,9 +272,14 @@ def idle(env: BenchEnv, size: Size) -> dict[str, Any]:
     window = _idle_window(env, size.duration_s)
     ended = time.time()
     assert env.sampler is not None
+    by_role = env.sampler.cpu_seconds_by_role(began, ended)
     figures: dict[str, Any] = {
         "pending_held": size.pending,
         "cpu_idle_pct": window,
+        # Where it goes: each process's share, % of one core.
+        "cpu_idle_pct_by_role": {
+            role: round(100 * cpu_s / (ended - began), 2) for role, cpu_s in by_role.items()
+        },
         "peak_rss_mb": round(env.sampler.peak_rss_bytes() / 2**20),
         "rss_at_peak_mb": env.sampler.rss_at_peak_mb(),
     }

@@ -242,6 +242,25 @@ def test_rss_at_peak_is_split_by_role() -> None:
     assert s.GroupSampler(1).rss_at_peak_mb() == {}
 
 
+def test_idle_cpu_is_split_by_role_over_the_span_of_its_samples() -> None:
+    g = s.GroupSampler(1)
+    g.samples = [  # CPU by role: JVM, driver, workers, other (seconds)
+        s.Sample(10.0, 0, 1.0, (0, 0, 0, 0), (0.5, 0.4, 0.1, 0.0)),
+        s.Sample(12.0, 0, 1.1, (0, 0, 0, 0), (0.56, 0.42, 0.12, 0.0)),
+        s.Sample(14.0, 0, 1.2, (0, 0, 0, 0), (0.62, 0.44, 0.14, 0.0)),
+    ]
+    by_role = g.cpu_percent_by_role(9.0, 15.0)  # the window's samples span 4 s, not 6
+    assert by_role == pytest.approx(
+        {"jvm": 3.0, "driver": 1.0, "python workers": 1.0, "other": 0.0}
+    )
+    assert sum(by_role.values()) == pytest.approx(g.cpu_percent(9.0, 15.0))
+    assert g.cpu_percent_by_role(20.0, 30.0) == {}
+    rounded = {role: round(pct, 2) for role, pct in by_role.items()}  # as the scenario keeps it
+    assert "3.0/1.0/1.0" in table(
+        result("idle", False, cpu_idle_pct=5.0, cpu_idle_pct_by_role=rounded)
+    )
+
+
 def test_read_group_counts_every_process_in_one_role() -> None:
     sample = s.read_group(os.getpid())
     assert sum(sample.rss_by_role) == sample.rss_bytes

@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 
 from delayline.committer import broker_clock as clock
 from delayline.committer.due_plan import BUCKET_MS, DuePlan, burst_start_ms
-from delayline.committer.session import WARM_AHEAD_MS, warm_within_ms
+from delayline.committer.session import (
+    WARM_AHEAD_MS,
+    WARM_COVERS_MS,
+    WARM_MARGIN_MS,
+    warm_plan,
+    warm_within_ms,
+)
 from delayline.committer.tally import ITEM_MARGIN, ITEM_MS, Tally
 from delayline.contract import ConsumedRecord, OutgoingRecord
 from delayline.contract import events as r
@@ -30,7 +36,7 @@ from delayline.fire.inflight import (
     render_inflight_tombstone,
 )
 from delayline.fire.partition import fire_rows
-from delayline.fire.refusals import TopicCatalog, TopicFacts
+from delayline.fire.refusals import FACTS_TTL_MS, TopicCatalog, TopicFacts
 from delayline.fire.report import HANDED, REFUSED, Delivered
 from delayline.kafka.topics import INFLIGHT_MAX_BYTES
 from delayline.pipeline.config import MAX_LEAD_MS, PipelineConfig
@@ -416,15 +422,35 @@ def test_target_facts_read_with_a_burst_raised_early_outlive_its_due_time() -> N
         asked.extend(topics)
         return {t: TopicFacts() for t in topics}
 
-    catalog = TopicCatalog(describe, ttl_ms=60_000, clock=lambda: now[0])
+    catalog = TopicCatalog(describe, clock=lambda: now[0])
     catalog.confirm({"orders"})
     now[0], due = 35_000, 65_000  # read 35 s after its facts, due 30 s later
     assert catalog.stale({"orders"}, WARM_AHEAD_MS) == set()  # the lead's rule alone
-    within = warm_within_ms(due, now[0])
-    assert within == 40_000
-    catalog.confirm(catalog.stale({"orders"}, within))
+    within, later = warm_plan({"orders": due}, now[0])
+    assert within == {"orders": 40_000}
+    assert later == {}  # facts read now outlive it
+    catalog.confirm(catalog.stale({"orders"}, within["orders"]))
     asked.clear()
     now[0] = due
     assert catalog.check({0: OutgoingRecord("orders", b"k", b"v")}) == {}
     assert asked == []  # nothing read at delivery time
-    assert warm_within_ms(now[0] + 5_000, now[0]) == WARM_AHEAD_MS  # a lead's wait
+
+
+def test_target_facts_are_warmed_again_for_a_due_time_past_their_lifetime() -> None:
+    """Due further ahead than facts read now last, a topic is warmed again on later
+    steps; facts read less than the margin ago are never read again, however far the
+    due time; each topic is judged by its own due time."""
+    now = 100_000
+    within, later = warm_plan({"far": now + 120_000, "near": now + 5_000}, now)
+    assert within == {"far": WARM_COVERS_MS, "near": WARM_AHEAD_MS}
+    assert later == {"far": now + 120_000}  # warmed again until its due time is in reach
+    assert WARM_COVERS_MS == FACTS_TTL_MS - WARM_MARGIN_MS
+    catalog = TopicCatalog(lambda topics, auth: {t: TopicFacts() for t in topics},
+                           clock=lambda: now)  # fmt: skip
+    catalog.confirm({"far"})
+    now += WARM_MARGIN_MS - 1  # read just under the margin ago: kept
+    assert catalog.stale({"far"}, warm_within_ms(now + 120_000, now)) == set()
+    now += 1
+    assert catalog.stale({"far"}, warm_within_ms(now + 120_000, now)) == {"far"}
+    _, later = warm_plan({"far": now + WARM_COVERS_MS}, now)
+    assert later == {}  # in reach now: a read covers it

@@ -108,6 +108,16 @@ class GroupSampler:
             )
         }
 
+    def cpu_percent_by_role(self, start_s: float, end_s: float) -> dict[str, float]:
+        """:meth:`cpu_seconds_by_role` as % of one core, over the span
+        :meth:`cpu_percent` divides by (the first and last samples of the window)."""
+        window = self._window(start_s, end_s)
+        if window is None:
+            return {}
+        span_s = window[-1].at_s - window[0].at_s
+        by_role = self.cpu_seconds_by_role(start_s, end_s)
+        return {role: 100 * cpu_s / span_s for role, cpu_s in by_role.items()}
+
     def _window(self, start_s: float, end_s: float) -> list[Sample] | None:
         """The samples between two wall times, if two or more, apart in time."""
         window = [s for s in self.samples if start_s <= s.at_s <= end_s]

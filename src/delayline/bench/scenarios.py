@@ -272,14 +272,12 @@ def idle(env: BenchEnv, size: Size) -> dict[str, Any]:
     window = _idle_window(env, size.duration_s)
     ended = time.time()
     assert env.sampler is not None
-    by_role = env.sampler.cpu_seconds_by_role(began, ended)
+    by_role = env.sampler.cpu_percent_by_role(began, ended)
     figures: dict[str, Any] = {
         "pending_held": size.pending,
         "cpu_idle_pct": window,
         # Where it goes: each process's share, % of one core.
-        "cpu_idle_pct_by_role": {
-            role: round(100 * cpu_s / (ended - began), 2) for role, cpu_s in by_role.items()
-        },
+        "cpu_idle_pct_by_role": {role: round(pct, 2) for role, pct in by_role.items()},
         "peak_rss_mb": round(env.sampler.peak_rss_bytes() / 2**20),
         "rss_at_peak_mb": env.sampler.rss_at_peak_mb(),
     }

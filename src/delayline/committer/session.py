@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -31,25 +32,39 @@ from delayline.committer.watch import POLL_MS
 from delayline.committer.withholding import Withholding
 from delayline.committer.writing import GroupWriter, may_write_ahead
 from delayline.core.identifiers import committer_group, committer_instance_id
-from delayline.fire.refusals import AdminDescriber, TopicCatalog
+from delayline.fire.refusals import FACTS_TTL_MS, AdminDescriber, TopicCatalog
 
 log = logging.getLogger(__name__)
 
 WARM_AHEAD_MS = 20_000
-"""Target topic facts are read again when they would expire within this (they live a
-minute), at least: a schedule read waits for its due time a lead, usually a few
-seconds, or more when its burst was raised early (:func:`warm_within_ms`)."""
+"""Target topic facts are read again when they would expire within this (they live
+:data:`~delayline.fire.refusals.FACTS_TTL_MS`), at least: a schedule read waits for its
+due time a lead, usually a few seconds, or more when its burst was raised early
+(:func:`warm_within_ms`)."""
 WARM_MARGIN_MS = 10_000
 """Facts are read again when they would expire sooner than this after the latest due
-time of the schedules just read to their topic."""
+time of the schedules read to their topic; and never when read less than this ago."""
+WARM_COVERS_MS = FACTS_TTL_MS - WARM_MARGIN_MS
+"""How far ahead a due time may be for facts read now to outlive it (with the margin);
+a topic with a schedule due later is warmed again on later steps."""
 
 
-def warm_within_ms(latest_due_ms: int, now_ms: int) -> int:
+def warm_within_ms(due_ms: int, now_ms: int) -> int:
     """How soon to expire may the facts of a target topic be and not be read again, when
-    the latest schedule just read to it is due at ``latest_due_ms`` (host time, as
-    ``now_ms``): long enough that they outlive that due time (facts that expired before
-    it would be read at delivery time, inside the group's write, making it late)."""
-    return max(WARM_AHEAD_MS, latest_due_ms - now_ms + WARM_MARGIN_MS)
+    the latest schedule read to it is due at ``due_ms`` (host time, as ``now_ms``): long
+    enough that they outlive that due time (facts that expired before it would be read
+    at delivery time, inside the group's write, making it late), but never so long that
+    facts read less than :data:`WARM_MARGIN_MS` ago are read again."""
+    return min(max(WARM_AHEAD_MS, due_ms - now_ms + WARM_MARGIN_MS), WARM_COVERS_MS)
+
+
+def warm_plan(due_ms: Mapping[str, int], now_ms: int) -> tuple[dict[str, int], dict[str, int]]:
+    """For target topics, each to the latest due time read to it (host time): each
+    one's :func:`warm_within_ms` now, and those to warm again on a later step (due
+    further ahead than :data:`WARM_COVERS_MS`)."""
+    within = {target: warm_within_ms(due, now_ms) for target, due in due_ms.items()}
+    later = {target: due for target, due in due_ms.items() if due - now_ms > WARM_COVERS_MS}
+    return within, later
 
 
 @dataclass(slots=True)
@@ -105,6 +120,8 @@ class Session:
         )
         self._writer = GroupWriter(config, kept.time, kept.pacer, self.withholding)
         self._warming: Future[None] | None = None
+        self._to_warm: dict[str, int] = {}
+        """Target topics to warm: the latest due time read to each (host time)."""
         self._reader = InflightReader(
             config.bootstrap_servers,
             config.inflight_topic,
@@ -361,21 +378,26 @@ class Session:
 
     def _warm(self) -> None:
         """Look up new target topics beside the deliveries (facts expire; a lookup at
-        delivery time would make that delivery late)."""
+        delivery time would make that delivery late). A topic with a schedule due further
+        ahead than facts read now would last stays to be warmed again on later steps."""
         if self._warming is not None and not self._warming.done():
             return
-        targets = set(self._reader.targets)
-        latest = max(self._reader.targets.values(), default=0)
-        self._reader.targets.clear()
+        read, to_warm = self._reader.targets, self._to_warm
+        for target, due in read.items():
+            at = self._time.host_ms(due)
+            if to_warm.get(target, -1) < at:
+                to_warm[target] = at
+        read.clear()
         lanes = [slot.lanes for slot in self.slots]
-        if targets and lanes:
-            within = warm_within_ms(self._time.host_ms(latest), self._time.clock.now_ms())
-            self._warming = self._kept.lookups.submit(_warm_all, lanes, targets, within)
+        if not to_warm or not lanes:
+            return
+        within, self._to_warm = warm_plan(to_warm, self._time.clock.now_ms())
+        self._warming = self._kept.lookups.submit(_warm_all, lanes, within)
 
 
-def _warm_all(lanes: list[Lanes], targets: set[str], within_ms: int) -> None:
-    """Warm ``targets`` expiring within ``within_ms`` in every partition's producers (on
-    the lookups thread: a lane closed meanwhile, its partition revoked, fails only this
-    lookup)."""
+def _warm_all(lanes: list[Lanes], within_ms: dict[str, int]) -> None:
+    """Warm each topic of ``within_ms`` whose facts expire within its time there, in every
+    partition's producers (on the lookups thread: a lane closed meanwhile, its partition
+    revoked, fails only this lookup)."""
     for lane in lanes:
-        lane.warm(targets, within_ms)
+        lane.warm(within_ms)

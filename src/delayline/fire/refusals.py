@@ -179,6 +179,10 @@ def _monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+FACTS_TTL_MS = 60_000
+"""How long :class:`TopicCatalog` keeps the facts that allow delivery to a topic."""
+
+
 class TopicCatalog:
     """Facts about target topics: those that allow delivery are kept ``ttl_ms``.
 
@@ -190,7 +194,7 @@ class TopicCatalog:
     def __init__(
         self,
         describe: Describe,
-        ttl_ms: int = 60_000,
+        ttl_ms: int = FACTS_TTL_MS,
         clock: Callable[[], int] = _monotonic_ms,
         allowed: str | None = None,
     ) -> None:

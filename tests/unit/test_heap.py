@@ -51,7 +51,9 @@ def test_settled_objects_are_left_out_of_collections() -> None:
         kept = [[i] for i in range(1_000)]  # tracked containers, alive now
         settled = settle()
         assert settled >= len(kept)
-        assert gc.get_freeze_count() == settled
+        # Settled objects may still be freed by reference counting (another thread's
+        # frame, say) between the two reads: the count never grows, and falls by few.
+        assert settled - 100 <= gc.get_freeze_count() <= settled
         walked = {id(o) for o in gc.get_objects()}
         assert not any(id(k) in walked for k in kept)
     finally:

@@ -117,13 +117,7 @@ def test_what_was_handed_over_goes_out_on_time_while_a_killed_pipeline_restarts(
         pipeline.start()
         pipeline.wait_ready()
         first_due_ms = time.time_ns() // 1_000_000 + 10_000
-        due: dict[str, int] = {}
-        with Scheduler(client_config) as client:
-            for i in range(HANDED):
-                at = ms_to_datetime(first_due_ms + i * 1_000 // HANDED)
-                due[client.schedule(f"handed-{i}", b"x", target, at=at).id] = int(
-                    at.timestamp() * 1000
-                )
+        due = _write_over_a_second(client_config, target, "handed", HANDED, first_due_ms)
         deadline = time.monotonic() + 30
         while _handed(progress) < HANDED:
             assert time.monotonic() < deadline, f"{_handed(progress)} of {HANDED} handed over"
@@ -149,6 +143,22 @@ def test_what_was_handed_over_goes_out_on_time_while_a_killed_pipeline_restarts(
         f"p50 {lateness[len(lateness) // 2]} ms, max {lateness[-1]} ms"
     )
     assert lateness[-1] <= RESTART_LATENESS_MS, f"lateness {lateness[-10:]} ms"
+
+
+def _write_over_a_second(
+    client_config: ClientConfig, target: str, prefix: str, count: int, first_due_ms: int
+) -> dict[str, int]:
+    """Schedule ``count`` schedules (ids ``<prefix>-<n>``) due evenly over the second from
+    ``first_due_ms``, written and flushed; returns each id's due time (ms)."""
+    due: dict[str, int] = {}
+    with Scheduler(client_config) as client:
+        for i in range(count):
+            at = ms_to_datetime(first_due_ms + i * 1_000 // count)
+            due[client.schedule(f"{prefix}-{i}", b"x", target, at=at).id] = int(
+                at.timestamp() * 1000
+            )
+        client.flush()
+    return due
 
 
 def _handed(progress: Path) -> int:
@@ -264,14 +274,7 @@ def test_sigkill_around_a_burst_raised_early(kafka_bootstrap: str, tmp_path: Pat
         pipeline.wait_ready()
         # Far enough ahead that two restarts (up to 30 s each here) leave time to cancel.
         first_due_ms = time.time_ns() // 1_000_000 + 80_000
-        due: dict[str, int] = {}
-        with Scheduler(client_config) as client:
-            for i in range(BURST):
-                at = ms_to_datetime(first_due_ms + i * 1_000 // BURST)
-                due[client.schedule(f"burst-{i}", b"x", target, at=at).id] = int(
-                    at.timestamp() * 1000
-                )
-            client.flush()
+        due = _write_over_a_second(client_config, target, "burst", BURST, first_due_ms)
 
         def early_counted() -> int:
             lines = progress.read_text().splitlines() if progress.exists() else []

@@ -36,7 +36,7 @@ from delayline.fire.inflight import (
     render_inflight_tombstone,
 )
 from delayline.fire.partition import fire_rows
-from delayline.fire.refusals import FACTS_TTL_MS, TopicCatalog, TopicFacts
+from delayline.fire.refusals import TopicCatalog, TopicFacts
 from delayline.fire.report import HANDED, REFUSED, Delivered
 from delayline.kafka.topics import INFLIGHT_MAX_BYTES
 from delayline.pipeline.config import MAX_LEAD_MS, PipelineConfig
@@ -444,7 +444,6 @@ def test_target_facts_are_warmed_again_for_a_due_time_past_their_lifetime() -> N
     within, later = warm_plan({"far": now + 120_000, "near": now + 5_000}, now)
     assert within == {"far": WARM_COVERS_MS, "near": WARM_AHEAD_MS}
     assert later == {"far": now + 120_000}  # warmed again until its due time is in reach
-    assert WARM_COVERS_MS == FACTS_TTL_MS - WARM_MARGIN_MS
     catalog = TopicCatalog(lambda topics, auth: {t: TopicFacts() for t in topics},
                            clock=lambda: now)  # fmt: skip
     catalog.confirm({"far"})

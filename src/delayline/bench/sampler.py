@@ -98,15 +98,7 @@ class GroupSampler:
         """CPU seconds used between two wall times by role (:data:`ROLES`), by the
         processes alive at both ends (one that exited meanwhile takes its share with
         it: never below 0); empty without samples."""
-        window = self._window(start_s, end_s)
-        if window is None or not window[0].cpu_by_role or not window[-1].cpu_by_role:
-            return {}
-        return {
-            role: max(0.0, after - before)
-            for role, before, after in zip(
-                ROLES, window[0].cpu_by_role, window[-1].cpu_by_role, strict=True
-            )
-        }
+        return _cpu_by_role(self._window(start_s, end_s))
 
     def cpu_percent_by_role(self, start_s: float, end_s: float) -> dict[str, float]:
         """:meth:`cpu_seconds_by_role` as % of one core, over the span
@@ -115,8 +107,7 @@ class GroupSampler:
         if window is None:
             return {}
         span_s = window[-1].at_s - window[0].at_s
-        by_role = self.cpu_seconds_by_role(start_s, end_s)
-        return {role: 100 * cpu_s / span_s for role, cpu_s in by_role.items()}
+        return {role: 100 * cpu_s / span_s for role, cpu_s in _cpu_by_role(window).items()}
 
     def _window(self, start_s: float, end_s: float) -> list[Sample] | None:
         """The samples between two wall times, if two or more, apart in time."""
@@ -136,6 +127,18 @@ class GroupSampler:
             total = sample.cpu_s + self._cpu_base_s
             self.samples.append(replace(sample, cpu_s=total))
             self._stop.wait(self.interval_s)
+
+
+def _cpu_by_role(window: list[Sample] | None) -> dict[str, float]:
+    """CPU seconds by role between a window's first and last samples (never below 0)."""
+    if window is None or not window[0].cpu_by_role or not window[-1].cpu_by_role:
+        return {}
+    return {
+        role: max(0.0, after - before)
+        for role, before, after in zip(
+            ROLES, window[0].cpu_by_role, window[-1].cpu_by_role, strict=True
+        )
+    }
 
 
 def read_group(root: int, also: Iterable[int] = ()) -> Sample:

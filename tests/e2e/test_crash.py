@@ -258,9 +258,10 @@ BURST = 3_000
 @pytest.mark.long  # minutes: `make test-long` (docs/testing.md)
 def test_sigkill_around_a_burst_raised_early(kafka_bootstrap: str, tmp_path: Path) -> None:
     """SIGKILL the pipeline after it planned a burst (early timers in the checkpoint)
-    and again while it raises it early, then cancel some of it: each schedule that was
-    not cancelled is delivered once, none early, and neither a ``read_committed`` nor a
-    ``read_uncommitted`` reader sees a cancelled one or anything before its due time."""
+    and again while it raises it early, and cancel some of it while it is down: each
+    schedule that was not cancelled is delivered once, none early, and neither a
+    ``read_committed`` nor a ``read_uncommitted`` reader sees a cancelled one or anything
+    before its due time."""
     progress = tmp_path / "progress.jsonl"
     process, target, client_config = setup(
         kafka_bootstrap, tmp_path, "crash-burst", 3, "--progress-file", str(progress)
@@ -290,13 +291,15 @@ def test_sigkill_around_a_burst_raised_early(kafka_bootstrap: str, tmp_path: Pat
         # The early raise is woken about 26-28 s before the due time: kill inside it.
         time.sleep(max(0.0, (first_due_ms - 27_000 - time.time_ns() // 1_000_000) / 1000))
         pipeline.kill()
-        pipeline.start()
-        pipeline.wait_ready()
+        # Cancelled while it is down: a restart took up to 30 s here, more than is left
+        # before the due time; the restarted committer's watch must still withhold them.
         cancelled = [f"burst-{i}" for i in range(0, BURST, 100)]
         with Scheduler(client_config) as client:
             for sid in cancelled:
                 client.cancel(sid)
         assert time.time_ns() // 1_000_000 < first_due_ms - 1_000, "cancels written too late"
+        pipeline.start()
+        pipeline.wait_ready()
         wanted = set(due) - set(cancelled)
         seen.wait_for(lambda d: {x.schedule_id for x in d} >= wanted, timeout_s=240)
         time.sleep(5)  # anything duplicated or cancelled late would show up now

@@ -3,6 +3,7 @@ SIGKILL, and targets stamped on append (``LogAppendTime``) never stamped early."
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -65,6 +66,17 @@ def topics(kafka_bootstrap: str) -> dict[str, str]:
     for name in ("commits", "dead"):
         create_topic(kafka_bootstrap, names[name])
     return names
+
+
+def log_batch(checkpoint: Path, batch: int, read_to: dict[str, int]) -> None:
+    """Log ``batch`` in the checkpoint's offsets log as Spark does, reading partition 0
+    of each topic up to its offset in ``read_to``: written whole to a hidden file, then
+    renamed (a committer looking meanwhile never sees half of it)."""
+    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
+    sources = json.dumps({topic: {"0": offset} for topic, offset in read_to.items()})
+    partial = checkpoint / "offsets" / f".{batch}.tmp"
+    partial.write_text(f"v1\n{meta}\n{sources}\n")
+    partial.rename(checkpoint / "offsets" / str(batch))
 
 
 def config(bootstrap: str, topics: dict[str, str], tx_id: str) -> CommitterConfig:
@@ -584,9 +596,7 @@ def test_a_cancel_the_pipeline_has_not_read_is_remembered_past_the_memory(
     create_topic(kafka_bootstrap, schedules)
     topology = Topology(bootstrap_servers=kafka_bootstrap, schedules_topics=(schedules,))
     (at,) = write_schedules(kafka_bootstrap, schedules, [("lagged", b"v1", 0)])
-    offsets = tmp_path / "offsets"
-    offsets.mkdir()
-    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
+    (tmp_path / "offsets").mkdir()
     settings = replace(
         config(kafka_bootstrap, topics, unique_topic("tx")),
         topology=topology,
@@ -603,7 +613,7 @@ def test_a_cancel_the_pipeline_has_not_read_is_remembered_past_the_memory(
             time.sleep(1.5)  # three times the memory
             assert committer.status().remembered == 1, "the pipeline has logged no batch yet"
             # The pipeline's first batch (not a restart) reads up to the version only.
-            (offsets / "0").write_text(f'v1\n{meta}\n{{"{schedules}":{{"0":{at.offset + 1}}}}}\n')
+            log_batch(tmp_path, 0, {schedules: at.offset + 1})
             time.sleep(2.5)  # the committer looks at the checkpoint once a second
             assert committer.status().remembered == 1, "read by the watch, not by the pipeline"
             due = SystemClock().now_ms() + 1_500
@@ -622,9 +632,7 @@ def test_a_cancel_the_pipeline_has_not_read_is_remembered_past_the_memory(
             time.sleep(1)  # a wrongly delivered one would show by now
             assert by_id(collector.snapshot()) == Counter({"control": 1})
 
-            (offsets / "1").write_text(
-                f'v1\n{meta}\n{{"{schedules}":{{"0":{cancel.offset + 1}}}}}\n'
-            )
+            log_batch(tmp_path, 1, {schedules: cancel.offset + 1})
             deadline = time.monotonic() + 10
             while committer.status().remembered and time.monotonic() < deadline:
                 time.sleep(0.1)
@@ -676,11 +684,9 @@ def test_a_committer_taking_over_a_partition_reads_again_the_cancels_it_forgot(
         session_timeout_ms=session_ms,
         first_assignment_timeout_s=2,
     )
-    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
 
     def pipeline_read_to(batch: int, offset: int) -> None:
-        text = f'v1\n{meta}\n{{"{schedules}":{{"0":{offset}}}}}\n'
-        (tmp_path / "offsets" / str(batch)).write_text(text)
+        log_batch(tmp_path, batch, {schedules: offset})
 
     with DeliveryCollector(kafka_bootstrap, [topics["target"]]) as collector:
         with (tmp_path / "a.log").open("w") as log:

@@ -34,9 +34,12 @@ partitions was less precise (``bench --scenario committer``, 1,000 and 2,000/s: 
 176-196 and 117-182 ms with one partition, 250 and 250 ms with two, 350 and 433 ms with
 four) and cost more idle CPU (4.2% of a core with one, 8.4% with four)."""
 MAX_INFLIGHT_PARTITIONS = 256
-DELIVER_FIRST_READY_MS = 5_000
+DELIVER_FIRST_READY_MS = 10_000
 """See :attr:`PipelineConfig.deliver_first`: how long Spark's start waits for the committer
-to read its partitions (1.1-1.5 s here) before it starts anyway."""
+to read its partitions and, with a watch, the input since the hand-overs (3.7 s from its
+start after a SIGKILL here, alone; past 5 s under a full test suite's load, when Spark's
+start then made the deliveries due 5.8 s after the kill up to 435 ms late) before it
+starts anyway."""
 DELIVER_FIRST_MAX_MS = 10_000
 """See :attr:`PipelineConfig.deliver_first`: the longest Spark's start waits for the
 committer's deliveries (a longer lead leaves the rest to be delivered beside Spark)."""

@@ -37,9 +37,9 @@ MAX_INFLIGHT_PARTITIONS = 256
 DELIVER_FIRST_READY_MS = 10_000
 """See :attr:`PipelineConfig.deliver_first`: how long Spark's start waits for the committer
 to read its partitions and, with a watch, the input since the hand-overs (3.7 s from its
-start after a SIGKILL here, alone; past 5 s under a full test suite's load, when Spark's
-start then made the deliveries due 5.8 s after the kill up to 435 ms late) before it
-starts anyway."""
+start after a SIGKILL here, alone; under a full test suite's load, deliveries due 5.8 s
+after a kill came up to 435 ms late, as when Spark starts beside them) before it starts
+anyway."""
 DELIVER_FIRST_MAX_MS = 10_000
 """See :attr:`PipelineConfig.deliver_first`: the longest Spark's start waits for the
 committer's deliveries (a longer lead leaves the rest to be delivered beside Spark)."""

@@ -225,12 +225,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p,
         "--heartbeat-interval",
         env="DELAYLINE_HEARTBEAT_INTERVAL",
-        default="30s",
+        default="5m",
         type=duration_arg(parse_duration_ms),
         dest="heartbeat_interval_ms",
         metavar="DURATION",
-        help="longest time without a micro-batch while nothing is due (keep it under "
-        "60 s: the API reports a pipeline without a batch for a minute as stalled)",
+        help="longest time without a micro-batch while nothing is due (a backstop: "
+        "readiness asks that every batch the pipeline needs runs within a minute)",
     )
     env_flag(
         p,

@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from delayline.committer.arrivals import Arrivals
+from delayline.committer.checkpoint_log import batch_planned_ms
 from delayline.committer.config import RUN_COMMITTER_NAME
 from delayline.committer.service import Committer
 from delayline.core.identifiers import checkpoint_query_id
@@ -55,8 +56,10 @@ from delayline.pipeline.wake import Waker
 log = logging.getLogger(__name__)
 
 READY_BATCH_AGE_MS = 60_000
-"""``/readyz`` on the metrics port fails when no micro-batch finished for this long (or
-two heartbeat intervals, if longer): the API reports such a pipeline as stalled."""
+"""``/readyz`` on the metrics port fails when a micro-batch the waker needed did not run
+for this long, or none ran for this long after a heartbeat interval (without the waker:
+none for this long, or two heartbeat intervals if longer); the API reports such a
+pipeline as stalled."""
 
 
 _REBUILD_HINT = (
@@ -176,10 +179,19 @@ class Pipeline:
         config = self.config
         self._spark = build_session(config, log_level=self.log_level)
         if config.metrics_port is not None and self._metrics_server is None:
-            max_age_ms = max(READY_BATCH_AGE_MS, 2 * config.heartbeat_interval_ms)
+            beat = config.heartbeat_interval_ms
+            if config.wake and config.waker == OWN_WAKER:
+                batches = batch_age(
+                    self.metrics,
+                    beat + READY_BATCH_AGE_MS,
+                    owed_since=self._batch_owed_since,
+                    max_owed_ms=READY_BATCH_AGE_MS,
+                )
+            else:
+                batches = batch_age(self.metrics, max(READY_BATCH_AGE_MS, 2 * beat))
             readiness = Readiness(
                 kafka_probe(config.topology.bootstrap_servers),
-                (batch_age(self.metrics, max_age_ms), self._committer_not_ready),
+                (batches, self._committer_not_ready),
             )
             self._metrics_server = MetricsServer(
                 self.metrics,
@@ -470,9 +482,14 @@ class Pipeline:
             raise PipelineError("pipeline not started")
         return self._query
 
+    def _batch_owed_since(self) -> int | None:
+        waker = self._waker
+        return None if waker is None else waker.stats().waiting_since_ms
+
     def _batch_done(self, report: BatchReport) -> None:
         if self._waker is not None:
-            self._waker.batch_done(report.finished_ms, report.raised)
+            planned = batch_planned_ms(self.config.checkpoint_dir, report.batch_id)
+            self._waker.batch_done(report.finished_ms, report.raised, planned)
         if self._metrics_server is not None:
             self.metrics.observe_batch(report)
         self._on_batch(report)

@@ -164,19 +164,21 @@ class RedisHold(Hold):
 
     def wake_times(self) -> list[int]:
         """The next due schedule (whichever pipeline planned it) and the next lease to
-        end (a silent pipeline's claims to take over)."""
+        end (a silent pipeline's claims to take over); a lease from now at the latest."""
         due = self.store.next_release_ms()
         out = [] if due is None else [raise_ms(due, self.config.lead_ms)]
         return out + self._lease_wake()
 
     def _lease_wake(self) -> list[int]:
+        # Within a lease at the latest, whatever the store holds now: another pipeline
+        # may claim schedules and die after this batch, and its claims are taken over
+        # only by a batch (an idle pipeline's heartbeat is minutes).
+        now = SystemClock().now_ms()
+        later = now + self.settings.lease_ms
         lease_end = self.store.next_lease_end_ms()
-        if lease_end is None:
-            return []
         # Ended already: its owner is alive (it releases on its next batch) or was just
         # taken; look again a lease later instead of waking at once, batch after batch.
-        now = SystemClock().now_ms()
-        return [lease_end if lease_end > now else now + self.settings.lease_ms]
+        return [lease_end if lease_end is not None and now < lease_end < later else later]
 
     def close(self) -> None:
         self._stop.set()

@@ -16,6 +16,7 @@ from confluent_kafka import Producer
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
+from delayline.committer.checkpoint_log import batch_planned_ms, latest_logged_batch
 from delayline.contract.topology import Topology
 from delayline.dev.harness import PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
@@ -201,6 +202,24 @@ def test_an_idle_pipeline_stays_ready_and_a_frozen_one_is_found(
         os.kill(jvm, signal.SIGCONT)
         jvm = None
         eventually(lambda: readyz(metrics) == (200, {"status": "ready"}), 60, "ready again")
+        # Spark's own batch timestamps, which the waker compares with its wakes.
+        checkpoint = tmp_path / "checkpoint"
+        newest = latest_logged_batch(checkpoint)
+        assert newest is not None
+        planned_ms = batch_planned_ms(checkpoint, newest)
+        assert planned_ms is not None
+        assert 0 <= time.time() * 1000 - planned_ms < 300_000
+        # Idle, a trigger waits for the gate: a stop has no batch to wait for.
+        eventually(
+            lambda: (
+                (last := last_batch_ms(metrics)) is not None and time.time() * 1000 - last > 5_000
+            ),
+            60,
+            "idle again",
+        )
+        stopping = time.monotonic()
+        assert process.terminate() == 0
+        print(f"an idle pipeline stopped in {time.monotonic() - stopping:.1f} s")
     finally:
         if jvm is not None:
             os.kill(jvm, signal.SIGCONT)

@@ -159,8 +159,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_metrics_address(
         p,
         "DELAYLINE_",
-        "Prometheus /metrics, JSON /progress, /readyz (200 while micro-batches finish, the "
-        "committer delivers and Kafka answers, else 503 with the reasons) and /healthz "
+        "Prometheus /metrics, JSON /progress, /readyz (200 while the micro-batches needed "
+        "run, the committer delivers and Kafka answers, else 503 with the reasons) and /healthz "
         "(200 while the committer's thread runs, else 503; never asks Kafka)",
     )
     env_switch_off(

@@ -42,7 +42,7 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +64,8 @@ log = logging.getLogger(__name__)
 
 RETRY_MS = 1_000
 """How soon a wake record Kafka did not take is written again."""
+MAX_UNSERVED = 10_000
+"""Wakes no batch read yet, remembered (a pipeline this far behind is long not ready)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +214,8 @@ class Waker:
         self._arrivals = arrivals if need is not None else None
         self._open_gate = open_gate
         self._margin = Margin()
-        self._unserved_ms: int | None = None  # the first wake no finished batch served yet
+        # When each wake no finished batch read yet was written, oldest first.
+        self._unserved: deque[int] = deque()
         self._failing_since_ms: int | None = None  # the first of failing writes
         self._trigger_ms = max(poll_ms, GRANULARITY_MS)
         if self._arrivals is not None:
@@ -258,16 +261,20 @@ class Waker:
     def batch_done(self, finished_ms: int, raised: int = 0, planned_ms: int | None = None) -> None:
         """A micro-batch finished at ``finished_ms`` having raised ``raised`` schedules.
 
-        A batch planned at or after the first wake not yet served (``planned_ms``, Spark's
-        batch timestamp; ``None``: unknown, taken as after) read that wake: how long it
-        took from the wake sets the margin and what a raise costs, and no batch is owed
-        for it any more. A batch planned before it did not read it (thread-safe)."""
+        It read every wake written by the time it was planned (``planned_ms``, Spark's
+        batch timestamp, taken right after the batch's ends were chosen; ``None``:
+        unknown, taken as every wake so far): no batch is owed for those any more, and
+        how long it took from the first of them sets the margin and what a raise costs.
+        A wake is stamped once Kafka took it, so a batch that chose its ends before then
+        is not taken to have read it (thread-safe)."""
         with self._cond:
-            unserved = self._unserved_ms
-            if unserved is None or (planned_ms is not None and planned_ms < unserved):
+            unserved = self._unserved
+            first = unserved[0] if unserved else None
+            if first is None or (planned_ms is not None and planned_ms < first):
                 return
-            self._margin.observe(finished_ms - unserved, raised)
-            self._unserved_ms = None
+            while unserved and (planned_ms is None or unserved[0] <= planned_ms):
+                unserved.popleft()
+            self._margin.observe(finished_ms - first, raised)
 
     def margin_ms(self) -> int:
         """How long before a due time the waker wakes for it now."""
@@ -285,7 +292,9 @@ class Waker:
                 self.wakes_written,
                 self._margin.ms(),
                 unread,
-                waiting_since_ms=earliest_ms(self._unserved_ms, self._failing_since_ms),
+                waiting_since_ms=earliest_ms(
+                    self._unserved[0] if self._unserved else None, self._failing_since_ms
+                ),
                 heartbeat_ms=self.heartbeat_ms,
             )
 
@@ -332,8 +341,8 @@ class Waker:
                         0 if arrived is None else arrived.count,
                         self._margin.ms(),
                     )
-                if self._unserved_ms is None:
-                    self._unserved_ms = now
+                if len(self._unserved) < MAX_UNSERVED:  # beyond: long found not ready
+                    self._unserved.append(max(now, self.clock.now_ms()))
             else:
                 # Whatever was due stays due: the next record that gets through wakes it.
                 self._retry_at_ms = now + RETRY_MS

@@ -172,10 +172,15 @@ class RedisHold(Hold):
     def _lease_wake(self) -> list[int]:
         # Within a lease at the latest, whatever the store holds now: another pipeline
         # may claim schedules and die after this batch, and its claims are taken over
-        # only by a batch (an idle pipeline's heartbeat is minutes).
+        # only by a batch (an idle pipeline's heartbeat is minutes). On a grid of leases,
+        # so the batches of one lease ask for one wake, not one each (each such wake's
+        # batch would ask for the next: as many batches a lease as there ever were).
         now = SystemClock().now_ms()
-        later = now + self.settings.lease_ms
-        lease_end = self.store.next_lease_end_ms()
+        lease = self.settings.lease_ms
+        later = (now // lease + 1) * lease
+        # Another run's (ours are released by our next batch, and a wake at each of their
+        # lease ends would keep our last busy minute's batches going).
+        lease_end = self.store.next_lease_end_ms(other_than=self._run)
         # Ended already: its owner is alive (it releases on its next batch) or was just
         # taken; look again a lease later instead of waking at once, batch after batch.
         return [lease_end if lease_end is not None and now < lease_end < later else later]

@@ -30,6 +30,7 @@ public final class Gate {
   private final AtomicLong opened = new AtomicLong();
   private final AtomicLong admitted = new AtomicLong();
   private final Object waiting = new Object(); // a check waits on it for an open
+  private volatile boolean checking; // a check waits for an open now
 
   private Gate() {}
 
@@ -81,16 +82,29 @@ public final class Gate {
       return false;
     }
     long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMs);
-    synchronized (waiting) {
-      while (!open.get()) {
-        long left = deadline - System.nanoTime();
-        if (left <= 0) {
-          return false;
+    checking = true;
+    try {
+      synchronized (waiting) {
+        while (!open.get()) {
+          long left = deadline - System.nanoTime();
+          if (left <= 0) {
+            return false;
+          }
+          TimeUnit.NANOSECONDS.timedWait(waiting, left);
         }
-        TimeUnit.NANOSECONDS.timedWait(waiting, left);
       }
+    } finally {
+      checking = false;
     }
     return admits();
+  }
+
+  /**
+   * Whether a trigger waits for an open now: it has read nothing and logged no batch, so
+   * stopping the query then loses no work (Spark calls its trigger active meanwhile).
+   */
+  public boolean waiting() {
+    return checking;
   }
 
   /** Set after an admitted read: whether the read limit left input unread. */

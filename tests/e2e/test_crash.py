@@ -110,16 +110,20 @@ def test_what_was_handed_over_goes_out_on_time_while_a_killed_pipeline_restarts(
 ) -> None:
     """SIGKILL the pipeline 9 s before the due time of schedules its committer holds (a
     16 s lead: written 15 s ahead, they are handed over by the batch that reads them, a
-    second later at most), and
-    start it again at once: the new committer starts first (ready 3.7 s after the kill
-    here, more under a full suite's load) and Spark only once it has delivered them, so
-    each is delivered within 100 ms of its due time, once, none early."""
+    second later at most), and start it again at once: the new committer starts first
+    (ready 3.7 s after the kill here, more under a full suite's load) and Spark only once
+    it has delivered them, so each is delivered within 100 ms of its due time, once, none
+    early, and a ``read_uncommitted`` reader sees none early either."""
     progress = tmp_path / "progress.jsonl"
     process, target, client_config = setup(
         kafka_bootstrap, tmp_path, "handed", 2, "--progress-file", str(progress), "--lead", "16s",
         "--batch-wait", "1s",  # read (and handed over) within a second, not 2 s before due
     )  # fmt: skip
-    with process as pipeline, DeliveryCollector(kafka_bootstrap, [target]) as seen:
+    with (
+        process as pipeline,
+        DeliveryCollector(kafka_bootstrap, [target]) as seen,
+        DeliveryCollector(kafka_bootstrap, [target], read_committed=False) as uncommitted,
+    ):
         pipeline.start()
         pipeline.wait_ready()
         first_due_ms = time.time_ns() // 1_000_000 + 15_000
@@ -137,12 +141,14 @@ def test_what_was_handed_over_goes_out_on_time_while_a_killed_pipeline_restarts(
         seen.wait_for(lambda d: len(d) >= HANDED, timeout_s=60)
         pipeline.wait_ready()
         time.sleep(2)  # a duplicate would show now
-        deliveries = seen.snapshot()
+        deliveries, raw = seen.snapshot(), uncommitted.snapshot()
         assert pipeline.terminate() == 0
     counts = Counter(d.schedule_id for d in deliveries)
     assert counts == Counter(dict.fromkeys(due, 1)), "lost or duplicated"
     assert not [d for d in deliveries if d.timestamp_ms < due[d.schedule_id or ""]], "early"
-    assert not [d for d in deliveries if d.arrival_ms < due[d.schedule_id or ""]], "seen early"
+    assert {d.schedule_id for d in raw} >= set(due), "a read_uncommitted reader missed some"
+    for reader in (deliveries, raw):
+        assert not [d for d in reader if d.arrival_ms < due[d.schedule_id or ""]], "seen early"
     lateness = sorted(d.arrival_ms - due[d.schedule_id or ""] for d in deliveries)
     print(
         f"\nkilled {first_due_ms - killed_ms} ms before the first due time; lateness "

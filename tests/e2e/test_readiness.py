@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -14,11 +16,13 @@ from confluent_kafka import Producer
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
+from delayline.committer.checkpoint_log import batch_planned_ms, latest_logged_batch
 from delayline.contract.topology import Topology
 from delayline.dev.harness import PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.infra.broker import BrokerConfig, LocalBroker
 from delayline.infra.ports import free_port
+from delayline.infra.procs import tree
 from delayline.kafka.config import kafka_client_config
 from tests.support import ARTIFACTS, eventually, make_topics, pipeline_args
 
@@ -129,3 +133,95 @@ def test_pipeline_readyz_and_a_quiet_ctrl_c(kafka_bootstrap: str, tmp_path: Path
         if " delayline." not in line  # every line of ours names its delayline logger
     ]
     assert foreign == [], "\n".join(foreign[:20])
+
+
+def last_batch_ms(metrics: str) -> int | None:
+    progress = httpx.get(f"{metrics}/progress", timeout=10).json()
+    last = progress.get("last_batch")
+    return None if last is None else int(last["finished_ms"])
+
+
+def spark_jvm(root: int) -> int:
+    """The pipeline's Spark JVM (local mode: the driver's py4j gateway, a child)."""
+    jvms = [pid for pid in tree(root) if Path(f"/proc/{pid}/comm").read_text().strip() == "java"]
+    assert len(jvms) == 1, jvms
+    return jvms[0]
+
+
+@pytest.mark.long
+def test_an_idle_pipeline_stays_ready_and_a_frozen_one_is_found(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Readiness follows the batches the pipeline needs. Idle past a minute with no batch
+    (the heartbeat is a backstop of minutes), /readyz stays 200. Its Spark JVM frozen
+    (SIGSTOP), a new record needs a batch that cannot run: 503 within a minute and the
+    batch wait, saying so; thawed (SIGCONT), ready again."""
+    topics = make_topics(kafka_bootstrap)
+    log = ARTIFACTS / f"readiness-idle-{topics.schedules}.log"
+    args = pipeline_args(
+        topics, tmp_path / "checkpoint", "--metrics-port", "0", "--batch-wait", "1s"
+    )
+    process = PipelineProcess(kafka_bootstrap, args, log)
+    process.start()
+    jvm = None
+    try:
+        process.wait_ready()
+        metrics = process.metrics_url()
+        eventually(lambda: readyz(metrics) == (200, {"status": "ready"}), 60, "pipeline ready")
+        # Quiet: the first batches are behind it (the waker polls until it read the
+        # checkpoint's timers), then a minute and more without one.
+        eventually(
+            lambda: (
+                (last := last_batch_ms(metrics)) is not None and time.time() * 1000 - last > 5_000
+            ),
+            60,
+            "no batch for 5 s",
+        )
+        quiet_since = last_batch_ms(metrics)
+        deadline = time.monotonic() + 65
+        while time.monotonic() < deadline:
+            assert readyz(metrics) == (200, {"status": "ready"}), "idle, yet not ready"
+            time.sleep(5)
+        assert last_batch_ms(metrics) == quiet_since, "a batch ran while idle"
+        jvm = spark_jvm(process.proc.pid if process.proc is not None else -1)
+        os.kill(jvm, signal.SIGSTOP)
+        frozen = time.monotonic()
+        producer = Producer(kafka_client_config(kafka_bootstrap))
+        producer.produce(topics.schedules, key=b"bad-1", value=b"x")  # needs a batch
+        producer.flush(10)
+
+        def unready() -> dict[str, Any] | None:
+            status, body = readyz(metrics)
+            return body if status == 503 else None
+
+        body = eventually(unready, 90, "503 while Spark is frozen")
+        took = time.monotonic() - frozen
+        print(f"503 {took:.1f} s after the freeze: {body}")
+        assert took >= 60, "not ready before a batch was owed a minute"
+        assert any("a micro-batch is needed since" in r for r in body["reasons"]), body
+        os.kill(jvm, signal.SIGCONT)
+        jvm = None
+        eventually(lambda: readyz(metrics) == (200, {"status": "ready"}), 60, "ready again")
+        # Spark's own batch timestamps, which the waker compares with its wakes.
+        checkpoint = tmp_path / "checkpoint"
+        newest = latest_logged_batch(checkpoint)
+        assert newest is not None
+        planned_ms = batch_planned_ms(checkpoint, newest)
+        assert planned_ms is not None
+        assert 0 <= time.time() * 1000 - planned_ms < 300_000
+        # Idle, a trigger waits for the gate: a stop has no batch to wait for.
+        eventually(
+            lambda: (
+                (last := last_batch_ms(metrics)) is not None and time.time() * 1000 - last > 5_000
+            ),
+            60,
+            "idle again",
+        )
+        stopping = time.monotonic()
+        assert process.terminate() == 0
+        print(f"an idle pipeline stopped in {time.monotonic() - stopping:.1f} s")
+    finally:
+        if jvm is not None:
+            os.kill(jvm, signal.SIGCONT)
+        if process.proc is not None:
+            process.kill()

@@ -174,7 +174,14 @@ def test_two_pipelines_share_one_redis_and_one_is_killed(
             keys = cast(list[bytes], redis.zrange(f"{{{prefix}}}:tasks", 0, -1))
             return any(f"{prefix}-a@" in k.decode() for k in keys)
 
-        eventually(a_has_open_records, 60, "A has open task records")
+        for _ in range(5):  # A's next batch may release them between a look and a kill
+            eventually(a_has_open_records, 60, "A has open task records")
+            a.pause()
+            if a_has_open_records():
+                break
+            a.resume()
+        else:
+            pytest.fail("A released its task records before each kill")
         a.kill()
         eventually(lambda: "took over batch" in b.log_since_start(), 90, "B takes over")
         seen.wait_for(lambda d: len(d) >= 3_500, timeout_s=180)

@@ -138,3 +138,35 @@ def test_a_silent_runs_task_of_a_newer_release_stops_the_taker_and_stays(
     assert hold_b.store.expired_tasks(later + 5_000), "the record was dropped"
     hold_a.close()
     hold_b.close()
+
+
+def test_an_idle_pipelines_hold_asks_for_a_batch_within_a_lease(
+    kafka_bootstrap: str, redis_url: str
+) -> None:
+    """Claims are taken over only by a batch, and an idle pipeline's heartbeat is minutes:
+    its hold asks for a wake a lease from now at the latest, nothing open or not; and
+    for a claim's lease end when that comes first."""
+    _prefix, topics_a, owner, hold_a, hold_b = two_pipelines(kafka_bootstrap, redis_url)
+    lease = owner.hold_settings.lease_ms
+    try:
+        before = SystemClock().now_ms()
+        (wake,) = hold_b.wake_times()  # nothing pending, nothing claimed
+        assert before < wake <= SystemClock().now_ms() + lease
+        # On a grid of leases: the batches of one lease ask for one wake between them.
+        assert wake % lease == 0
+        run_a = f"{owner.query_name}@1"
+        now = SystemClock().now_ms()
+        due_s = (now + 60_000) / 1000
+        record = ConsumedRecord(
+            topics_a.schedules, 0, 0, now, b"id-0", b"p0",
+            ((h.EPOCH, f"{due_s:.3f}".encode()), (h.TARGET_TOPIC, b"t")),
+        )  # fmt: skip
+        hold_a.store.heartbeat(run_a, now)
+        hold_a.store.run_task(run_a, owner_json(owner), 1, 0, [record], now)  # open: leased
+        time.sleep(0.3)
+        *due, lease_end = hold_b.wake_times()  # the schedule's raise time, A's lease end
+        assert due == [int(due_s * 1000)]
+        assert lease_end < SystemClock().now_ms() + lease - 200, lease_end
+    finally:
+        hold_a.close()
+        hold_b.close()

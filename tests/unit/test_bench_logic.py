@@ -96,6 +96,18 @@ def test_targets_are_judged_per_scenario() -> None:
     assert rows["duplicates"] is True
     idle = {r["target"]: r["met"] for r in evaluate(result("idle", False, cpu_idle_pct=40.0))}
     assert idle["idle CPU (% of one core)"] is False
+    assert "idle CPU (% of one core), warm" not in idle  # a cold JVM: the JIT compiles
+
+
+def test_a_warm_idle_pipeline_is_held_to_three_percent_of_a_core() -> None:
+    def warm(pct: float) -> dict[str, bool | None]:
+        run = result("idle", False, cpu_idle_pct=pct)
+        run["warm_up_s"] = 120
+        return {r["target"]: r["met"] for r in evaluate(run)}
+
+    assert warm(2.9)["idle CPU (% of one core), warm"] is True
+    assert warm(3.1)["idle CPU (% of one core), warm"] is False
+    assert warm(3.1)["idle CPU (% of one core)"] is True
 
 
 @pytest.mark.parametrize(

@@ -252,7 +252,13 @@ def test_a_failed_wake_neither_opens_the_gate_nor_forgets_the_arrivals() -> None
     waker.tick()
     assert gate.opened == 0
     assert arrivals.peek() is not None
-    assert waker.stats() == WakerStats(wakes=0, margin_ms=MIN_MARGIN_MS, unread=NEED.records)
+    assert waker.stats() == WakerStats(
+        wakes=0,
+        margin_ms=MIN_MARGIN_MS,
+        unread=NEED.records,
+        waiting_since_ms=T0,  # owed from the failed write on
+        heartbeat_ms=HEARTBEAT,
+    )
     clock.advance(1_000)
     waker.tick()
     assert gate.opened == 1

@@ -144,6 +144,28 @@ def test_readyz_needs_a_recent_batch_and_kafka_answering() -> None:
         server.stop()
 
 
+def test_readyz_judges_an_idle_pipeline_by_the_batches_it_needs() -> None:
+    """With a waker, no batch for minutes is fine while none is owed; one owed for more
+    than a minute makes the pipeline not ready, and so does none for the backstop."""
+    clock = ManualClock(1_000_000)
+    metrics = PipelineMetrics()
+    owed: list[int | None] = [None]
+    check = batch_age(metrics, 360_000, clock, owed_since=lambda: owed[0], max_owed_ms=60_000)
+    assert check() == "no micro-batch finished yet"
+    metrics.observe_batch(BatchReport(0, finished_ms=clock.now_ms()))
+    clock.advance(240_000)
+    assert check() is None  # idle: four minutes without a batch, none owed
+    owed[0] = clock.now_ms()
+    clock.advance(60_000)
+    assert check() is None
+    clock.advance(1_000)
+    assert check() == "a micro-batch is needed since 1m1s ago and none ran (more than 1m)"
+    owed[0] = None
+    assert check() is None
+    clock.advance(60_000)
+    assert check() == "last micro-batch finished 6m1s ago (more than 6m)"
+
+
 def test_readyz_says_the_committer_stopped() -> None:
     """A committer stopped for good (another runs under its name) makes the pipeline not
     ready, whatever its batches, until the process exits on it."""
@@ -193,7 +215,13 @@ def test_the_wakers_wakes_margin_and_unread_input_are_shown() -> None:
     assert seen["delayline_wakes_total"] == 3
     assert seen["delayline_wake_margin_seconds"] == 1.5
     assert seen["delayline_input_unread"] == 42
-    assert metrics.progress()["waker"] == {"wakes": 3, "margin_ms": 1_500, "unread": 42}
+    assert metrics.progress()["waker"] == {
+        "wakes": 3,
+        "margin_ms": 1_500,
+        "unread": 42,
+        "waiting_since_ms": None,
+        "heartbeat_ms": None,
+    }
     stats = WakerStats(wakes=4, margin_ms=2_000, unread=None)  # batching on input
     seen = samples(metrics)
     assert seen["delayline_wakes_total"] == 4

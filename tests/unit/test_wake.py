@@ -121,3 +121,41 @@ def test_a_checkpoints_timers_are_planned_in_bulk_in_order() -> None:
     assert plan.window(300) == [(100, 2), (200, 1), (300, 1)]
     assert plan.take_due(99_950) == 999
     assert plan.next_ms() == 100_000
+
+
+def test_a_batch_is_owed_from_the_first_unread_wake_until_one_planned_after_it_ends() -> None:
+    clock = ManualClock(1_000_000)
+    waker = Waker("unused:9092", "wake", HEARTBEAT, poll_ms=500, clock=clock, write=lambda _: True)
+    assert waker.stats().waiting_since_ms is None
+    assert waker.stats().heartbeat_ms == HEARTBEAT
+    waker.tick()  # a wake at 1_000_000
+    assert waker.stats().waiting_since_ms == 1_000_000
+    clock.advance(500)
+    waker.tick()  # another: the first still decides since when
+    assert waker.stats().waiting_since_ms == 1_000_000
+    waker.batch_done(1_000_700, planned_ms=999_900)  # planned before the wake: not read
+    assert waker.stats().waiting_since_ms == 1_000_000
+    waker.batch_done(1_001_200, planned_ms=1_000_000)  # read the first, not the second
+    assert waker.stats().waiting_since_ms == 1_000_500
+    waker.batch_done(1_001_900, planned_ms=1_001_300)
+    assert waker.stats().waiting_since_ms is None
+    assert waker.margin_ms() >= 1_400  # from the first wake a batch read to its end
+
+
+def test_failing_writes_owe_a_batch_from_the_first_failure() -> None:
+    clock = ManualClock(1_000_000)
+    results = iter([False, False, True])
+    waker = Waker(
+        "unused:9092", "wake", HEARTBEAT, poll_ms=500, clock=clock, write=lambda _: next(results)
+    )
+    waker.tick()
+    clock.advance(1_000)
+    waker.tick()
+    assert waker.stats().waiting_since_ms == 1_000_000  # no wake written, still owed
+    waker.batch_done(1_001_500, planned_ms=1_001_400)  # nothing was written: owes on
+    assert waker.stats().waiting_since_ms == 1_000_000
+    clock.advance(1_000)
+    waker.tick()  # written at 1_002_000
+    assert waker.stats().waiting_since_ms == 1_002_000
+    waker.batch_done(1_002_600, planned_ms=1_002_100)
+    assert waker.stats().waiting_since_ms is None

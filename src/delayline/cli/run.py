@@ -159,8 +159,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_metrics_address(
         p,
         "DELAYLINE_",
-        "Prometheus /metrics, JSON /progress, /readyz (200 while micro-batches finish, the "
-        "committer delivers and Kafka answers, else 503 with the reasons) and /healthz "
+        "Prometheus /metrics, JSON /progress, /readyz (200 while the micro-batches needed "
+        "run, the committer delivers and Kafka answers, else 503 with the reasons) and /healthz "
         "(200 while the committer's thread runs, else 503; never asks Kafka)",
     )
     env_switch_off(
@@ -225,12 +225,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p,
         "--heartbeat-interval",
         env="DELAYLINE_HEARTBEAT_INTERVAL",
-        default="30s",
+        default="5m",
         type=duration_arg(parse_duration_ms),
         dest="heartbeat_interval_ms",
         metavar="DURATION",
-        help="longest time without a micro-batch while nothing is due (keep it under "
-        "60 s: the API reports a pipeline without a batch for a minute as stalled)",
+        help="longest time without a micro-batch while nothing is due (a backstop: "
+        "readiness asks that every batch the pipeline needs runs within a minute)",
     )
     env_flag(
         p,

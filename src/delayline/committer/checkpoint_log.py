@@ -49,6 +49,18 @@ def kafka_offsets(source: object) -> dict[tuple[str, int], int]:
     return out
 
 
+def batch_planned_ms(checkpoint_dir: Path, batch_id: int) -> int | None:
+    """When Spark planned batch ``batch_id``: its ``batchTimestampMs``, which Spark takes
+    right after asking its sources where the batch's input ends, from the checkpoint's
+    offsets log. ``None`` when the batch is not logged or its metadata cannot be read."""
+    try:
+        lines = (checkpoint_dir / "offsets" / str(batch_id)).read_text().splitlines()
+        planned = json.loads(lines[1])["batchTimestampMs"]
+    except (OSError, IndexError, ValueError, KeyError, TypeError):
+        return None
+    return planned if isinstance(planned, int) else None
+
+
 def latest_logged_batch(checkpoint_dir: Path) -> int | None:
     """The newest batch in the checkpoint's offsets log (planned; committed or not)."""
     logged = [int(p.name) for p in (checkpoint_dir / "offsets").glob("*") if p.name.isdigit()]

@@ -112,6 +112,21 @@ class PipelineProcess:
         self.proc.wait()
         self.proc = None
 
+    def pause(self) -> None:
+        """SIGSTOP the whole process tree: nothing it does moves on until :meth:`resume`
+        (a test looks at what it left mid-run, then kills it or lets it go on)."""
+        assert self.proc is not None
+        for pid in tree(self.proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT the whole process tree after :meth:`pause`."""
+        assert self.proc is not None
+        for pid in tree(self.proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
     def terminate(self, timeout_s: float = 90) -> int:
         """SIGTERM the driver (a clean stop) and return its exit code."""
         assert self.proc is not None

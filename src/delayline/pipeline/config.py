@@ -96,7 +96,8 @@ class PipelineConfig:
             With an oscillator a micro-batch runs every second whatever is due, and
             timers are raised at the next tick after their raise time (up to a second
             later; within the lead, so deliveries stay on time).
-        heartbeat_interval_ms: With ``wake``, the longest time without a micro-batch.
+        heartbeat_interval_ms: With ``wake``, the longest time without a micro-batch (a
+            backstop: readiness follows the batches the waker needs, not this).
         hold: Where pending schedules wait: the name of an entry of
             :data:`delayline.holds.registry.HOLD_KINDS` (each says what it is).
         hold_settings: The hold's own settings, of its entry's ``settings`` class;
@@ -178,7 +179,7 @@ class PipelineConfig:
     metrics_host: str = "127.0.0.1"
     wake: bool = True
     wake_topic: str | None = None
-    heartbeat_interval_ms: int = 30_000
+    heartbeat_interval_ms: int = 300_000
     hold: str = "jvm"
     java_options: str = DEFAULT_JAVA_OPTIONS
     spark_conf: tuple[tuple[str, str], ...] = ()

@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from delayline.committer.arrivals import Arrivals
+from delayline.committer.checkpoint_log import batch_planned_ms
 from delayline.committer.config import RUN_COMMITTER_NAME
 from delayline.committer.service import Committer
 from delayline.core.identifiers import checkpoint_query_id
@@ -49,14 +50,21 @@ from delayline.pipeline.placement import check_checkpoint, check_master
 from delayline.pipeline.progress import ProgressFeed, log_batch
 from delayline.pipeline.recovery import NO_SPACE, Failure, Recovery, diagnose, no_space_message
 from delayline.pipeline.session import build_session
-from delayline.pipeline.source import gate_opener, read_schedules, spark_trigger_ms
+from delayline.pipeline.source import (
+    GATE_WAIT_MS,
+    gate_opener,
+    gate_waiting,
+    read_schedules,
+    spark_trigger_ms,
+)
 from delayline.pipeline.wake import Waker
 
 log = logging.getLogger(__name__)
 
 READY_BATCH_AGE_MS = 60_000
-"""``/readyz`` on the metrics port fails when no micro-batch finished for this long (or
-two heartbeat intervals, if longer): the API reports such a pipeline as stalled."""
+"""``/readyz`` on the metrics port fails when a micro-batch the waker needed did not run
+for this long, or none ran for this long after a heartbeat interval (without the waker:
+none for this long); the API reports such a pipeline as stalled."""
 
 
 _REBUILD_HINT = (
@@ -111,6 +119,8 @@ class Pipeline:
         self._arrivals = Arrivals() if config.gated else None
         self._events: DataFrame | None = None
         self.hold: Hold = hold_for(config, deliver_as)
+        # A hold with a source of its own is asked in the same trigger: none waits on ours.
+        self._gate_wait_ms = 0 if self.hold.wakes_itself else GATE_WAIT_MS
         self._lock = CheckpointLock(config.checkpoint_dir, config.query_name)
         self._lease = QueryLease(
             config.topology.bootstrap_servers, config.query_name, str(config.checkpoint_dir)
@@ -176,10 +186,19 @@ class Pipeline:
         config = self.config
         self._spark = build_session(config, log_level=self.log_level)
         if config.metrics_port is not None and self._metrics_server is None:
-            max_age_ms = max(READY_BATCH_AGE_MS, 2 * config.heartbeat_interval_ms)
+            beat = config.heartbeat_interval_ms
+            if config.wake and config.waker == OWN_WAKER:
+                batches = batch_age(
+                    self.metrics,
+                    beat + READY_BATCH_AGE_MS,
+                    owed_since=self._batch_owed_since,
+                    max_owed_ms=READY_BATCH_AGE_MS,
+                )
+            else:  # batches every trigger, or every tick of an oscillator
+                batches = batch_age(self.metrics, READY_BATCH_AGE_MS)
             readiness = Readiness(
                 kafka_probe(config.topology.bootstrap_servers),
-                (batch_age(self.metrics, max_age_ms), self._committer_not_ready),
+                (batches, self._committer_not_ready),
             )
             self._metrics_server = MetricsServer(
                 self.metrics,
@@ -209,7 +228,7 @@ class Pipeline:
         self._sink = FireSink(
             config, self._query_id, on_batch, on_timers, on_wakes=on_wakes, hold=self.hold
         )
-        self._events = self.hold.stage(read_schedules(self._spark, config))
+        self._events = self.hold.stage(read_schedules(self._spark, config, self._gate_wait_ms))
         self._start_query()
         if self._waker is not None:
             # Read after the first batch so it is not delayed; the waker wakes every
@@ -232,13 +251,18 @@ class Pipeline:
         config = self.config
         if self._events is None or self._sink is None:
             raise PipelineError("pipeline not started")
+        trigger_ms = spark_trigger_ms(config, self._gate_wait_ms)
         self._query = (
             self._events.writeStream.queryName(config.query_name)
             .option("checkpointLocation", str(config.checkpoint_dir))
-            .trigger(processingTime=f"{spark_trigger_ms(config)} milliseconds")
+            .trigger(processingTime=f"{trigger_ms} milliseconds")
             .foreachBatch(stoppable(self._sink))
             .start()
         )
+        if config.gated and self._spark is not None:
+            # A trigger of the query before may have taken an open and failed: the new
+            # one reads at once, as a first start does.
+            gate_opener(self._spark, config.query_name)()
 
     def run_until(self, stop: threading.Event, poll_s: int = 1) -> None:
         """Block until ``stop`` is set or the query fails for good; then stop cleanly.
@@ -323,11 +347,18 @@ class Pipeline:
         if query is not None and query.isActive:
             # When batches take longer than the trigger interval the trigger is never
             # idle, so wait for the batch in flight to end, not for an idle trigger.
+            # Gated, an idle trigger waits for the gate (active, to Spark): nothing to end.
+            idle = (
+                gate_waiting(self._spark, self.config.query_name)
+                if self.config.gated and self._gate_wait_ms and self._spark is not None
+                else lambda: False
+            )
             in_flight = _last_batch_id(query)
             deadline = time.monotonic() + drain_timeout_s
             while (
                 query.status.get("isTriggerActive")
                 and _last_batch_id(query) == in_flight
+                and not idle()
                 and time.monotonic() < deadline
             ):
                 time.sleep(0.05)
@@ -470,9 +501,14 @@ class Pipeline:
             raise PipelineError("pipeline not started")
         return self._query
 
+    def _batch_owed_since(self) -> int | None:
+        waker = self._waker
+        return None if waker is None else waker.stats().waiting_since_ms
+
     def _batch_done(self, report: BatchReport) -> None:
         if self._waker is not None:
-            self._waker.batch_done(report.finished_ms, report.raised)
+            planned = batch_planned_ms(self.config.checkpoint_dir, report.batch_id)
+            self._waker.batch_done(report.finished_ms, report.raised, planned)
         if self._metrics_server is not None:
             self.metrics.observe_batch(report)
         self._on_batch(report)

@@ -81,17 +81,36 @@ def kafka_probe(bootstrap_servers: str, timeout_s: float = 2.0) -> Callable[[], 
 
 
 def batch_age(
-    metrics: PipelineMetrics, max_batch_age_ms: int, clock: Clock | None = None
+    metrics: PipelineMetrics,
+    max_batch_age_ms: int,
+    clock: Clock | None = None,
+    *,
+    owed_since: Callable[[], int | None] | None = None,
+    max_owed_ms: int = 60_000,
 ) -> Callable[[], str | None]:
-    """A check of :class:`Readiness`: a micro-batch finished within ``max_batch_age_ms``
-    (keep it above the heartbeat interval: an idle pipeline runs a batch that often)."""
+    """A check of :class:`Readiness`: micro-batches run when they are needed.
+
+    Not ready before the first batch finishes, when the last one finished more than
+    ``max_batch_age_ms`` ago, or, with ``owed_since`` (since when a batch is owed, or
+    ``None``: :attr:`delayline.pipeline.wake.WakerStats.waiting_since_ms`), when one has
+    been owed for more than ``max_owed_ms``. Without ``owed_since`` keep
+    ``max_batch_age_ms`` above the heartbeat interval (an idle pipeline runs a batch
+    that often); with it, an idle pipeline owes nothing and stays ready, and a stuck one
+    is found within ``max_owed_ms`` of the first batch it needed."""
     now_ms = (clock or SystemClock()).now_ms
 
     def check() -> str | None:
         last = metrics.last_batch_ms
         if last is None:
             return "no micro-batch finished yet"
-        age = now_ms() - last
+        now = now_ms()
+        since = None if owed_since is None else owed_since()
+        if since is not None and now - since > max_owed_ms:
+            return (
+                f"a micro-batch is needed since {format_duration_ms(now - since)} ago and "
+                f"none ran (more than {format_duration_ms(max_owed_ms)})"
+            )
+        age = now - last
         if age > max_batch_age_ms:
             return (
                 f"last micro-batch finished {format_duration_ms(age)} ago "

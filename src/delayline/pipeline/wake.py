@@ -5,9 +5,9 @@ Spark runs a micro-batch for every trigger interval when a processing-time
 300-500 ms of CPU on two cores, so an idle pipeline used 55-119% of a core. With
 ``spark.sql.streaming.noDataMicroBatches.enabled`` off, Spark runs a batch only
 when a source has new records. The :class:`Waker` appends one small record to the
-pipeline's wake topic when a held timer falls due (and every heartbeat interval,
-so health checks see batches); the batch that reads it fires every timer due by
-its start time, exactly as an empty batch did.
+pipeline's wake topic when a held timer falls due (and every heartbeat interval, a
+backstop); the batch that reads it fires every timer due by its start time, exactly as
+an empty batch did.
 
 Where the due times come from:
     * While running: every ``planned`` and ``updated`` event of the hold carries
@@ -30,6 +30,11 @@ starts: the waker writes one, then opens the gate, when a timer needs raising, w
 what the committer's watch read needs reading (:class:`delayline.committer.arrivals.Arrivals`),
 and every heartbeat. While the watch does not report (its committer between sessions)
 the waker wakes every trigger interval, as Spark would run batches without the gate.
+
+Health follows the need, not a clock: an idle pipeline may run no batch for a heartbeat
+(5 minutes by default), and it is ready as long as every batch it was woken for ran
+within a minute (:attr:`WakerStats.waiting_since_ms`,
+:func:`delayline.pipeline.metrics_server.batch_age`).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +64,8 @@ log = logging.getLogger(__name__)
 
 RETRY_MS = 1_000
 """How soon a wake record Kafka did not take is written again."""
+MAX_UNSERVED = 10_000
+"""Wakes no batch read yet, remembered (a pipeline this far behind is long not ready)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +77,17 @@ class WakerStats:
         margin_ms: How long before a due time it wakes for it now.
         unread: Input records the committer's watch read that no micro-batch was woken
             for yet (``None`` without batching on need).
+        waiting_since_ms: Since when a micro-batch is owed: the first wake record no
+            finished batch read yet (one planned before it did not), or the first of
+            failing writes; ``None`` when none is. Readiness judges the pipeline by it.
+        heartbeat_ms: The longest gap between wake records, owed or not.
     """
 
     wakes: int
     margin_ms: int
     unread: int | None
+    waiting_since_ms: int | None = None
+    heartbeat_ms: int | None = None
 
 
 class WakePlan:
@@ -201,7 +214,9 @@ class Waker:
         self._arrivals = arrivals if need is not None else None
         self._open_gate = open_gate
         self._margin = Margin()
-        self._unserved_ms: int | None = None  # the first wake no finished batch served yet
+        # When each wake no finished batch read yet was written, oldest first.
+        self._unserved: deque[int] = deque()
+        self._failing_since_ms: int | None = None  # the first of failing writes
         self._trigger_ms = max(poll_ms, GRANULARITY_MS)
         if self._arrivals is not None:
             self._arrivals.listen(self._replan)
@@ -243,14 +258,23 @@ class Waker:
                 self._exact.add(at)
             self._cond.notify()
 
-    def batch_done(self, finished_ms: int, raised: int = 0) -> None:
-        """A micro-batch finished at ``finished_ms`` having raised ``raised`` schedules:
-        how long it took from the first wake it served sets the margin and what a raise
-        costs (thread-safe)."""
+    def batch_done(self, finished_ms: int, raised: int = 0, planned_ms: int | None = None) -> None:
+        """A micro-batch finished at ``finished_ms`` having raised ``raised`` schedules.
+
+        It read every wake written by the time it was planned (``planned_ms``, Spark's
+        batch timestamp, taken right after the batch's ends were chosen; ``None``:
+        unknown, taken as every wake so far): no batch is owed for those any more, and
+        how long it took from the first of them sets the margin and what a raise costs.
+        A wake is stamped once Kafka took it, so a batch that chose its ends before then
+        is not taken to have read it (thread-safe)."""
         with self._cond:
-            if self._unserved_ms is not None:
-                self._margin.observe(finished_ms - self._unserved_ms, raised)
-                self._unserved_ms = None
+            unserved = self._unserved
+            first = unserved[0] if unserved else None
+            if first is None or (planned_ms is not None and planned_ms < first):
+                return
+            while unserved and (planned_ms is None or unserved[0] <= planned_ms):
+                unserved.popleft()
+            self._margin.observe(finished_ms - first, raised)
 
     def margin_ms(self) -> int:
         """How long before a due time the waker wakes for it now."""
@@ -264,7 +288,15 @@ class Waker:
             if self._arrivals is not None:
                 arrived = self._arrivals.peek()
                 unread = 0 if arrived is None else arrived.count
-            return WakerStats(self.wakes_written, self._margin.ms(), unread)
+            return WakerStats(
+                self.wakes_written,
+                self._margin.ms(),
+                unread,
+                waiting_since_ms=earliest_ms(
+                    self._unserved[0] if self._unserved else None, self._failing_since_ms
+                ),
+                heartbeat_ms=self.heartbeat_ms,
+            )
 
     def _replan(self) -> None:
         with self._cond:
@@ -300,6 +332,7 @@ class Waker:
         with self._cond:
             if written:
                 self._last_wake_ms, self._retry_at_ms = now, None
+                self._failing_since_ms = None
                 self.wakes_written += 1
                 if self._arrivals is not None:
                     arrived = self._arrivals.take()  # the batch woken now reads them
@@ -308,11 +341,13 @@ class Waker:
                         0 if arrived is None else arrived.count,
                         self._margin.ms(),
                     )
-                if self._unserved_ms is None:
-                    self._unserved_ms = now
+                if len(self._unserved) < MAX_UNSERVED:  # beyond: long found not ready
+                    self._unserved.append(max(now, self.clock.now_ms()))
             else:
                 # Whatever was due stays due: the next record that gets through wakes it.
                 self._retry_at_ms = now + RETRY_MS
+                if self._failing_since_ms is None:
+                    self._failing_since_ms = now
             next_ms = self._next_ms(now)
         if written and self._open_gate is not None:
             try:

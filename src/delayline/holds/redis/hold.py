@@ -164,19 +164,26 @@ class RedisHold(Hold):
 
     def wake_times(self) -> list[int]:
         """The next due schedule (whichever pipeline planned it) and the next lease to
-        end (a silent pipeline's claims to take over)."""
+        end (a silent pipeline's claims to take over); a lease from now at the latest."""
         due = self.store.next_release_ms()
         out = [] if due is None else [raise_ms(due, self.config.lead_ms)]
         return out + self._lease_wake()
 
     def _lease_wake(self) -> list[int]:
-        lease_end = self.store.next_lease_end_ms()
-        if lease_end is None:
-            return []
+        # Within a lease at the latest, whatever the store holds now: another pipeline
+        # may claim schedules and die after this batch, and its claims are taken over
+        # only by a batch (an idle pipeline's heartbeat is minutes). On a grid of leases,
+        # so the batches of one lease ask for one wake, not one each (each such wake's
+        # batch would ask for the next: as many batches a lease as there ever were).
+        now = SystemClock().now_ms()
+        lease = self.settings.lease_ms
+        later = (now // lease + 1) * lease
+        # Another run's (ours are released by our next batch, and a wake at each of their
+        # lease ends would keep our last busy minute's batches going).
+        lease_end = self.store.next_lease_end_ms(other_than=self._run)
         # Ended already: its owner is alive (it releases on its next batch) or was just
         # taken; look again a lease later instead of waking at once, batch after batch.
-        now = SystemClock().now_ms()
-        return [lease_end if lease_end > now else now + self.settings.lease_ms]
+        return [lease_end if lease_end is not None and now < lease_end < later else later]
 
     def close(self) -> None:
         self._stop.set()

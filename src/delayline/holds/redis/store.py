@@ -308,10 +308,15 @@ class RedisStore:
         first = self._call_client(lambda c: c.zrange(self.keys.due, 0, 0, withscores=True))
         return int(first[0][1]) if first else None
 
-    def next_lease_end_ms(self) -> int | None:
-        """When the earliest open task record's lease ends, if any."""
-        first = self._call_client(lambda c: c.zrange(self.keys.tasks, 0, 0, withscores=True))
-        return int(first[0][1]) if first else None
+    def next_lease_end_ms(self, other_than: str | None = None, scan: int = 100) -> int | None:
+        """When the earliest open task record's lease ends, if any; with ``other_than``,
+        of a record of another run than that one, among the ``scan`` earliest."""
+        first = self._call_client(lambda c: c.zrange(self.keys.tasks, 0, scan - 1, withscores=True))
+        own = None if other_than is None else self.keys.task(other_than, 0, 0).rsplit(":", 2)[0]
+        for key, score in first:
+            if own is None or not bytes(key).decode().startswith(own + ":"):
+                return int(score)
+        return None
 
     def pending(self) -> int:
         """How many schedules wait (not claimed yet)."""

@@ -83,13 +83,16 @@ def take_over(
     """
     seen = store.last_seen()
     lease = settings_of(config, RedisHoldConfig).lease_ms
-    finished = 0
-    for key in store.expired_tasks(now_ms):
+    finished = ours = alive = 0
+    expired = store.expired_tasks(now_ms)
+    for key in expired:
         owner = store.task_run(key)
         if owner is None or owner == run:
+            ours += owner == run
             continue  # gone, or ours: released once Spark is past it
         beat = seen.get(owner)
         if beat is not None and beat > now_ms - lease:
+            alive += 1
             continue  # alive (an idle pipeline releases on its next batch)
         record = store.seize(key, now_ms)
         if record is None:
@@ -117,6 +120,14 @@ def take_over(
             record.partition,
             record.run,
             written,
+        )
+    if expired and not finished:
+        log.debug(
+            "take-over: %d task record(s) past their lease, none taken (%d ours, %d of "
+            "runs with a fresh heartbeat)",
+            len(expired),
+            ours,
+            alive,
         )
     return finished
 

@@ -1,6 +1,7 @@
 package dev.delayline.gate;
 
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -28,6 +29,8 @@ public final class Gate {
   private volatile boolean draining;
   private final AtomicLong opened = new AtomicLong();
   private final AtomicLong admitted = new AtomicLong();
+  private final Object waiting = new Object(); // a check waits on it for an open
+  private volatile boolean checking; // a check waits for an open now
 
   private Gate() {}
 
@@ -39,7 +42,10 @@ public final class Gate {
   /** Let the next trigger read what has arrived (thread-safe; opens are not counted up). */
   public void open() {
     opened.incrementAndGet();
-    open.set(true);
+    synchronized (waiting) {
+      open.set(true);
+      waiting.notifyAll();
+    }
   }
 
   /** Times {@link #open} was called. */
@@ -59,6 +65,46 @@ public final class Gate {
       return true;
     }
     return false;
+  }
+
+  /**
+   * Whether a check may read new input, waiting up to {@code waitMs} for an {@link #open}
+   * if the gate is closed: takes the open, if any. Returns as soon as the gate opens.
+   *
+   * @throws InterruptedException the thread was interrupted while it waited (the query
+   *     stops)
+   */
+  boolean admits(long waitMs) throws InterruptedException {
+    if (admits()) {
+      return true;
+    }
+    if (waitMs <= 0) {
+      return false;
+    }
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMs);
+    checking = true;
+    try {
+      synchronized (waiting) {
+        while (!open.get()) {
+          long left = deadline - System.nanoTime();
+          if (left <= 0) {
+            return false;
+          }
+          TimeUnit.NANOSECONDS.timedWait(waiting, left);
+        }
+      }
+    } finally {
+      checking = false;
+    }
+    return admits();
+  }
+
+  /**
+   * Whether a trigger waits for an open now: it has read nothing and logged no batch, so
+   * stopping the query then loses no work (Spark calls its trigger active meanwhile).
+   */
+  public boolean waiting() {
+    return checking;
   }
 
   /** Set after an admitted read: whether the read limit left input unread. */

@@ -24,6 +24,11 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 public final class GatedKafkaSource implements TableProvider {
   /** The option naming the gate ({@link Gate#named}). */
   public static final String GATE_OPTION = "delayline.gate";
+  /**
+   * The option saying how long a trigger that finds the gate closed waits for it to open
+   * (milliseconds; default 0, no wait): see {@link Gate#admits(long)}.
+   */
+  public static final String WAIT_OPTION = "delayline.gate.wait.ms";
 
   private static final String KAFKA = "org.apache.spark.sql.kafka010.KafkaSourceProvider";
 
@@ -48,14 +53,20 @@ public final class GatedKafkaSource implements TableProvider {
 
   @Override
   public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
-    String name = new CaseInsensitiveStringMap(properties).get(GATE_OPTION);
+    CaseInsensitiveStringMap options = new CaseInsensitiveStringMap(properties);
+    String name = options.get(GATE_OPTION);
     if (name == null || name.isEmpty()) {
       throw new IllegalArgumentException("option " + GATE_OPTION + " (the gate's name) is required");
     }
-    return new GatedTable((SupportsRead) kafka.getTable(schema, partitioning, properties), Gate.named(name));
+    long waitMs = options.getLong(WAIT_OPTION, 0L);
+    if (waitMs < 0) {
+      throw new IllegalArgumentException("option " + WAIT_OPTION + " must be >= 0, not " + waitMs);
+    }
+    SupportsRead table = (SupportsRead) kafka.getTable(schema, partitioning, properties);
+    return new GatedTable(table, Gate.named(name), waitMs);
   }
 
-  private record GatedTable(SupportsRead kafka, Gate gate) implements SupportsRead {
+  private record GatedTable(SupportsRead kafka, Gate gate, long waitMs) implements SupportsRead {
     @Override
     public String name() {
       return kafka.name();
@@ -74,11 +85,11 @@ public final class GatedKafkaSource implements TableProvider {
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
       ScanBuilder builder = kafka.newScanBuilder(options);
-      return () -> new GatedScan(builder.build(), gate);
+      return () -> new GatedScan(builder.build(), gate, waitMs);
     }
   }
 
-  private record GatedScan(Scan kafka, Gate gate) implements Scan {
+  private record GatedScan(Scan kafka, Gate gate, long waitMs) implements Scan {
     @Override
     public StructType readSchema() {
       return kafka.readSchema();
@@ -91,7 +102,7 @@ public final class GatedKafkaSource implements TableProvider {
 
     @Override
     public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-      return new GatedKafkaStream(kafka.toMicroBatchStream(checkpointLocation), gate);
+      return new GatedKafkaStream(kafka.toMicroBatchStream(checkpointLocation), gate, waitMs);
     }
 
     @Override

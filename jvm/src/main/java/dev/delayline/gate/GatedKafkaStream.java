@@ -17,21 +17,34 @@ import org.apache.spark.sql.connector.read.streaming.SupportsAdmissionControl;
  * arrived, as the Kafka source alone would. Offsets, their checkpoint format, planning and
  * reading are the Kafka source's own: a checkpoint written with or without the gate is
  * read by either.
+ *
+ * <p>A trigger that finds the gate closed waits up to {@code waitMs} for it to open: with
+ * Spark's trigger interval at 0, an idle query checks the gate about once per {@code
+ * waitMs}, not five times a second, and a batch starts as soon as the gate opens.
  */
 final class GatedKafkaStream implements MicroBatchStream, SupportsAdmissionControl, ReportsSourceMetrics {
   private final MicroBatchStream kafka;
   private final SupportsAdmissionControl admission;
   private final Gate gate;
+  private final long waitMs;
 
-  GatedKafkaStream(MicroBatchStream kafka, Gate gate) {
+  GatedKafkaStream(MicroBatchStream kafka, Gate gate, long waitMs) {
     this.kafka = kafka;
     this.admission = (SupportsAdmissionControl) kafka;
     this.gate = gate;
+    this.waitMs = waitMs;
   }
 
   @Override
   public Offset latestOffset(Offset start, ReadLimit limit) {
-    if (!gate.admits()) {
+    boolean admitted;
+    try {
+      admitted = gate.admits(waitMs);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt(); // the query stops: Spark looks at the flag
+      return start;
+    }
+    if (!admitted) {
       return start;
     }
     Offset next = admission.latestOffset(start, limit);

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from delayline.pipeline.recovery import FIRST_PAUSE_MS, MAX_PAUSE_MS, Failure, Recovery, diagnose
+from pathlib import Path
+
+from delayline.pipeline.recovery import (
+    FIRST_PAUSE_MS,
+    MAX_PAUSE_MS,
+    Failure,
+    Recovery,
+    diagnose,
+    given_up,
+    rebuild_hint,
+)
 
 # Shaped like what Spark reported here when a broker was SIGKILLed for 30 s: the fire
 # task's Python traceback, wrapped in Java exceptions, each repeating the cause.
@@ -104,3 +114,16 @@ def test_a_zero_timeout_or_a_non_retriable_failure_never_restarts() -> None:
     assert Recovery(outage_timeout_ms=0).failed(RETRIABLE, now_ms=0) is None
     fatal = Failure("NoSpaceLeft", "No space left on device", retriable=False)
     assert Recovery(outage_timeout_ms=60_000).failed(fatal, now_ms=0) is None
+
+
+def test_giving_up_says_why_and_what_to_do(tmp_path: Path) -> None:
+    outage = given_up(RETRIABLE, 300_000, tmp_path)
+    assert outage.startswith(str(RETRIABLE))
+    assert "still failing after 5m of restarts; nothing was lost" in outage
+    full = given_up(diagnose(FULL_DISK), 300_000, tmp_path)
+    assert full.startswith(f"No space left on device: the checkpoint {tmp_path} (")
+    assert "KiB free there now" in full
+    unknown = diagnose("java.lang.IllegalStateException: boom")
+    assert given_up(unknown, 300_000, tmp_path) == str(unknown)
+    assert "--rebuild" in rebuild_hint(tmp_path)
+    assert str(tmp_path) in rebuild_hint(tmp_path)

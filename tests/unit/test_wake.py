@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from delayline.core.clock import GRANULARITY_MS, ManualClock, wake_slot
-from delayline.pipeline.wake import WakePlan, Waker, next_wake_ms
+from delayline.pipeline.wake import Waker
+from delayline.pipeline.wake_plan import WakePlan, next_wake_ms
 
 HEARTBEAT = 30_000
 

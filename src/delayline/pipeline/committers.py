@@ -8,17 +8,23 @@ on the group, the in-flight topic and what a delivery may do.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import asdict
 from typing import Any
 
 from delayline.committer.arrivals import Arrivals
-from delayline.committer.config import CommitterConfig
+from delayline.committer.config import RUN_COMMITTER_NAME, CommitterConfig
 from delayline.committer.service import Committer
 from delayline.core.identifiers import committer_group, committer_name
 from delayline.errors import KafkaUnavailableError
+from delayline.fire.transactional import end_left_open
 from delayline.kafka.groups import group_members
 from delayline.kafka.topics import ensure_inflight_topic, partition_count
-from delayline.pipeline.config import PipelineConfig
+from delayline.pipeline.config import (
+    DELIVER_FIRST_MAX_MS,
+    DELIVER_FIRST_READY_MS,
+    PipelineConfig,
+)
 from delayline.pipeline.metrics import PipelineMetrics
 
 log = logging.getLogger(__name__)
@@ -92,6 +98,45 @@ def start_committer(
     )
     committer.start()
     return committer, made == "created"
+
+
+def start_run_committer(
+    config: PipelineConfig, metrics: PipelineMetrics, arrivals: Arrivals | None
+) -> tuple[Committer, bool]:
+    """Start the committer ``delayline run`` keeps, whatever the lead: an earlier run may
+    have handed schedules over. Returns it, and whether its in-flight topic was just
+    made. A killed run's fire transactions are ended first, not when Spark replays its
+    batch: until then the committer could not read the in-flight topic to its end."""
+    end_left_open(
+        config.topology.bootstrap_servers, config.transactional_id, config.shuffle_partitions
+    )
+    settings = committer_config(config, RUN_COMMITTER_NAME)
+    return start_committer(config, settings, metrics, arrivals)
+
+
+def deliver_first(committer: Committer, lead_ms: int) -> None:
+    """Wait until ``committer`` has delivered what was handed over before this start,
+    for a lead of ``lead_ms`` (see :attr:`PipelineConfig.deliver_first`)."""
+    started = time.monotonic()
+    if not committer.wait_ready(DELIVER_FIRST_READY_MS / 1000):
+        log.info("committer not ready in %d ms: starting Spark", DELIVER_FIRST_READY_MS)
+        return
+    left = committer.status().pending
+    if not left:
+        return
+    wait_ms = min(lead_ms + 1_000, DELIVER_FIRST_MAX_MS)
+    log.info(
+        "committer: delivering %d schedule(s) handed over before this start before Spark "
+        "starts (waiting %d ms at most)",
+        left,
+        wait_ms,
+    )
+    left = committer.wait_caught_up(wait_ms / 1000)
+    log.info(
+        "starting Spark %.1f s after the committer%s",
+        time.monotonic() - started,
+        f" ({left} schedule(s) still pending)" if left else "",
+    )
 
 
 def group_view(committer: Committer) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""A ``foreachBatch`` function that the query's stop interrupts quietly.
+"""A ``foreachBatch`` function that the query's stop interrupts quietly, and the stop.
 
 ``StreamingQuery.stop()`` interrupts the stream thread. A Python ``foreachBatch``
 function busy in a JVM call at that moment (a Spark job, a broadcast) gets py4j's
@@ -18,6 +18,8 @@ hundred characters that still match. Any other exception passes through unchange
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -81,3 +83,42 @@ def stoppable(batch: BatchFunction) -> BatchFunction:
             ) from None
 
     return run
+
+
+def stop_query(
+    query: Any,
+    spark: Any,
+    *,
+    idle: Callable[[], bool],
+    drain_timeout_s: float,
+    quiet: bool = True,
+) -> None:
+    """Let the batch in flight of the active streaming ``query`` finish (for up to
+    ``drain_timeout_s``), then stop it.
+
+    When batches take longer than the trigger interval the trigger is never idle, so
+    this waits for the batch in flight to end, not for an idle trigger; ``idle`` says
+    whether a trigger Spark calls active only waits (for a gate): nothing to end then.
+    ``quiet``: Spark's and py4j's logs are silenced first, as the stop interrupts
+    whatever Spark began meanwhile (the next batch, a broadcast of it: "Store broadcast
+    ... fail" seen here), errors about the interruption, not the data; that batch runs
+    again on the next start.
+    """
+    in_flight = _last_batch_id(query)
+    deadline = time.monotonic() + drain_timeout_s
+    while (
+        query.status.get("isTriggerActive")
+        and _last_batch_id(query) == in_flight
+        and not idle()
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+    if quiet and spark is not None:
+        spark.sparkContext.setLogLevel("OFF")
+        logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
+    query.stop()
+
+
+def _last_batch_id(query: Any) -> int:
+    progress = query.lastProgress
+    return -1 if progress is None else int(progress["batchId"])

@@ -7,14 +7,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from confluent_kafka.admin import AdminClient
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from delayline.committer.arrivals import Arrivals
 from delayline.committer.checkpoint_log import batch_planned_ms
-from delayline.committer.config import RUN_COMMITTER_NAME
 from delayline.committer.service import Committer
 from delayline.core.identifiers import checkpoint_query_id
 from delayline.core.mounts import read_mounts
@@ -23,32 +21,30 @@ from delayline.errors import DelaylineError
 from delayline.fire.report import BatchReport
 from delayline.fire.sink import FireSink
 from delayline.fire.tasks import deliver_as
-from delayline.fire.transactional import end_left_open
 from delayline.holds.hold import Hold, hold_for
-from delayline.kafka.config import kafka_client_config
-from delayline.kafka.reader import acknowledged_ends
-from delayline.kafka.topics import (
-    ensure_oscillator_topic,
-    ensure_wake_topic,
-)
+from delayline.kafka.topics import ensure_oscillator_topic
 from delayline.pipeline.checkpoint_format import claim_format
-from delayline.pipeline.committers import committer_config, start_committer
+from delayline.pipeline.committers import deliver_first, start_run_committer
 from delayline.pipeline.config import (
-    DELIVER_FIRST_MAX_MS,
-    DELIVER_FIRST_READY_MS,
     OWN_WAKER,
     PipelineConfig,
     spark_progress_file,
 )
-from delayline.pipeline.interrupt import stoppable
+from delayline.pipeline.interrupt import stop_query, stoppable
 from delayline.pipeline.lease import QueryLease
 from delayline.pipeline.lock import CheckpointLock, clear_checkpoint
 from delayline.pipeline.metrics import PipelineMetrics
-from delayline.pipeline.metrics_server import MetricsServer, Readiness, batch_age, kafka_probe
-from delayline.pipeline.need import Need
+from delayline.pipeline.metrics_server import MetricsServer
 from delayline.pipeline.placement import check_checkpoint, check_master
 from delayline.pipeline.progress import ProgressFeed, log_batch
-from delayline.pipeline.recovery import NO_SPACE, Failure, Recovery, diagnose, no_space_message
+from delayline.pipeline.recovery import (
+    Failure,
+    Recovery,
+    diagnose,
+    given_up,
+    rebuild_hint,
+)
+from delayline.pipeline.serving import serve_metrics
 from delayline.pipeline.session import build_session
 from delayline.pipeline.source import (
     GATE_WAIT_MS,
@@ -57,33 +53,16 @@ from delayline.pipeline.source import (
     read_schedules,
     spark_trigger_ms,
 )
+from delayline.pipeline.timers import load_timers, start_waker
 from delayline.pipeline.wake import Waker
 
 log = logging.getLogger(__name__)
-
-READY_BATCH_AGE_MS = 60_000
-"""``/readyz`` on the metrics port fails when a micro-batch the waker needed did not run
-for this long, or none ran for this long after a heartbeat interval (without the waker:
-none for this long); the API reports such a pipeline as stalled."""
-
-
-_REBUILD_HINT = (
-    "\n\nThe query failed before its first batch, while it read the checkpoint {}. If the "
-    "checkpoint is damaged (a disk that filled up, a truncated or edited file), start with "
-    "--rebuild: it deletes the checkpoint and rebuilds the pending schedules from the "
-    "schedules topics, and nothing already delivered is delivered again."
-)
 
 
 class PipelineError(DelaylineError):
     """The streaming query stopped with an error; restarting resumes from the checkpoint."""
 
     retriable = True
-
-
-def _last_batch_id(query: StreamingQuery) -> int:
-    progress = query.lastProgress
-    return -1 if progress is None else int(progress["batchId"])
 
 
 class Pipeline:
@@ -172,7 +151,7 @@ class Pipeline:
             # due time while the session starts; the committer needs no Spark.
             self._committer, fresh = self._start_committer()
             if config.deliver_first and not fresh:
-                self._deliver_first(self._committer)
+                deliver_first(self._committer, config.lead_ms)
             if self._committer.failure is not None:  # it stopped (a newer format): say so
                 raise self._committer.failure
             self._start_spark()
@@ -186,30 +165,14 @@ class Pipeline:
         config = self.config
         self._spark = build_session(config, log_level=self.log_level)
         if config.metrics_port is not None and self._metrics_server is None:
-            beat = config.heartbeat_interval_ms
-            if config.wake and config.waker == OWN_WAKER:
-                batches = batch_age(
-                    self.metrics,
-                    beat + READY_BATCH_AGE_MS,
-                    owed_since=self._batch_owed_since,
-                    max_owed_ms=READY_BATCH_AGE_MS,
-                )
-            else:  # batches every trigger, or every tick of an oscillator
-                batches = batch_age(self.metrics, READY_BATCH_AGE_MS)
-            readiness = Readiness(
-                kafka_probe(config.topology.bootstrap_servers),
-                (batches, self._committer_not_ready),
-            )
-            self._metrics_server = MetricsServer(
-                self.metrics,
-                config.metrics_host,
+            self._metrics_server = serve_metrics(
+                config,
                 config.metrics_port,
-                readiness,
-                liveness=(self._committer_not_alive,),
+                self.metrics,
+                owed_since=self._batch_owed_since,
+                committer_not_ready=self._committer_not_ready,
+                committer_not_alive=self._committer_not_alive,
             )
-            admin = AdminClient(kafka_client_config(config.topology.bootstrap_servers))
-            self.metrics.watch_input_lag(lambda parts: acknowledged_ends(admin, parts, 5.0))
-            self._metrics_server.start()
         if self._metrics_server is not None or config.progress_file is not None:
             # Queued in the JVM, handed on every poll of run_until and at the stop.
             spark_file = (
@@ -219,7 +182,8 @@ class Pipeline:
             self._progress = ProgressFeed(self._spark, metrics, spark_file)
         on_batch = self._batch_done
         if config.wake and config.waker == OWN_WAKER:
-            self._waker = self._start_waker(self._spark)
+            open_gate = gate_opener(self._spark, config.query_name) if config.gated else None
+            self._waker = start_waker(config, open_gate, self._arrivals)
             self.metrics.watch_waker(self._waker.stats)
         elif config.wake:  # ticks of an oscillator wake it; nothing of ours is written there
             ensure_oscillator_topic(config.topology.bootstrap_servers, config.wake_topic_name)
@@ -233,9 +197,15 @@ class Pipeline:
         if self._waker is not None:
             # Read after the first batch so it is not delayed; the waker wakes every
             # trigger interval until the timers are in.
+            spark, where = self._spark, f"checkpoint {config.checkpoint_dir}"
             threading.Thread(
-                target=self._load_timers,
-                args=(self._spark, self._waker),
+                target=load_timers,
+                args=(
+                    self._waker,
+                    lambda: self.hold.pending_due_times(spark),
+                    self._first_batch_done,
+                    where,
+                ),
                 name="delayline-timers",
                 daemon=True,
             ).start()
@@ -318,18 +288,9 @@ class Pipeline:
         """Start the query again after ``failure``, or raise it as a :class:`PipelineError`."""
         pause_ms = recovery.failed(failure, int(time.monotonic() * 1000))
         if pause_ms is None:
-            if failure.retriable and self.config.outage_timeout_ms:
-                cause = (
-                    f"{failure} (still failing after "
-                    f"{format_duration_ms(self.config.outage_timeout_ms)} of restarts; "
-                    "nothing was lost: start the pipeline again once Kafka answers)"
-                )
-            elif failure.name == NO_SPACE:
-                cause = no_space_message(self.config.checkpoint_dir, failure)
-            else:
-                cause = str(failure)
-            hint = "" if announced else _REBUILD_HINT.format(self.config.checkpoint_dir)
-            raise PipelineError(f"streaming query failed: {cause}{hint}")
+            why = given_up(failure, self.config.outage_timeout_ms, self.config.checkpoint_dir)
+            hint = "" if announced else rebuild_hint(self.config.checkpoint_dir)
+            raise PipelineError(f"streaming query failed: {why}{hint}")
         log.warning(
             "streaming query failed (%s); nothing is lost: starting it again in %s "
             "(restart %d; giving up after %s of failures)",
@@ -345,31 +306,18 @@ class Pipeline:
         """Let the batch in flight finish, then stop the query and Spark."""
         query = self._query
         if query is not None and query.isActive:
-            # When batches take longer than the trigger interval the trigger is never
-            # idle, so wait for the batch in flight to end, not for an idle trigger.
-            # Gated, an idle trigger waits for the gate (active, to Spark): nothing to end.
             idle = (
                 gate_waiting(self._spark, self.config.query_name)
                 if self.config.gated and self._gate_wait_ms and self._spark is not None
                 else lambda: False
             )
-            in_flight = _last_batch_id(query)
-            deadline = time.monotonic() + drain_timeout_s
-            while (
-                query.status.get("isTriggerActive")
-                and _last_batch_id(query) == in_flight
-                and not idle()
-                and time.monotonic() < deadline
-            ):
-                time.sleep(0.05)
-            if self._spark is not None and self.log_level != "debug":
-                # Stopping interrupts whatever Spark began meanwhile (the next batch, a
-                # broadcast of it: "Store broadcast ... fail" seen here): errors about the
-                # interruption, not the data; that batch runs again on the next start.
-                self._spark.sparkContext.setLogLevel("OFF")
-                # py4j logs the same interruption of a foreachBatch call on our side.
-                logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
-            query.stop()
+            stop_query(
+                query,
+                self._spark,
+                idle=idle,
+                drain_timeout_s=drain_timeout_s,
+                quiet=self.log_level != "debug",
+            )
             log.info("pipeline %s stopped", self.config.query_name)
         self._query = None
         if self._committer is not None:
@@ -412,83 +360,11 @@ class Pipeline:
         return None if self._committer is None else self._committer.not_alive()
 
     def _start_committer(self) -> tuple[Committer, bool]:
-        """Started whatever the lead: an earlier run may have handed schedules over.
-        Returns it, and whether its in-flight topic was just made. A killed run's fire
-        transactions are ended first, not when Spark replays its batch: until then the
-        committer could not read the in-flight topic to its end."""
-        config = self.config
-        end_left_open(
-            config.topology.bootstrap_servers, config.transactional_id, config.shuffle_partitions
-        )
-        settings = committer_config(config, RUN_COMMITTER_NAME)
-        return start_committer(config, settings, self.metrics, self._arrivals)
+        return start_run_committer(self.config, self.metrics, self._arrivals)
 
-    def _deliver_first(self, committer: Committer) -> None:
-        """Wait until ``committer`` has delivered what was handed over before this start
-        (see :attr:`PipelineConfig.deliver_first`)."""
-        started = time.monotonic()
-        if not committer.wait_ready(DELIVER_FIRST_READY_MS / 1000):
-            log.info("committer not ready in %d ms: starting Spark", DELIVER_FIRST_READY_MS)
-            return
-        left = committer.status().pending
-        if not left:
-            return
-        wait_ms = min(self.config.lead_ms + 1_000, DELIVER_FIRST_MAX_MS)
-        log.info(
-            "committer: delivering %d schedule(s) handed over before this start before Spark "
-            "starts (waiting %d ms at most)",
-            left,
-            wait_ms,
-        )
-        left = committer.wait_caught_up(wait_ms / 1000)
-        log.info(
-            "starting Spark %.1f s after the committer%s",
-            time.monotonic() - started,
-            f" ({left} schedule(s) still pending)" if left else "",
-        )
-
-    def _start_waker(self, spark: SparkSession) -> Waker:
-        config = self.config
-        ensure_wake_topic(config.topology.bootstrap_servers, config.wake_topic_name)
-        need, open_gate = None, None
-        if config.gated:
-            need = Need(config.lead_ms, config.batch_wait_ms, config.batch_records)
-            open_gate = gate_opener(spark, config.query_name)
-        waker = Waker(
-            config.topology.bootstrap_servers,
-            config.wake_topic_name,
-            heartbeat_ms=config.heartbeat_interval_ms,
-            poll_ms=config.trigger_interval_ms,
-            need=need,
-            arrivals=self._arrivals,
-            open_gate=open_gate,
-        )
-        waker.start()
-        return waker
-
-    def _load_timers(self, spark: SparkSession, waker: Waker) -> None:
-        # After the first batch: reading every stored timer (20 s with 1M pending here)
-        # beside the first batch slowed that batch, the one a restart waits for. Until
-        # the timers are in, the waker wakes every trigger interval, so nothing is late.
+    def _first_batch_done(self) -> bool:
         query = self._query
-        while query is not None and query.isActive and query.lastProgress is None:
-            if self._waker is not waker:
-                return  # stopped meanwhile
-            time.sleep(0.2)
-        started = time.monotonic()
-        try:
-            slots = self.hold.pending_due_times(spark)
-        except Exception as exc:  # any failure: keep waking every trigger interval
-            if self._waker is waker:  # not a read cut short by stop()
-                log.warning(
-                    "could not read the timers in checkpoint %s (%s); micro-batches keep "
-                    "running every trigger interval",
-                    self.config.checkpoint_dir,
-                    (str(exc).splitlines() or [type(exc).__name__])[0],
-                )
-            return
-        waker.add(slots, complete=True)
-        log.info("checkpoint timers read in %.1f s", time.monotonic() - started)
+        return query is None or not query.isActive or query.lastProgress is not None
 
     def _query_id(self) -> str:
         # Fixed for the life of a checkpoint; read the file once, not on every batch.

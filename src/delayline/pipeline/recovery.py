@@ -17,6 +17,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from delayline.core.units import format_duration_ms
 from delayline.errors import DelaylineError
 
 FIRST_PAUSE_MS = 2_000
@@ -139,4 +140,28 @@ def no_space_message(checkpoint: Path, failure: Failure) -> str:
         f"No space left on device: the checkpoint {checkpoint} ({free}) or Spark's local "
         "directories filled up. Free space there and start the pipeline again: the "
         f"failed batch is replayed and nothing is lost. ({failure.message})"
+    )
+
+
+def given_up(failure: Failure, outage_timeout_ms: int, checkpoint: Path) -> str:
+    """Why the pipeline gave up after ``failure`` (:meth:`Recovery.failed` said so)."""
+    if failure.retriable and outage_timeout_ms:
+        return (
+            f"{failure} (still failing after {format_duration_ms(outage_timeout_ms)} of "
+            "restarts; nothing was lost: start the pipeline again once Kafka answers)"
+        )
+    if failure.name == NO_SPACE:
+        return no_space_message(checkpoint, failure)
+    return str(failure)
+
+
+def rebuild_hint(checkpoint: Path) -> str:
+    """What to do when the query failed before its first batch, while it read
+    ``checkpoint``."""
+    return (
+        f"\n\nThe query failed before its first batch, while it read the checkpoint "
+        f"{checkpoint}. If the checkpoint is damaged (a disk that filled up, a truncated "
+        "or edited file), start with --rebuild: it deletes the checkpoint and rebuilds "
+        "the pending schedules from the schedules topics, and nothing already delivered "
+        "is delivered again."
     )

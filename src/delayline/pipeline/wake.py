@@ -39,7 +39,6 @@ within a minute (:attr:`WakerStats.waiting_since_ms`,
 
 from __future__ import annotations
 
-import bisect
 import logging
 import threading
 from collections import Counter, deque
@@ -50,7 +49,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from delayline.committer.arrivals import STALE_MS, Arrivals
-from delayline.core.clock import GRANULARITY_MS, Clock, SystemClock, earliest_ms, wake_slot
+from delayline.core.clock import GRANULARITY_MS, Clock, SystemClock, earliest_ms
 from delayline.kafka.config import kafka_client_config
 from delayline.pipeline.need import (
     Margin,
@@ -59,6 +58,7 @@ from delayline.pipeline.need import (
     timer_wake_ms,
     timers_wake_ms,
 )
+from delayline.pipeline.wake_plan import WakePlan, next_wake_ms
 
 log = logging.getLogger(__name__)
 
@@ -88,82 +88,6 @@ class WakerStats:
     unread: int | None
     waiting_since_ms: int | None = None
     heartbeat_ms: int | None = None
-
-
-class WakePlan:
-    """The future wake times: distinct slots in time order, each with how many timers
-    it holds. Not thread-safe."""
-
-    def __init__(self) -> None:
-        self._slots: list[int] = []  # ascending
-        self._counts: dict[int, int] = {}
-
-    def __len__(self) -> int:
-        return len(self._slots)
-
-    def add(self, due_ms: int, count: int = 1) -> None:
-        """Plan a wake at or just after ``due_ms``, for ``count`` timers."""
-        self.add_all({due_ms: count})
-
-    def add_all(self, due_ms: Mapping[int, int]) -> None:
-        """Plan a wake at or just after each of ``due_ms``, for so many timers."""
-        new: set[int] = set()
-        counts = self._counts
-        for due, count in due_ms.items():
-            slot = wake_slot(due)
-            if slot in counts:
-                counts[slot] += count
-            else:
-                counts[slot] = count
-                new.add(slot)
-        if len(new) > BULK_SLOTS:  # a checkpoint's timers: sorted once
-            self._slots = sorted(counts)
-            return
-        for slot in new:
-            bisect.insort(self._slots, slot)
-
-    def next_ms(self) -> int | None:
-        """The earliest planned wake time, or None."""
-        return self._slots[0] if self._slots else None
-
-    def window(self, until_ms: int) -> list[tuple[int, int]]:
-        """The slots up to ``until_ms``, in time order, with their timers."""
-        end = bisect.bisect_right(self._slots, until_ms)
-        return [(slot, self._counts[slot]) for slot in self._slots[:end]]
-
-    def take_due(self, now_ms: int) -> int:
-        """Remove the wake times at or before ``now_ms``; return how many there were."""
-        end = bisect.bisect_right(self._slots, now_ms)
-        for slot in self._slots[:end]:
-            del self._counts[slot]
-        del self._slots[:end]
-        return end
-
-
-BULK_SLOTS = 64
-"""New slots beyond which :meth:`WakePlan.add_all` sorts the plan afresh instead of
-inserting each in place."""
-
-
-def next_wake_ms(
-    planned_ms: int | None, now_ms: int, last_wake_ms: int, heartbeat_ms: int, poll_ms: int | None
-) -> int:
-    """When the waker must write next.
-
-    Args:
-        planned_ms: The earliest planned wake time, if any.
-        now_ms: The current time.
-        last_wake_ms: When the last wake record was written.
-        heartbeat_ms: The longest gap between wake records.
-        poll_ms: Wake this often regardless of the plan (while the plan is
-            incomplete); None to follow the plan.
-    """
-    deadline = last_wake_ms + heartbeat_ms
-    if poll_ms is not None:
-        deadline = min(deadline, last_wake_ms + poll_ms)
-    if planned_ms is not None:
-        deadline = min(deadline, planned_ms)
-    return max(deadline, now_ms)
 
 
 class Waker:
@@ -301,6 +225,11 @@ class Waker:
     def _replan(self) -> None:
         with self._cond:
             self._cond.notify()
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopped
 
     def stop(self) -> None:
         """Stop the thread and close the producer."""

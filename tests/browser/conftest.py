@@ -7,21 +7,19 @@ shows of the API alone (and of a pipeline's ``/progress``, served canned) use
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from tests.served import serve_json
 from tests.support import ARTIFACTS, RunningPipeline, api_over, make_topics, running_stack
 
 TOKEN = "browser-token"
@@ -85,31 +83,14 @@ class CannedStack:
 def canned_progress() -> Iterator[Progress]:
     progress = Progress()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path != "/progress":
-                self.send_error(404)
-                return
-            answer = {"last_batch": {"finished_ms": int(time.time() * 1000)}, **progress.answer}
-            body = json.dumps(answer).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(path: str) -> dict[str, Any] | None:
+        if path != "/progress":
+            return None
+        return {"last_batch": {"finished_ms": int(time.time() * 1000)}, **progress.answer}
 
-        def log_message(self, *_args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    progress.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, name="canned-progress", daemon=True)
-    thread.start()
-    try:
+    with serve_json(answer) as url:
+        progress.url = url
         yield progress
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture(scope="module")

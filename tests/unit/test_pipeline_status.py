@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from delayline.api.pipeline_status import pipeline_status
+from tests.served import serve_json
 
 NOW = 10_000_000
 MINUTE = 60_000
@@ -20,26 +18,8 @@ MINUTE = 60_000
 def served() -> Iterator[tuple[str, dict[str, Any]]]:
     """A ``/progress`` answering whatever the test puts in the dict."""
     answer: dict[str, Any] = {}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = json.dumps(answer).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", answer
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_json(lambda _path: answer) as url:
+        yield url, answer
 
 
 def status(url: str) -> str:

@@ -42,7 +42,7 @@ Caused by: org.apache.kafka.common.errors.TimeoutException: unrelated
 
 NOT_OURS = """delayline_extra.errors.KafkaUnavailableError: a package named like ours
 Traceback (most recent call last):
-delayline.pipeline.job.NoSuchError: made up
+delayline.pipeline.recovery.NoSuchError: made up
 """
 
 

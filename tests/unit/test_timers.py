@@ -53,5 +53,10 @@ def test_a_stopped_waker_reads_nothing() -> None:
     waker = _waker(ManualClock(1_000_000))
     waker.stop()
     read: list[bool] = []
-    load_timers(waker, lambda: read.append(True) or [], lambda: False, "checkpoint /cp")
+
+    def read_timers() -> list[int]:
+        read.append(True)
+        return []
+
+    load_timers(waker, read_timers, lambda: False, "checkpoint /cp")
     assert read == []

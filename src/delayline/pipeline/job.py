@@ -360,9 +360,11 @@ class Pipeline:
         return None if self._committer is None else self._committer.not_alive()
 
     def _start_committer(self) -> tuple[Committer, bool]:
+        """:func:`start_run_committer` for this pipeline (a seam the unit tests replace)."""
         return start_run_committer(self.config, self.metrics, self._arrivals)
 
     def _first_batch_done(self) -> bool:
+        """Whether the first batch is over, or none is coming (the query stopped or failed)."""
         query = self._query
         return query is None or not query.isActive or query.lastProgress is not None
 

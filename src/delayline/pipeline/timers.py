@@ -46,7 +46,8 @@ def load_timers(
 ) -> None:
     """Give ``waker`` the timers ``read_timers`` returns (as :meth:`Waker.add` takes
     them) as its complete plan, once ``first_batch_done`` says the first batch is over
-    (nothing if the waker stops first). Runs in a thread of its own.
+    (nothing if the waker stops first; the caller says when no batch is coming any
+    more, a stopped or failed query). Blocks: meant for a thread of its own.
 
     Read after the first batch: reading every stored timer (20 s with 1M pending here)
     beside the first batch slowed that batch, the one a restart waits for. Until the

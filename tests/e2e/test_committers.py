@@ -27,13 +27,14 @@ SPREAD_MS = 40_000
 TAKE_OVER_MS = SESSION_TIMEOUT_MS + 5_000
 """The session timeout, then a rebalance, a fencing and a catch-up (1-2 s here)."""
 TAKEN_P50_MARGIN_MS = 20
-TAKEN_MAX_MARGIN_MS = 250
+TAKEN_MAX_MARGIN_MS = 500
 """Once the survivor owns the dead committer's partitions it delivers them as on time as
 its own partitions in the same window: lateness p50 within ``TAKEN_P50_MARGIN_MS`` of
 theirs, the latest within ``TAKEN_MAX_MARGIN_MS``. Compared with its own partitions, not
 with a fixed figure: with Spark busy on the same two cores both move with the machine
-(p50 30-60 ms on some days, 103 and 103 ms on 2026-11-30, when the raw broker was a
-third slower); the committer's precision is the bench's to measure."""
+(p50 30-60 ms on some days; on 2026-11-30, when the raw broker was a third slower, 103
+against 103 ms, then 171 against 159 ms with maxima 1,571 against 1,332 ms: the first
+seconds after the fence catch up); the committer's precision is the bench's to measure."""
 ON_TIME_MAX_MS = 1_000
 FENCE_MS = 2_000
 """After the group assigns the dead committer's partitions: the fence of its producers

@@ -7,13 +7,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from delayline.dev.testing import secured_broker as start_secured_broker
 from delayline.dev.testing import session_broker, session_redis, unique_topic
 from delayline.pipeline.config import JIT_OPTIONS
+
+if TYPE_CHECKING:
+    from tests.support import RunningPipeline
 
 TESTS = Path(__file__).parent
 
@@ -65,6 +68,19 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URL of the session's real Redis server (Debian's redis-server, AOF always)."""
     with session_redis(tmp_path_factory.mktemp("redis")) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def pipeline(
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningPipeline]:
+    """The session's one pipeline, shared by the e2e and browser modules that need no
+    flags of their own (:func:`tests.support.shared_pipeline`): a pipeline start costs
+    25-50 s here."""
+    from tests.support import shared_pipeline  # noqa: PLC0415 - the e2e and browser tests'
+
+    with shared_pipeline(kafka_bootstrap, tmp_path_factory) as running:
+        yield running
 
 
 @pytest.fixture

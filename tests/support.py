@@ -26,6 +26,10 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 # (max 3.25 s) on this 2-core machine; 5 s leaves room for a loaded CI box.
 LATENESS_TOLERANCE_MS = 5_000
 
+ALLOWED = "(?!forbidden-).*"
+"""The shared pipeline delivers to any topic but those starting with ``forbidden-``
+(``tests/e2e/test_refusals.py`` writes to those)."""
+
 T = TypeVar("T")
 
 
@@ -180,22 +184,30 @@ def api_over(
 
 
 @contextmanager
-def running_stack(
-    bootstrap: str, tmp: pytest.TempPathFactory, token: str, contracts: bool = False
-) -> Iterator[tuple[RunningPipeline, str]]:
-    """A pipeline with its metrics server and the API over it: (pipeline, API URL)."""
-    with (
-        running_pipeline(
-            bootstrap, tmp.mktemp("checkpoint"), "--metrics-port", "0", contracts=contracts
-        ) as pipeline,
-        running_api(
-            pipeline,
-            tmp.mktemp("catalog") / "catalog.db",
-            token,
-            pipeline.process.metrics_url(),
-        ) as url,
-    ):
-        yield pipeline, url
+def shared_pipeline(bootstrap: str, tmp: pytest.TempPathFactory) -> Iterator[RunningPipeline]:
+    """The session's one pipeline for the modules that need no flags of their own: two
+    schedules topics, an envelope and a timer-request topic, a metrics server, a 1 h
+    maximum lateness, and any target but ``forbidden-`` ones. Each test writes to
+    targets and ids of its own."""
+    with running_pipeline(
+        bootstrap,
+        tmp.mktemp("checkpoint"),
+        "--allowed-target-topics",
+        ALLOWED,
+        "--metrics-port",
+        "0",
+        contracts=True,
+    ) as running:
+        yield running
+
+
+@contextmanager
+def api_stack(pipeline: RunningPipeline, tmp: pytest.TempPathFactory, token: str) -> Iterator[str]:
+    """An API of its own (a fresh catalog) over ``pipeline``'s topics, its ``/info``
+    asking the pipeline's metrics server; yields the API's URL."""
+    catalog = tmp.mktemp("catalog") / "catalog.db"
+    with running_api(pipeline, catalog, token, pipeline.process.metrics_url()) as url:
+        yield url
 
 
 def wait_paused(process: PipelineProcess, marker: Path, timeout_s: float = 180) -> None:

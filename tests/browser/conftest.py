@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from tests.served import serve_json
-from tests.support import ARTIFACTS, RunningPipeline, api_over, make_topics, running_stack
+from tests.support import ARTIFACTS, RunningPipeline, api_over, api_stack, make_topics
 
 TOKEN = "browser-token"
 CHROMIUM_ENV = "DELAYLINE_CHROMIUM"
@@ -34,12 +34,10 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    # With an envelope and a timer-request topic: the page shows every contract.
-    with running_stack(kafka_bootstrap, tmp_path_factory, TOKEN, contracts=True) as (
-        pipeline,
-        url,
-    ):
+def stack(pipeline: RunningPipeline, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    # The shared pipeline has an envelope and a timer-request topic: the page shows
+    # every contract.
+    with api_stack(pipeline, tmp_path_factory, TOKEN) as url:
         yield Stack(url, pipeline)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -21,7 +20,14 @@ from delayline.contract.envelope import ceil_ms
 from delayline.contract.headers import ERROR, SOURCE
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
-from tests.support import ARTIFACTS, Topics, eventually, make_topics, pipeline_args
+from tests.support import (
+    ARTIFACTS,
+    RunningPipeline,
+    Topics,
+    eventually,
+    make_topics,
+    pipeline_args,
+)
 
 
 def now_ms() -> int:
@@ -52,6 +58,8 @@ class RawProducer:
 
     def __init__(self, bootstrap: str) -> None:
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        self.sources: set[bytes] = set()
+        """Where each record it wrote went, as a dead letter's source header names it."""
 
     def send(
         self,
@@ -69,6 +77,7 @@ class RawProducer:
         self.producer.flush(10)
         ((err, msg),) = got
         assert err is None, err
+        self.sources.add(f"{topic}/{msg.partition()}/{msg.offset()}".encode())
         return Written(topic, msg.partition(), msg.offset(), msg.timestamp()[1])
 
     def envelope(self, topic: str, body: dict[str, Any], **kw: Any) -> Written:
@@ -94,29 +103,33 @@ def start(bootstrap: str, checkpoint: Path, name: str) -> ContractPipeline:
 
 
 @pytest.fixture(scope="module")
-def contracts(
-    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ContractPipeline]:
-    running = start(kafka_bootstrap, tmp_path_factory.mktemp("checkpoint"), "contracts")
-    running.process.start()
-    try:
-        running.process.wait_ready()
-        yield running
-    finally:
-        assert running.process.terminate() == 0, running.process.tail()
+def contracts(pipeline: RunningPipeline) -> ContractPipeline:
+    """The session's shared pipeline, which reads an envelope and a timer-request topic."""
+    topics = pipeline.topics
+    assert topics.envelopes is not None
+    assert topics.timers is not None
+    return ContractPipeline(
+        pipeline.bootstrap, topics, topics.envelopes, topics.timers, pipeline.process
+    )
 
 
-def came_from(d: Delivery, topic: str) -> bool:
-    """A dead letter of a record of ``topic`` (the module's tests share the topic)."""
-    return (dict(d.headers).get(SOURCE) or b"").startswith(f"{topic}/".encode())
+def came_from(d: Delivery, sources: set[bytes]) -> bool:
+    """A dead letter of a record at one of ``sources`` (the shared pipeline's dead-letter
+    topic holds other modules' too)."""
+    return dict(d.headers).get(SOURCE) in sources
 
 
 def arrived(
-    seen: list[Delivery], target: str, deliveries: int, dead_letters: str, source: str, dead: int
+    seen: list[Delivery],
+    target: str,
+    deliveries: int,
+    dead_letters: str,
+    sources: set[bytes],
+    dead: int,
 ) -> bool:
-    """At least ``deliveries`` on ``target`` and ``dead`` dead letters from ``source``."""
+    """At least ``deliveries`` on ``target`` and ``dead`` dead letters of ``sources``."""
     on_target = sum(1 for d in seen if d.topic == target)
-    refused = sum(1 for d in seen if d.topic == dead_letters and came_from(d, source))
+    refused = sum(1 for d in seen if d.topic == dead_letters and came_from(d, sources))
     return on_target >= deliveries and refused >= dead
 
 
@@ -147,9 +160,9 @@ def test_json_envelopes_end_to_end(contracts: ContractPipeline) -> None:
         due_now = raw.envelope(env, {"topic": target, "message": "late", "at": past})
         junk = raw.send(env, b"not json", headers=[("CALLER_SERVICE", b"billing")])
         no_due = raw.envelope(env, {"topic": target, "message": "m"})
-        seen.wait_for(lambda d: arrived(d, target, 3, p.topics.dead_letters, env, 2), 90)
+        seen.wait_for(lambda d: arrived(d, target, 3, p.topics.dead_letters, raw.sources, 2), 90)
         time.sleep(4)  # a cancelled one or a duplicate would show up by now
-        deliveries = [d for d in seen.snapshot() if d.topic == target or came_from(d, env)]
+        deliveries = [d for d in seen.snapshot() if d.topic == target or came_from(d, raw.sources)]
     delivered = by_id([d for d in deliveries if d.topic == target])
     plain_id = f"{env}:{plain.partition}:{plain.offset}"
     late_id = f"{env}:{due_now.partition}:{due_now.offset}"
@@ -185,16 +198,17 @@ def test_timer_requests_end_to_end(contracts: ContractPipeline) -> None:
             p.timers, future(target, "cb-key", b"\x00binary"), key=str(second).encode()
         )
         unkeyed = raw.send(p.timers, future(target, "", b"no key"), key=str(second).encode())
+        # Half an hour overdue: delivered (the shared pipeline expires at an hour late).
         overdue = raw.send(p.timers, future(target, "late", b"late"),
-                           key=str(second - 3_600).encode())  # fmt: skip
+                           key=str(second - 1_800).encode())  # fmt: skip
         cancelled = raw.send(p.timers, future(target, "x", b"never"), key=str(second).encode())
         # Cancel by its id, <topic>:<partition>:<offset>: a tombstone in its partition.
         cancel_id = f"{p.timers}:{cancelled.partition}:{cancelled.offset}"
         raw.send(p.timers, None, key=cancel_id.encode(), partition=cancelled.partition)
         bad = raw.send(p.timers, b"\xff\xff\xff", key=str(second).encode())
-        seen.wait_for(lambda d: arrived(d, target, 3, p.topics.dead_letters, p.timers, 1), 90)
+        seen.wait_for(lambda d: arrived(d, target, 3, p.topics.dead_letters, raw.sources, 1), 90)
         time.sleep(4)
-        deliveries = [d for d in seen.snapshot() if d.topic == target or came_from(d, p.timers)]
+        deliveries = [d for d in seen.snapshot() if d.topic == target or came_from(d, raw.sources)]
     delivered = by_id([d for d in deliveries if d.topic == target])
 
     def sid(w: Written) -> str:

@@ -22,8 +22,7 @@ from delayline.core.model import Schedule
 from delayline.dev.harness import Delivery, DeliveryCollector
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.kafka.reader import read_topic
-from tests.e2e.conftest import ALLOWED
-from tests.support import LATENESS_TOLERANCE_MS, RunningPipeline, eventually
+from tests.support import ALLOWED, LATENESS_TOLERANCE_MS, RunningPipeline, eventually
 
 
 def now_ms() -> int:

@@ -144,10 +144,13 @@ def eventually(check: Callable[[], T | None], timeout_s: float, what: str) -> T:
 
 @contextmanager
 def running_api(
-    pipeline: RunningPipeline, catalog: Path, token: str, pipeline_url: str | None = None
+    pipeline: RunningPipeline, tmp: pytest.TempPathFactory, token: str
 ) -> Iterator[str]:
-    """``delayline api`` (in this process, on a free port) over ``pipeline``'s topics;
-    yields its base URL once the catalog has caught up."""
+    """``delayline api`` (in this process, on a free port) with a catalog of its own over
+    ``pipeline``'s topics, its ``/info`` asking the pipeline's metrics server (started
+    with ``--metrics-port``); yields its base URL once the catalog has caught up."""
+    catalog = tmp.mktemp("catalog") / "catalog.db"
+    pipeline_url = pipeline.process.metrics_url()
     with api_over(pipeline.bootstrap, pipeline.topics, catalog, token, pipeline_url) as url:
         yield url
 
@@ -199,15 +202,6 @@ def shared_pipeline(bootstrap: str, tmp: pytest.TempPathFactory) -> Iterator[Run
         contracts=True,
     ) as running:
         yield running
-
-
-@contextmanager
-def api_stack(pipeline: RunningPipeline, tmp: pytest.TempPathFactory, token: str) -> Iterator[str]:
-    """An API of its own (a fresh catalog) over ``pipeline``'s topics, its ``/info``
-    asking the pipeline's metrics server; yields the API's URL."""
-    catalog = tmp.mktemp("catalog") / "catalog.db"
-    with running_api(pipeline, catalog, token, pipeline.process.metrics_url()) as url:
-        yield url
 
 
 def wait_paused(process: PipelineProcess, marker: Path, timeout_s: float = 180) -> None:

@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from tests.served import serve_json
-from tests.support import ARTIFACTS, RunningPipeline, api_over, api_stack, make_topics
+from tests.support import ARTIFACTS, RunningPipeline, api_over, make_topics, running_api
 
 TOKEN = "browser-token"
 CHROMIUM_ENV = "DELAYLINE_CHROMIUM"
@@ -37,7 +37,7 @@ class Stack:
 def stack(pipeline: RunningPipeline, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     # The shared pipeline has an envelope and a timer-request topic: the page shows
     # every contract.
-    with api_stack(pipeline, tmp_path_factory, TOKEN) as url:
+    with running_api(pipeline, tmp_path_factory, TOKEN) as url:
         yield Stack(url, pipeline)
 
 

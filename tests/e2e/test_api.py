@@ -28,7 +28,7 @@ from delayline.contract.headers import parse_epoch_ms
 from delayline.contract.topology import Topology
 from delayline.dev.harness import DeliveryCollector
 from delayline.kafka.config import kafka_client_config
-from tests.support import LATENESS_TOLERANCE_MS, RunningPipeline, api_stack, eventually
+from tests.support import LATENESS_TOLERANCE_MS, RunningPipeline, eventually, running_api
 
 TOKEN = "e2e-token"
 SCHEDULES_PARTITIONS = 3  # tests.support.make_topics
@@ -54,7 +54,7 @@ class Api:
 @pytest.fixture(scope="module")
 def api(pipeline: RunningPipeline, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     with (
-        api_stack(pipeline, tmp_path_factory, TOKEN) as url,
+        running_api(pipeline, tmp_path_factory, TOKEN) as url,
         httpx.Client(
             base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=20
         ) as http,

@@ -21,9 +21,8 @@ CANCELLED = 5
 
 @pytest.fixture(scope="module")
 def http(pipeline: RunningPipeline, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    catalog = tmp_path_factory.mktemp("catalog") / "catalog.db"
     with (
-        running_api(pipeline, catalog, TOKEN) as url,
+        running_api(pipeline, tmp_path_factory, TOKEN) as url,
         httpx.Client(
             base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=20
         ) as client,

@@ -10,10 +10,19 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+
 from delayline.contract import ConsumedRecord, parse_record
 from delayline.contract import events as rows
 from delayline.contract import headers as h
-from delayline.contract.columns import CANCEL, INVALID, SCHEDULE, parsed
+from delayline.contract.columns import (
+    CANCEL,
+    INVALID,
+    SCHEDULE,
+    parsed,
+    without_settled_tombstones,
+)
+from delayline.contract.records import skippable_tombstone
 from delayline.core.model import Cancel, Invalid, Schedule
 
 NOT_UTF8 = [b"\xff\xfe", b"\xed\xa0\x80", b"\xc0\xaf", b"ok\x80"]
@@ -104,3 +113,38 @@ def test_validation_runs_no_interpreted_function_per_record(spark: Any) -> None:
     assert "lambdafunction" not in plan
     assert "namedlambdavariable" not in plan
     assert frame.collect()[0]["fired_offset"] == 3
+
+
+def test_a_start_drops_only_its_own_marked_tombstones_before_the_hold(spark: Any) -> None:
+    """The tombstones this start handed over (its mark, no review) stop before the hold;
+    another start's, a review, a producer's cancel, a schedule with the mark and records
+    without headers go on, as :func:`skippable_tombstone` tells the watch."""
+    fired = (h.FIRED_OFFSET, b"3")
+    cases = {
+        "own": ((fired, (h.PLAN, b"cafe")), None, True),
+        "own, mark first": (((h.PLAN, b"cafe"), fired), None, True),
+        "another start's": ((fired, (h.PLAN, b"beef")), None, False),
+        "reviewed": ((fired, (h.PLAN, b"cafe"), (h.REVIEW, b"1")), None, False),
+        "unmarked": ((fired,), None, False),
+        "a cancel": ((), None, False),
+        "a value": ((fired, (h.PLAN, b"cafe")), b"v", False),
+        "a null mark": ((fired, (h.PLAN, None)), None, False),
+    }
+    records = [
+        ConsumedRecord("s", 0, offset, 0, name.encode(), value, headers)
+        for offset, (name, (headers, value, _)) in enumerate(cases.items())
+    ]
+    source = spark.createDataFrame([rows.source_row(x) for x in records], rows.SOURCE_SCHEMA)
+    kept = without_settled_tombstones(source, "cafe")
+    names = {bytes(row["key"]).decode() for row in kept.collect()}
+    assert names == {name for name, (_, _, dropped) in cases.items() if not dropped}
+    for name, (headers, value, dropped) in cases.items():
+        assert (
+            value is None and skippable_tombstone(headers) and (h.PLAN, b"cafe") in headers
+        ) == dropped, name
+    headerless = spark.createDataFrame(
+        [rows.source_row(ConsumedRecord("s", 0, 99, 0, b"k", None, ()))], rows.SOURCE_SCHEMA
+    ).withColumn("headers", F.lit(None).cast(source.schema["headers"].dataType))
+    assert without_settled_tombstones(headerless, "cafe").count() == 1
+    plan = kept._jdf.queryExecution().optimizedPlan().toString().lower()
+    assert "lambdafunction" not in plan

@@ -73,18 +73,21 @@ def config(lead_ms: int = 5_000, partitions: int = 4) -> PipelineConfig:
     )
 
 
-def fired_column_wise(rows: list[dict[str, Any]], settings: PipelineConfig) -> list[Any]:
-    split = split_events(table(rows), settings, 7)
+def fired_column_wise(
+    rows: list[dict[str, Any]], settings: PipelineConfig, plan: str | None = None
+) -> list[Any]:
+    split = split_events(table(rows), settings, 7, plan)
     firer = FakeFirer()
-    fire_rows(
-        split.rows, 0, 7, "run", settings, firer, ManualClock(NOW_MS), handover=split.handover
-    )
+    fire_rows(split.rows, 0, 7, "run", settings, firer, ManualClock(NOW_MS),
+              handover=split.handover, plan=plan)  # fmt: skip
     return firer.batches[-1]
 
 
-def fired_row_by_row(rows: list[dict[str, Any]], settings: PipelineConfig) -> list[Any]:
+def fired_row_by_row(
+    rows: list[dict[str, Any]], settings: PipelineConfig, plan: str | None = None
+) -> list[Any]:
     firer = FakeFirer()
-    fire_rows(rows, 0, 7, "run", settings, firer, ManualClock(NOW_MS))
+    fire_rows(rows, 0, 7, "run", settings, firer, ManualClock(NOW_MS), plan=plan)
     return firer.batches[-1]
 
 
@@ -107,12 +110,27 @@ MIXED = [
 ]
 
 
+@pytest.mark.parametrize("plan", [None, "5eed"])
 @pytest.mark.parametrize("partitions", [1, 4])
 def test_the_column_wise_records_are_the_row_paths_byte_for_byte_and_in_order(
-    partitions: int,
+    partitions: int, plan: str | None
 ) -> None:
     settings = config(partitions=partitions)
-    assert fired_column_wise(MIXED, settings) == fired_row_by_row(MIXED, settings)
+    assert fired_column_wise(MIXED, settings, plan) == fired_row_by_row(MIXED, settings, plan)
+
+
+def test_a_hand_overs_tombstone_carries_the_mark_of_its_start_and_only_that() -> None:
+    records = fired_column_wise(MIXED, config(), "5eed")
+    tombstones = [r for r in records if isinstance(r, OutgoingRecord) and r.value is None]
+    marked = [r for r in tombstones if (h.PLAN, b"5eed") in r.headers]
+    # Handed over: each raised schedule's but the recurring one's (which is re-armed)
+    # and the retired one's (a tombstone the hold reads, as every other start's).
+    assert {r.key for r in marked} == {
+        row["id"].encode() for row in MIXED if row["kind"] == r.Kind.RAISE
+        and row["id"] not in ("recurring",)
+    }  # fmt: skip
+    assert all(r.headers == ((h.FIRED_OFFSET, r.headers[0][1]), (h.PLAN, b"5eed")) for r in marked)
+    assert [r.key for r in tombstones if r not in marked] == [b"retired"]
 
 
 def test_the_in_flight_record_reads_back_as_the_schedule_and_batch() -> None:

@@ -19,11 +19,12 @@ from delayline.committer.ownership import InLanes
 from delayline.committer.pending import Group, Pending
 from delayline.committer.read_barrier import has_read
 from delayline.committer.watch import InputWatch
-from delayline.contract import ConsumedRecord
+from delayline.contract import ConsumedRecord, OutgoingRecord
 from delayline.contract import headers as h
 from delayline.contract.contracts import InputParser
 from delayline.contract.topology import Topology
 from delayline.core.model import Parsed, Schedule, SourceRef
+from delayline.errors import DeliveryError
 from delayline.fire.inflight import render_inflight
 from tests.inflight import read_into
 
@@ -431,3 +432,78 @@ def test_the_watch_classifies_header_records_as_the_parser_does() -> None:
     answers = fast.later.ends_each(versions)
     assert answers == parsed.later.ends_each(versions)
     assert {None, CANCEL, UPDATE} <= set(answers)
+
+
+def test_a_record_between_a_version_and_its_tombstone_is_found_in_its_partition_only() -> None:
+    later = memory()
+    remember(later, record(6), 0)  # a newer version, at 6
+    remember(later, record(9, None, partition=1, ts=5_000), 0)  # a cancel, elsewhere
+    spans = [(TOPIC, "a", 0, 5, 7), (TOPIC, "a", 0, 6, 7), (TOPIC, "a", 0, 3, 6),
+             (TOPIC, "a", 1, 8, 10), (TOPIC, "a", 1, 0, 9), (TOPIC, "b", 0, 5, 7),
+             ("other", "a", 0, 5, 7)]  # fmt: skip
+    assert later.lands_each(spans) == [True, False, False, True, False, False, False]
+    assert later.lands_each([]) == []
+
+
+MARK = b"0123456789abcdef"
+
+
+def _message(
+    offset: int, value: bytes | None, headers: list[tuple[str, str | bytes | None]]
+) -> Message:
+    return Message(topic=TOPIC, partition=0, offset=offset, key=b"a", value=value,
+                   headers=headers, timestamp=(1, 1_000 + offset))  # fmt: skip
+
+
+def _own(offset: int, fired: int, *more: tuple[str, bytes]) -> Message:
+    headers: list[tuple[str, str | bytes | None]] = [(h.FIRED_OFFSET, str(fired).encode())]
+    return _message(offset, None, [*headers, *more])
+
+
+def _version(offset: int) -> Message:
+    return _message(offset, b"v", [(h.EPOCH, b"20"), (h.TARGET_TOPIC, b"target")])
+
+
+def _watch(written: list[OutgoingRecord], fail: list[bool]) -> InputWatch:
+    watch = InputWatch("unused:9092", PARSE, lambda: 0, hot_records=HOT[-1])
+    watch.close()
+
+    def write(out: OutgoingRecord) -> None:
+        if fail and fail.pop():
+            raise DeliveryError([(out.topic, "broker away")])
+        written.append(out)
+
+    watch.reviews.write = write
+    return watch
+
+
+def test_the_watch_asks_the_hold_to_read_a_marked_tombstone_a_record_landed_before() -> None:
+    """A version (5), its update written while the batch that raised 5 ran (6), then the
+    hand-over's tombstone of 5 (7), marked: the hold would drop that tombstone, which
+    hides 6 from compaction, so the watch writes it again marked for review. Nothing
+    landed between 8 and its tombstone at 9: no review. A tombstone marked for review
+    already, or not marked, is the hold's to read anyway."""
+    written: list[OutgoingRecord] = []
+    watch = _watch(written, [])
+    plan = (h.PLAN, MARK)
+    watch.take_batch([_version(5), _version(6), _own(7, 5, plan)], 0, [])
+    assert [(r.topic, r.partition, r.key, r.value) for r in written] == [(TOPIC, 0, b"a", None)]
+    assert written[0].headers == ((h.FIRED_OFFSET, b"5"), plan, (h.REVIEW, b"1"))
+    watch.take_batch([_version(8), _own(9, 8, plan)], 0, [])
+    watch.take_batch([_version(10), _version(11), _own(12, 10, plan, (h.REVIEW, b"1"))], 0, [])
+    watch.take_batch([_version(13), _version(14), _own(15, 13)], 0, [])
+    assert len(written) == 1
+    assert watch.reviews.written == 1
+
+
+def test_a_review_not_written_is_written_at_a_later_read_in_order() -> None:
+    written: list[OutgoingRecord] = []
+    fail = [False, True]  # popped from the end: the first write fails
+    watch = _watch(written, fail)
+    plan = (h.PLAN, MARK)
+    watch.take_batch([_version(5), _version(6), _own(7, 5, plan)], 0, [])
+    assert written == []
+    assert watch.reviews.waiting
+    watch.take_batch([_version(8), _version(9), _own(10, 8, plan)], 0, [])
+    assert [r.headers[0] for r in written] == [(h.FIRED_OFFSET, b"5"), (h.FIRED_OFFSET, b"8")]
+    assert not watch.reviews.waiting

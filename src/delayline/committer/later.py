@@ -214,6 +214,26 @@ class LaterRecords:
             for version, source, kind in zip(versions, sources, found, strict=True)
         ]
 
+    def lands_each(self, spans: Sequence[tuple[str, str, int, int, int]]) -> list[bool]:
+        """For each of ``spans`` (topic, schedule id, partition, low, high), whether a
+        remembered record of that id lies in that partition strictly between offsets
+        ``low`` and ``high`` (a cancel, a valid version or a copy: what the watch keeps).
+        The columns are searched once for them all, and only for those not kept as
+        objects."""
+        found = [
+            any(
+                later.partition == partition and low < later.offset < high
+                for later in _laters(self._by_id.get(topic, {}).get(sid))
+            )
+            for topic, sid, partition, low, high in spans
+        ]
+        columns = self._columns
+        rest = [i for i, hit in enumerate(found) if not hit]
+        if columns is not None and rest:
+            for i, hit in zip(rest, columns.lands_each([spans[i] for i in rest]), strict=True):
+                found[i] = hit
+        return found
+
     def _hot_ends(self, version: Schedule, topic: str) -> str | None:
         """How a record kept as an object ends ``version``, the first read that does."""
         for later in _laters(self._by_id.get(topic, {}).get(version.id)):

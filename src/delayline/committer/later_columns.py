@@ -111,6 +111,24 @@ class LaterColumns:
             )
         return found
 
+    def lands_each(self, spans: Sequence[tuple[str, str, int, int, int]]) -> list[bool]:
+        """For each of ``spans`` (topic, schedule id, partition, low, high), whether a
+        record of that id is remembered in that partition with an offset strictly
+        between ``low`` and ``high``. Each run is searched once for them all."""
+        found = [False] * len(spans)
+        wanted = [
+            (crc_of(sid), self._place_ids.get((topic, partition)), low, high)
+            for topic, sid, partition, low, high in spans
+        ]
+        for run, i, rows in self._hits([sid for _, sid, _, _, _ in spans]):
+            crc, place, low, high = wanted[i]
+            found[i] = found[i] or any(
+                int(row["crc"]) == crc and int(row["place"]) == place
+                and low < int(row["offset"]) < high
+                for row in (run.rows[r] for r in rows)
+            )  # fmt: skip
+        return found
+
     def ends_each(self, versions: Sequence[tuple[str, str, SourceRef]]) -> list[str | None]:
         """For each of ``versions`` (topic, schedule id, source), how the first row read
         of that id in that topic that lies after the version ends it (``None``: none

@@ -55,12 +55,14 @@ from confluent_kafka.admin import AdminClient
 
 from delayline.committer.arrivals import Arrivals
 from delayline.committer.later import HOT_RECORDS, MEMORY_MS, Later, LaterRecords, later_from
+from delayline.committer.reviews import Reviews
 from delayline.contract.checks import ScheduleFields
 from delayline.contract.contracts import InputParser
-from delayline.contract.records import is_own_tombstone
+from delayline.contract.records import is_own_tombstone, skippable_tombstone
 from delayline.core.model import Cancel, Schedule
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
+from delayline.kafka.produce import produce_one
 from delayline.kafka.reader import (
     acknowledged_ends,
     message_headers,
@@ -88,6 +90,9 @@ REREAD_FETCH_WAIT_MS = 10
 """The hold of :meth:`InputWatch.reread`'s fetches."""
 READ_AHEAD_MS = 20
 """How long before a delivery's commit time the committer reads the input to its end."""
+REVIEW_TIMEOUT_MS = 5_000
+"""How long writing a review tombstone may take before the watch tries again at its next
+read."""
 
 
 class InputWatch:
@@ -134,6 +139,10 @@ class InputWatch:
         """Per input partition, the offset up to which everything was read (the next
         to read): moved on by each record, each end of partition seen and the consumer's
         own position (past transaction markers and aborted records)."""
+        self.reviews = Reviews(
+            self.later, lambda record: produce_one(bootstrap_servers, record, REVIEW_TIMEOUT_MS)
+        )
+        """Own tombstones the hold must read after all (:mod:`delayline.committer.reviews`)."""
         self.taken: dict[tuple[str, int], int] | None = None
         """The pipeline's progress, as :meth:`LaterRecords.expire` takes it (set by the
         committer: empty, nothing forgotten, until it has seen a logged batch); ``None``:
@@ -270,6 +279,8 @@ class InputWatch:
         self._take_positions()
         now = self.now_ms()
         self._report_arrived(now)
+        if self.reviews.waiting:
+            self.reviews.look()
         self.later.expire(now, self.taken)
         return out
 
@@ -297,6 +308,8 @@ class InputWatch:
                     note(*found)
                     if out is not None:
                         out.append(found[:2])
+        if self.reviews.waiting:
+            self.reviews.look()
 
     def acknowledged_ends(self, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
         """The end of each input partition read, open transactions included, now: every
@@ -358,8 +371,14 @@ class InputWatch:
         ``None`` for a record that ends nothing. With ``arrived`` (not a record read
         again), counts it among the arrivals unless it is delayline's own tombstone."""
         self.read += 1
-        if msg.value() is None and is_own_tombstone(msg.key(), message_headers(msg)):
-            return None  # one follows each delivery: it ends nothing, and is not parsed
+        if msg.value() is None:
+            headers = message_headers(msg)
+            if is_own_tombstone(msg.key(), headers):
+                # One follows each hand-over: it ends nothing, and is not parsed.
+                if arrived and skippable_tombstone(headers):
+                    place = (msg.topic() or "", msg.partition() or 0, msg.offset() or 0)
+                    self.reviews.read(*place, msg.key() or b"", headers)
+                return None
         record = to_consumed_record(msg)
         parsed = self.parse.classify(record)
         if arrived and (not isinstance(parsed, Cancel) or parsed.fired_offset is None):

@@ -209,3 +209,18 @@ def parsed(records: DataFrame) -> DataFrame:
         F.when(F.col("kind") == CANCEL, F.col("fired_offset")).alias("fired_offset"),
         F.col("offset").alias("read_offset"),
     )  # fmt: skip
+
+
+def without_settled_tombstones(records: DataFrame, mark: str) -> DataFrame:
+    """``records`` (as :func:`parsed` takes them) without delayline's own tombstones
+    marked ``mark`` (:data:`delayline.contract.headers.PLAN`) unless marked for review
+    too (:data:`~delayline.contract.headers.REVIEW`): what
+    :attr:`delayline.holds.hold.Hold.tombstone_mark` says need not reach the hold. One
+    plain expression a record, evaluated past ``value IS NULL`` for tombstones only."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark's convention
+
+    settled = (
+        f"value IS NULL AND {_first_value(h.PLAN)} = cast({_sql(mark)} AS BINARY)"
+        f" AND {_position(h.REVIEW)} = 0"
+    )
+    return records.where(F.expr(f"NOT coalesce({settled}, false)"))

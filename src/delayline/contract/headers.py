@@ -28,6 +28,16 @@ DELIVERY_HEADERS = frozenset({TIMESTAMP, KEY, TOPIC})
 FIRED_OFFSET = "delayline-fired-offset"
 """On the tombstone written after a delivery: offset of the version that fired, so a
 newer version of the same id that arrived meanwhile is not cancelled by it."""
+PLAN = "delayline-plan"
+"""On the tombstone a hand-over writes, when the hold drops its own before the shuffle
+(:attr:`delayline.holds.hold.Hold.tombstone_mark`): the mark of the pipeline's start
+whose batch wrote it. That start's hold raised the version it names (a replay within it
+raises it again, the same way) and holds nothing it ends, so it drops the tombstone
+unless :data:`REVIEW` is on it; any other start (a restart, a rebuild) reads it."""
+REVIEW = "delayline-review"
+"""On a copy of delayline's own tombstone that the committer's watch writes after it
+when a record of its id landed between the version it names and it: the hold reads that
+one (it may hide a newer version from compaction, which the hold then rewrites)."""
 COPY_OF = "delayline-copy-of"
 """On a copy the pipeline appends of a held version (a rewrite, so compaction keeps it):
 the offset of the version it copies, in the same partition. A copy is that version,

@@ -171,6 +171,16 @@ def is_own_tombstone(key: bytes | None, headers: Headers) -> bool:
     return key_id(key) is not None and fired_offset(headers) is not None
 
 
+def skippable_tombstone(headers: Headers) -> bool:
+    """Whether delayline's own tombstone with ``headers`` is one a hold may drop unread:
+    marked by the start that handed its version over
+    (:data:`~delayline.contract.headers.PLAN`), not asking for review
+    (:data:`~delayline.contract.headers.REVIEW`). The committer's watch looks, for each,
+    whether the hold must read it after all (:func:`review_tombstone`)."""
+    names = [name for name, _ in headers]
+    return h.PLAN in names and h.REVIEW not in names
+
+
 def build_schedule(
     schedule_id: str,
     payload: bytes,
@@ -255,19 +265,30 @@ def render_delivery(schedule: Schedule, timestamp_ms: int | None = None) -> Outg
     )  # fmt: skip
 
 
-def render_tombstone(schedule: Schedule) -> OutgoingRecord:
+def render_tombstone(schedule: Schedule, plan: str | None = None) -> OutgoingRecord:
     """The tombstone that forgets ``schedule`` once delivered.
 
     It goes to the exact topic and partition the schedule came from, never
     through a client partitioner, so compaction removes the right record. It
-    carries ``delayline-fired-offset`` so that it cancels no newer version.
+    carries ``delayline-fired-offset`` so that it cancels no newer version and, with a
+    ``plan``, ``delayline-plan``: the mark of the start that raised the version
+    (:data:`delayline.contract.headers.PLAN`).
 
     Raises:
         ValueError: ``schedule`` was not read from Kafka (it has no source).
     """
     source = schedule.require_source()
-    fired = ((h.FIRED_OFFSET, str(source.offset).encode()),)
+    fired: Headers = ((h.FIRED_OFFSET, str(source.offset).encode()),)
+    if plan is not None:
+        fired = (*fired, (h.PLAN, plan.encode()))
     return OutgoingRecord(source.topic, schedule.id.encode(), None, fired, source.partition)
+
+
+def review_tombstone(topic: str, partition: int, key: bytes, headers: Headers) -> OutgoingRecord:
+    """Delayline's own tombstone (of ``key`` with ``headers``, read in ``topic`` /
+    ``partition``) written again after itself, marked for review
+    (:data:`delayline.contract.headers.REVIEW`)."""
+    return OutgoingRecord(topic, key, None, (*headers, (h.REVIEW, b"1")), partition)
 
 
 def render_history(schedule: Schedule, history_topic: str) -> OutgoingRecord:

@@ -102,10 +102,15 @@ def _fits(events: pa.Table) -> pa.ChunkedArray:
 
 
 def render_handover(
-    events: pa.Table, inflight_topic: str, batch_id: int, partitions: int
+    events: pa.Table,
+    inflight_topic: str,
+    batch_id: int,
+    partitions: int,
+    plan: str | None = None,
 ) -> Handover:
     """The in-flight records (of ``batch_id``, to ``inflight_topic`` of ``partitions``
-    partitions) and tombstones of ``events``: RAISE rows :func:`handed_mask` took."""
+    partitions) and tombstones (marked with ``plan``, if any) of ``events``: RAISE rows
+    :func:`handed_mask` took."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
@@ -136,6 +141,7 @@ def render_handover(
     records: list[OutgoingRecord] = []
     append = records.append
     fired = h.FIRED_OFFSET
+    marked = () if plan is None else ((h.PLAN, plan.encode()),)
     for key, value, blob, head, part, topic, sid, src_part, offset in zip(
         pc.cast(keys, binary).to_pylist(),
         pc.fill_null(events.column("value"), b"").to_pylist(),
@@ -150,7 +156,7 @@ def render_handover(
     ):
         own = () if blob is None else decode_headers(blob)
         append(OutgoingRecord(inflight_topic, key, value, (*own, (HEADER, head)), part))
-        append(OutgoingRecord(topic, sid, None, ((fired, offset),), src_part))
+        append(OutgoingRecord(topic, sid, None, ((fired, offset), *marked), src_part))
     return Handover(events.column(POSITION).to_pylist(), records)
 
 

@@ -129,6 +129,7 @@ def fire_rows(
     *,
     refresh: bool = False,
     handover: Handover | None = None,
+    plan: str | None = None,
 ) -> PartitionReport:
     """Write what ``rows`` and ``handover`` (one partition's events) ask for, exactly once.
 
@@ -146,12 +147,14 @@ def fire_rows(
         handover: The partition's other raised schedules, rendered column-wise; their
             records are written in the order of the events' positions with those of
             ``rows`` (which then carry :data:`~delayline.fire.handover.POSITION`).
+        plan: The mark of the tombstones of the schedules handed over
+            (:attr:`delayline.holds.hold.Hold.tombstone_mark`); ``None``: unmarked.
 
     Raises:
         FireError: the transaction failed; nothing of it is visible.
     """
     report = PartitionReport(partition)
-    batch = _plan(rows, handover or Handover(), report, config, batch_id, clock.now_ms())
+    batch = _plan(rows, handover or Handover(), report, config, (batch_id, plan), clock.now_ms())
     if batch.records:
         outcome = firer.commit_batch(
             partition_marker_key(run, partition), batch_id, batch.records, refresh=refresh, also=run
@@ -190,12 +193,13 @@ def _plan(
     handover: Handover,
     report: PartitionReport,
     config: RunSettings,
-    batch_id: int,
+    handed_by: tuple[int, str | None],
     now_ms: int,
 ) -> _Batch:
     """Count ``rows`` into ``report`` and turn them into what the batch writes, with the
     records of ``handover`` in the order of the events' positions: with a lead every
-    schedule that fires is handed to the committer (in-flight records of ``batch_id``);
+    schedule that fires is handed to the committer (in-flight records of ``handed_by``:
+    the batch id, and the mark of its tombstones);
     without one it is delivered in the batch."""
     batch = _Batch()
     if handover:
@@ -212,7 +216,7 @@ def _plan(
             missed.add(row["id"])
         elif kind == r.Kind.RAISE:
             schedule = r.event_schedule(row)
-            _raised(schedule, row["id"] in missed, batch, report, config, batch_id, now_ms)
+            _raised(schedule, row["id"] in missed, batch, report, config, handed_by, now_ms)
             missed.discard(row["id"])
         else:
             if kind == r.Kind.DEAD:
@@ -228,15 +232,17 @@ def _raised(
     batch: _Batch,
     report: PartitionReport,
     config: RunSettings,
-    batch_id: int,
+    handed_by: tuple[int, str | None],
     now_ms: int,
 ) -> None:
     """Add what a raised ``schedule`` writes to ``batch``: its in-flight record (of
-    ``batch_id``) and tombstone when it goes to the committer (:func:`_handed_over`), a
+    ``handed_by``: the batch id, and the mark of its tombstone) and tombstone when it
+    goes to the committer (:func:`_handed_over`), a
     dead letter when it should but is too large for the in-flight topic (delivered in
     the batch, it would be a lead early), else its delivery in the batch (dead-lettered
     if refused). ``past_due``: it arrived past due."""
     topology = config.topology
+    batch_id, plan = handed_by
     if not _handed_over(schedule, config):
         batch.fires[len(batch.records)] = (schedule.due_ms, past_due)
         batch.records.append(Firing(schedule, topology.dead_letter_topic, topology.history_topic))
@@ -260,7 +266,7 @@ def _raised(
         report.missed_lateness_ms.append(now_ms - schedule.due_ms)
     batch.records.append(handed)
     if not topology.recurs(schedule):  # the committer re-arms or forgets it
-        batch.records.append(render_tombstone(schedule))
+        batch.records.append(render_tombstone(schedule, plan))
 
 
 def _handed_over(schedule: Schedule, config: RunSettings) -> bool:

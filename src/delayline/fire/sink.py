@@ -89,6 +89,7 @@ class FireSink:
             refresh=replay,
             shared=self.hold.finished_by_others,
             events=make_events,
+            plan=self.hold.tombstone_mark,
         )
         parts = self.fire_partitions(events, job)
         report = merge(batch_id, parts)

@@ -67,6 +67,8 @@ class FireJob:
         events: Makes a task's events from the records it maps, in the same task
             (:meth:`delayline.holds.hold.Hold.python_events`); ``None``: the frame
             fired holds the events.
+        plan: The mark of the tombstones it hands over
+            (:attr:`delayline.holds.hold.Hold.tombstone_mark`); ``None``: unmarked.
     """
 
     config: RunSettings
@@ -75,6 +77,7 @@ class FireJob:
     refresh: bool
     shared: bool = False
     events: MakeEvents | None = None
+    plan: str | None = None
 
 
 def fire_on_executors(events: DataFrame, job: FireJob) -> list[PartitionReport]:
@@ -160,7 +163,7 @@ def _fire_task(job: FireJob, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatc
     received = list(batches)
     events = pa.Table.from_batches(received) if received else None
     if events is not None and events.num_rows:
-        split = split_events(events, job.config, job.batch_id)
+        split = split_events(events, job.config, job.batch_id, job.plan)
         split.rows = fill_rewrites(split.rows, job.config.topology.bootstrap_servers)
         if split.rows or split.handover:
             pause_at(FIRE_BEFORE_COMMIT)  # crash tests only (delayline.core.faults)
@@ -206,8 +209,11 @@ class Split:
     timers: dict[int, int]
 
 
-def split_events(events: pa.Table, settings: RunSettings, batch_id: int) -> Split:
-    """Split ``events`` (one partition's, of batch ``batch_id``) by Arrow compute: most
+def split_events(
+    events: pa.Table, settings: RunSettings, batch_id: int, plan: str | None = None
+) -> Split:
+    """Split ``events`` (one partition's, of batch ``batch_id``; tombstones marked with
+    ``plan``, if any) by Arrow compute: most
     events of a busy batch are bookkeeping (planned, updated...) or schedules handed
     over, and neither becomes a row dict."""
     import numpy as np  # noqa: PLC0415
@@ -222,6 +228,7 @@ def split_events(events: pa.Table, settings: RunSettings, batch_id: int) -> Spli
         settings.inflight_topic_name,
         batch_id,
         settings.inflight_partitions,
+        plan,
     )
     writes = pc.is_in(kinds, value_set=pa.array(_ROW_KINDS))
     rows = events.filter(pc.and_(writes, pc.invert(handed))).to_pylist()
@@ -282,7 +289,8 @@ def _fire(job: FireJob, split: Split, partition: int, *, refresh: bool) -> Parti
 
     def fire(firer: TransactionalFirer, refresh: bool) -> PartitionReport:
         return fire_rows(split.rows, partition, job.batch_id, job.run, config, firer,
-                         SystemClock(), refresh=refresh, handover=split.handover)  # fmt: skip
+                         SystemClock(), refresh=refresh, handover=split.handover,
+                         plan=job.plan)  # fmt: skip
 
     try:
         rows = len(split.rows) + len(split.handover)

@@ -129,6 +129,16 @@ class Hold(abc.ABC):
         self.deliver = deliver
         """The fire stage, for a hold that finishes others' batches (given by the
         pipeline; ``None`` in tests of the rules)."""
+        self.tombstone_mark: str | None = None
+        """Set by a :meth:`stage` that drops before the shuffle delayline's own
+        tombstones its start handed over: the mark (new each start) the fire stage puts
+        on them (:data:`delayline.contract.headers.PLAN`). Sound because the rules make
+        such a tombstone change nothing here: the version it names was raised, so no
+        longer held, by a batch of this start (one replayed within the start raises it
+        again, the same way); what it could still do, hide a newer version of its id
+        from compaction, the committer's watch sees and asks for
+        (:data:`delayline.contract.headers.REVIEW`). ``None``: every tombstone is read,
+        none is marked."""
 
     @abc.abstractmethod
     def stage(self, records: DataFrame) -> DataFrame:

@@ -16,12 +16,13 @@ only by a pass of its own over the batch.
 
 from __future__ import annotations
 
+import secrets
 from typing import Any, ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
 
 from delayline.contract import events as r
-from delayline.contract.columns import parsed
+from delayline.contract.columns import parsed, without_settled_tombstones
 from delayline.errors import ConfigError
 from delayline.holds.fold import BURST_DENSE, BURST_LEAD_MS
 from delayline.holds.hold import Hold
@@ -60,8 +61,12 @@ class JvmHold(Hold):
         spark = records.sparkSession
         helper = holds_class(spark)
         lateness = -1 if self.config.max_lateness_ms is None else self.config.max_lateness_ms
+        # A schedule's own tombstone, handed over by this start, stops here: one row a
+        # schedule through the shuffle and the state (see Hold.tombstone_mark).
+        self.tombstone_mark = secrets.token_hex(8)
+        kept = without_settled_tombstones(records, self.tombstone_mark)
         jdf = helper.apply(
-            parsed(records)._jdf, lateness, self.config.lead_ms, BURST_LEAD_MS, BURST_DENSE
+            parsed(kept)._jdf, lateness, self.config.lead_ms, BURST_LEAD_MS, BURST_DENSE
         )
         events = DataFrame(jdf, spark)
         if events.schema != r.EVENT_SCHEMA:  # the two definitions must never drift

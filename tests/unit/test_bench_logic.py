@@ -21,6 +21,7 @@ from delayline.bench.run import (
     accepted_timeline,
     cpu_per_schedule,
     delivery_figures,
+    hold_rows,
 )
 from delayline.bench.soak import KILL_GAP, kill_times_s, rss_per_minute
 from delayline.bench.summary import rss_spread_pct
@@ -169,6 +170,9 @@ def test_the_accepted_timeline_leaves_out_the_batches_of_a_warm_up(tmp_path: Any
     assert accepted_timeline(env) == [(1_000, 500), (2_000, 1_000), (3_000, 1_007), (4_000, 1_010)]
     env.accepted_after_ms = 2_500  # the warm-up's deliveries were all in by then
     assert accepted_timeline(env) == [(3_000, 7), (4_000, 10)]
+    assert hold_rows(env) == 7 + 100 + 3, "own tombstones read back are rows of the hold"
+    env.accepted_after_ms = 0
+    assert hold_rows(env) == 1_010 + 500
 
 
 def test_the_report_names_the_jit_and_the_warm_up() -> None:

@@ -178,6 +178,7 @@ def table(result: dict[str, Any]) -> str:
         ("CPU per schedule, delayline / broker (us)",
          _pair(f, "cpu_us_per_schedule", "broker_cpu_us_per_schedule"), None, ""),
         ("  pipeline's: JVM/driver/workers", _roles(f.get("cpu_us_by_role")), None, ""),
+        ("rows through the hold per schedule", f.get("hold_rows_per_schedule"), None, ""),
         ("lateness p50 (ms)", lookup(f, "lateness_ms.p50"), lookup(b, "latency_ms.p50"), "raw p50"),
         ("lateness p99 (ms)", lookup(f, "lateness_ms.p99"), lookup(b, "latency_ms.p99"), "raw p99"),
         ("lateness min/p90/max (ms)", _triple(f.get("lateness_ms")), None, ""),

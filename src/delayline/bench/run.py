@@ -36,6 +36,8 @@ from delayline.pipeline.config import DEFAULT_INFLIGHT_PARTITIONS, spark_progres
 # Input events: schedules and cancels the pipeline accepted from the schedules topic.
 INPUT_KINDS = ("planned", "updated", "cancelled", "unknown_cancel", "missed", "short", "invalid",
                "stale")  # fmt: skip
+HOLD_ROW_KINDS = (*INPUT_KINDS, "own_tombstone")
+"""The counts of a batch report one of which each input row the hold folds gives."""
 
 
 @dataclass
@@ -238,6 +240,20 @@ def executor_work(env: BenchEnv) -> dict[str, dict[str, int]]:
     return {name: dict(done) for name, done in sorted(work.items())}
 
 
+def hold_rows(env: BenchEnv) -> int:
+    """Input rows the hold folded (:data:`HOLD_ROW_KINDS`) in the batches that finished
+    from :attr:`BenchEnv.accepted_after_ms` on, by the pipeline's progress file: a
+    schedule's own, plus its own tombstone where the hold reads that back."""
+    if not env.progress_file.exists():
+        return 0
+    total = 0
+    for line in env.progress_file.read_text().splitlines():
+        report = json.loads(line)
+        if report["finished_ms"] >= env.accepted_after_ms:
+            total += sum(report["counts"].get(k, 0) for k in HOLD_ROW_KINDS)
+    return total
+
+
 def accepted_timeline(env: BenchEnv) -> list[tuple[int, int]]:
     """(batch finish ms, cumulative input events) from the pipeline's progress file,
     from :attr:`BenchEnv.accepted_after_ms` on."""
@@ -409,6 +425,8 @@ def scenario_figures(
     if env.broker_sampler is not None:
         figures["broker_peak_rss_mb"] = round(env.broker_sampler.peak_rss_bytes() / 2**20)
     figures["_accepted"] = accepted_timeline(env)
+    if due:
+        figures["hold_rows_per_schedule"] = round(hold_rows(env) / len(due), 2)
     figures["executors"] = executor_work(env)
     if env.committers:
         figures["committers"] = committer_shares(env, deliveries, due, (load_from, load_to))

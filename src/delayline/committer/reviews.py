@@ -27,8 +27,13 @@ from delayline.contract.checks import fired_offset, key_id
 from delayline.contract.records import review_tombstone
 from delayline.core.model import Headers
 from delayline.errors import DelaylineError
+from delayline.kafka.produce import produce_one
 
 log = logging.getLogger(__name__)
+
+WRITE_TIMEOUT_MS = 5_000
+"""How long writing a review tombstone may take before the watch tries again at its next
+read."""
 
 
 class Reviews:
@@ -91,6 +96,12 @@ class Reviews:
                 return
             del self._unwritten[0]
             self.written += 1
+
+    @classmethod
+    def to_kafka(cls, later: LaterRecords, bootstrap_servers: str) -> Reviews:
+        """Reviews written to Kafka at ``bootstrap_servers`` (an idempotent producer of
+        its own each time: they are rare)."""
+        return cls(later, lambda record: produce_one(bootstrap_servers, record, WRITE_TIMEOUT_MS))
 
     @property
     def waiting(self) -> bool:

@@ -12,7 +12,8 @@ later record of its id ends, by the hold's own rules:
   (:func:`delayline.core.versions.supersedes`) ends it;
 * a valid newer version ends it too; the hold plans the newer one as it would any;
 * an invalid record, an older version, delayline's own tombstones and copies of the
-  version itself end nothing.
+  version itself end nothing (of the tombstones, those the hold drops unread are looked
+  at once more: :mod:`delayline.committer.reviews`).
 
 Each record is parsed as it is read, and only what ends a version is remembered: its
 kind and its place among its id's versions (:class:`Later`), not the record.
@@ -62,7 +63,6 @@ from delayline.contract.records import is_own_tombstone, skippable_tombstone
 from delayline.core.model import Cancel, Schedule
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
-from delayline.kafka.produce import produce_one
 from delayline.kafka.reader import (
     acknowledged_ends,
     message_headers,
@@ -90,9 +90,6 @@ REREAD_FETCH_WAIT_MS = 10
 """The hold of :meth:`InputWatch.reread`'s fetches."""
 READ_AHEAD_MS = 20
 """How long before a delivery's commit time the committer reads the input to its end."""
-REVIEW_TIMEOUT_MS = 5_000
-"""How long writing a review tombstone may take before the watch tries again at its next
-read."""
 
 
 class InputWatch:
@@ -139,9 +136,7 @@ class InputWatch:
         """Per input partition, the offset up to which everything was read (the next
         to read): moved on by each record, each end of partition seen and the consumer's
         own position (past transaction markers and aborted records)."""
-        self.reviews = Reviews(
-            self.later, lambda record: produce_one(bootstrap_servers, record, REVIEW_TIMEOUT_MS)
-        )
+        self.reviews = Reviews.to_kafka(self.later, bootstrap_servers)
         """Own tombstones the hold must read after all (:mod:`delayline.committer.reviews`)."""
         self.taken: dict[tuple[str, int], int] | None = None
         """The pipeline's progress, as :meth:`LaterRecords.expire` takes it (set by the

@@ -3,7 +3,8 @@
 The watch (:class:`delayline.committer.watch.InputWatch`) reads every record of the input
 topics: each schedule written, and delayline's own tombstone after each delivery, so
 two records a schedule. This makes ``--records`` schedules (header contract, UUID ids,
-four headers, a 100-byte payload) and as many of delayline's own tombstones, as
+four headers, a 100-byte payload) and as many of delayline's own tombstones (marked as
+a hand-over marks them), as
 confluent-kafka messages like those its consumer returns, and times
 :meth:`InputWatch.take_batch` over them in the batches :meth:`InputWatch.poll` takes: the
 schedules alone, the tombstones alone, then both interleaved as they arrive.
@@ -34,6 +35,9 @@ from delayline.contract.topology import Topology
 
 TOPIC = "schedules"
 PARTITIONS = 12
+MARK = b"0123456789abcdef"
+"""The mark of the start whose hand-over wrote the tombstones: the watch looks whether
+the hold must read each after all (:mod:`delayline.committer.reviews`)."""
 
 
 def messages(records: int, now_ms: int) -> tuple[list[Message], list[Message]]:
@@ -54,7 +58,8 @@ def messages(records: int, now_ms: int) -> tuple[list[Message], list[Message]]:
         )  # fmt: skip
         tombstones.append(
             Message(topic=TOPIC, partition=partition, offset=offset + 1, key=key, value=None,
-                    headers=[(h.FIRED_OFFSET, str(offset).encode())], timestamp=(1, now_ms))
+                    headers=[(h.FIRED_OFFSET, str(offset).encode()), (h.PLAN, MARK)],
+                    timestamp=(1, now_ms))
         )  # fmt: skip
     return schedules, tombstones
 

@@ -23,7 +23,6 @@ from confluent_kafka import KafkaException
 
 from delayline.committer.later import LaterRecords
 from delayline.contract import OutgoingRecord
-from delayline.contract.checks import fired_offset, key_id
 from delayline.contract.records import review_tombstone
 from delayline.core.model import Headers
 from delayline.errors import DelaylineError
@@ -51,34 +50,38 @@ class Reviews:
         self.write = write
         self.written = 0
         """Review tombstones written."""
-        self._read: list[tuple[str, int, int, bytes, Headers]] = []
+        self._read: list[tuple[str, int, int, bytes, Headers, str, int]] = []
         self._unwritten: list[OutgoingRecord] = []
 
-    def read(self, topic: str, partition: int, offset: int, key: bytes, headers: Headers) -> None:
-        """A skippable own tombstone was read
-        (:func:`~delayline.contract.records.skippable_tombstone`); call :meth:`look`
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes,
+        headers: Headers,
+        schedule_id: str,
+        fired_offset: int,
+    ) -> None:
+        """A skippable own tombstone (of ``schedule_id``, naming ``fired_offset``) was
+        read (:func:`~delayline.contract.records.skippable_tombstone`); call :meth:`look`
         once the records read with it are noted."""
-        self._read.append((topic, partition, offset, key, headers))
+        self._read.append((topic, partition, offset, key, headers, schedule_id, fired_offset))
 
     def look(self) -> None:
         """Review each tombstone read since the last look that a remembered record of
         its id lands before (after the version it names), then write what waits."""
-        spans: list[tuple[str, str, int, int, int]] = []
-        kept: list[tuple[str, int, int, bytes, Headers]] = []
-        for topic, partition, offset, key, headers in self._read:
-            fired, sid = fired_offset(headers), key_id(key)
-            if fired is not None and sid is not None:  # an own tombstone names both
-                spans.append((topic, sid, partition, fired, offset))
-                kept.append((topic, partition, offset, key, headers))
-        self._read = []
-        for (topic, partition, offset, key, headers), span, landed in zip(
-            kept, spans, self.later.lands_each(spans), strict=True
+        read, self._read = self._read, []
+        spans = [(topic, sid, partition, fired, offset)
+                 for topic, partition, offset, _, _, sid, fired in read]  # fmt: skip
+        for (topic, partition, offset, key, headers, sid, fired), landed in zip(
+            read, self.later.lands_each(spans), strict=True
         ):
             if landed:
                 log.info(
                     "committer watch: a record of %r landed in %s/%d between the version "
                     "at offset %d and its tombstone at %d: asking the hold to read that",
-                    span[1], topic, partition, span[3], offset,
+                    sid, topic, partition, fired, offset,
                 )  # fmt: skip
                 self._unwritten.append(review_tombstone(topic, partition, key, headers))
         self.flush()

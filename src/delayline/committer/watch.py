@@ -59,7 +59,7 @@ from delayline.committer.later import HOT_RECORDS, MEMORY_MS, Later, LaterRecord
 from delayline.committer.reviews import Reviews
 from delayline.contract.checks import ScheduleFields
 from delayline.contract.contracts import InputParser
-from delayline.contract.records import is_own_tombstone, skippable_tombstone
+from delayline.contract.records import own_tombstone_of, skippable_tombstone
 from delayline.core.model import Cancel, Schedule
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
@@ -368,11 +368,12 @@ class InputWatch:
         self.read += 1
         if msg.value() is None:
             headers = message_headers(msg)
-            if is_own_tombstone(msg.key(), headers):
+            own = own_tombstone_of(msg.key(), headers)
+            if own is not None:
                 # One follows each hand-over: it ends nothing, and is not parsed.
                 if arrived and skippable_tombstone(headers):
                     place = (msg.topic() or "", msg.partition() or 0, msg.offset() or 0)
-                    self.reviews.read(*place, msg.key() or b"", headers)
+                    self.reviews.read(*place, msg.key() or b"", headers, *own)
                 return None
         record = to_consumed_record(msg)
         parsed = self.parse.classify(record)

@@ -168,7 +168,17 @@ def is_own_tombstone(key: bytes | None, headers: Headers) -> bool:
     after a delivery: exactly when every contract's parser makes it a :class:`Cancel`
     naming the offset that fired (:func:`parse_tombstone`), without making one (the
     committer's watch reads one after each delivery, and skips it)."""
-    return key_id(key) is not None and fired_offset(headers) is not None
+    return own_tombstone_of(key, headers) is not None
+
+
+def own_tombstone_of(key: bytes | None, headers: Headers) -> tuple[str, int] | None:
+    """The schedule id and fired offset of delayline's own tombstone with ``key`` and
+    ``headers`` (see :func:`is_own_tombstone`); ``None`` for any other tombstone."""
+    schedule_id = key_id(key)
+    if schedule_id is None:
+        return None
+    fired = fired_offset(headers)
+    return None if fired is None else (schedule_id, fired)
 
 
 def skippable_tombstone(headers: Headers) -> bool:
@@ -177,8 +187,12 @@ def skippable_tombstone(headers: Headers) -> bool:
     (:data:`~delayline.contract.headers.PLAN`), not asking for review
     (:data:`~delayline.contract.headers.REVIEW`). The committer's watch looks, for each,
     whether the hold must read it after all (:func:`review_tombstone`)."""
-    names = [name for name, _ in headers]
-    return h.PLAN in names and h.REVIEW not in names
+    marked = False
+    for name, _ in headers:
+        if name == h.REVIEW:
+            return False
+        marked = marked or name == h.PLAN
+    return marked
 
 
 def build_schedule(

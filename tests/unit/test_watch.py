@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +24,6 @@ from delayline.contract import headers as h
 from delayline.contract.contracts import InputParser
 from delayline.contract.topology import Topology
 from delayline.core.model import Parsed, Schedule, SourceRef
-from delayline.errors import DeliveryError
 from delayline.fire.inflight import render_inflight
 from tests.inflight import read_into
 
@@ -434,18 +433,21 @@ def test_the_watch_classifies_header_records_as_the_parser_does() -> None:
     assert {None, CANCEL, UPDATE} <= set(answers)
 
 
-def test_a_record_between_a_version_and_its_tombstone_is_found_in_its_partition_only() -> None:
+def test_a_version_between_a_version_and_its_tombstone_is_found_in_its_partition_only() -> None:
     later = memory()
     remember(later, record(6), 0)  # a newer version, at 6
-    remember(later, record(9, None, partition=1, ts=5_000), 0)  # a cancel, elsewhere
+    remember(later, record(9, partition=1, ts=5_000), 0)  # a version, elsewhere
+    remember(later, record(12, None), 0)  # a cancel: it leaves nothing to hide
     spans = [(TOPIC, "a", 0, 5, 7), (TOPIC, "a", 0, 6, 7), (TOPIC, "a", 0, 3, 6),
              (TOPIC, "a", 1, 8, 10), (TOPIC, "a", 1, 0, 9), (TOPIC, "b", 0, 5, 7),
-             ("other", "a", 0, 5, 7)]  # fmt: skip
-    assert later.lands_each(spans) == [True, False, False, True, False, False, False]
-    assert later.lands_each([]) == []
+             ("other", "a", 0, 5, 7), (TOPIC, "a", 0, 10, 14)]  # fmt: skip
+    assert later.versions_between_each(spans) == [True, False, False, True, False, False,
+                                                  False, False]  # fmt: skip
+    assert later.versions_between_each([]) == []
 
 
 MARK = b"0123456789abcdef"
+PLAN = (h.PLAN, MARK)
 
 
 def _message(
@@ -464,46 +466,98 @@ def _version(offset: int) -> Message:
     return _message(offset, b"v", [(h.EPOCH, b"20"), (h.TARGET_TOPIC, b"target")])
 
 
-def _watch(written: list[OutgoingRecord], fail: list[bool]) -> InputWatch:
+class FakeWriter:
+    """Queues what is sent; :meth:`serve` answers it, failing the next ``fail`` ones;
+    refuses sends while ``full``."""
+
+    def __init__(self) -> None:
+        self.queued: list[tuple[OutgoingRecord, Callable[[str | None], None]]] = []
+        self.written: list[OutgoingRecord] = []
+        self.fail = 0
+        self.full = False
+        self.closed = False
+
+    def send(self, record: OutgoingRecord, done: Callable[[str | None], None]) -> bool:
+        if self.full:
+            return False
+        self.queued.append((record, done))
+        return True
+
+    def serve(self) -> None:
+        queued, self.queued = self.queued, []
+        for record, done in queued:
+            if self.fail:
+                self.fail -= 1
+                done("broker away")
+            else:
+                self.written.append(record)
+                done(None)
+
+    def close(self, timeout_s: float) -> None:
+        self.closed = True
+
+
+def _watch(writer: FakeWriter) -> InputWatch:
     watch = InputWatch("unused:9092", PARSE, lambda: 0, hot_records=HOT[-1])
+    watch.reviews.writer = writer
     watch.close()
-
-    def write(out: OutgoingRecord) -> None:
-        if fail and fail.pop():
-            raise DeliveryError([(out.topic, "broker away")])
-        written.append(out)
-
-    watch.reviews.write = write
     return watch
 
 
-def test_the_watch_asks_the_hold_to_read_a_marked_tombstone_a_record_landed_before() -> None:
+def test_the_watch_asks_the_hold_to_read_a_marked_tombstone_a_version_landed_before() -> None:
     """A version (5), its update written while the batch that raised 5 ran (6), then the
     hand-over's tombstone of 5 (7), marked: the hold would drop that tombstone, which
-    hides 6 from compaction, so the watch writes it again marked for review. Nothing
-    landed between 8 and its tombstone at 9: no review. A tombstone marked for review
-    already, or not marked, is the hold's to read anyway."""
-    written: list[OutgoingRecord] = []
-    watch = _watch(written, [])
-    plan = (h.PLAN, MARK)
-    watch.take_batch([_version(5), _version(6), _own(7, 5, plan)], 0, [])
-    assert [(r.topic, r.partition, r.key, r.value) for r in written] == [(TOPIC, 0, b"a", None)]
-    assert written[0].headers == ((h.FIRED_OFFSET, b"5"), plan, (h.REVIEW, b"1"))
-    watch.take_batch([_version(8), _own(9, 8, plan)], 0, [])
-    watch.take_batch([_version(10), _version(11), _own(12, 10, plan, (h.REVIEW, b"1"))], 0, [])
-    watch.take_batch([_version(13), _version(14), _own(15, 13)], 0, [])
-    assert len(written) == 1
-    assert watch.reviews.written == 1
-
-
-def test_a_review_not_written_is_written_at_a_later_read_in_order() -> None:
-    written: list[OutgoingRecord] = []
-    fail = [False, True]  # popped from the end: the first write fails
-    watch = _watch(written, fail)
-    plan = (h.PLAN, MARK)
-    watch.take_batch([_version(5), _version(6), _own(7, 5, plan)], 0, [])
-    assert written == []
+    hides 6 from compaction, so the watch writes it again marked for review, without
+    waiting for Kafka. Nothing landed between 8 and its tombstone at 9, and only a cancel
+    between 10 and 12: no review. A tombstone marked for review already, or not marked,
+    is the hold's to read anyway."""
+    writer = FakeWriter()
+    watch = _watch(writer)
+    watch.take_batch([_version(5), _version(6), _own(7, 5, PLAN)], 0, [])
+    assert writer.written == [], "sent, not waited for"
     assert watch.reviews.waiting
-    watch.take_batch([_version(8), _version(9), _own(10, 8, plan)], 0, [])
-    assert [r.headers[0] for r in written] == [(h.FIRED_OFFSET, b"5"), (h.FIRED_OFFSET, b"8")]
+    watch.take_batch([_version(8), _own(9, 8, PLAN)], 0, [])
+    assert [(r.topic, r.partition, r.key, r.value) for r in writer.written] == [
+        (TOPIC, 0, b"a", None)
+    ]
+    assert writer.written[0].headers == ((h.FIRED_OFFSET, b"5"), PLAN, (h.REVIEW, b"1"))
+    watch.take_batch([_version(10), _message(11, None, []), _own(12, 10, PLAN)], 0, [])
+    watch.take_batch([_version(13), _version(14), _own(15, 13, PLAN, (h.REVIEW, b"1"))], 0, [])
+    watch.take_batch([_version(16), _version(17), _own(18, 16)], 0, [])
+    watch.reviews.flush()
+    assert len(writer.written) == 1
+    assert watch.reviews.written == 1
+    assert not watch.reviews.waiting
+    watch.reviews.close()
+    assert writer.closed
+
+
+def test_a_tombstone_of_a_version_older_than_the_watch_is_reviewed() -> None:
+    """The watch began reading the partition at 100 (a rebuild, a pipeline catching up):
+    what lies between a version before that and its tombstone it cannot know."""
+    writer = FakeWriter()
+    watch = _watch(writer)
+    watch.started = {(TOPIC, 0): 100}
+    watch.take_batch([_own(120, 50, PLAN), _version(130), _own(140, 130, PLAN)], 0, [])
+    watch.reviews.flush()
+    assert [r.headers[0] for r in writer.written] == [(h.FIRED_OFFSET, b"50")]
+
+
+def test_a_review_not_written_is_sent_again_at_a_later_read() -> None:
+    writer = FakeWriter()
+    writer.fail = 1
+    watch = _watch(writer)
+    watch.take_batch([_version(5), _version(6), _own(7, 5, PLAN)], 0, [])
+    watch.reviews.flush()  # answered: failed, so kept
+    assert writer.written == []
+    assert watch.reviews.waiting
+    writer.full = True  # the producer's queue is full: kept, nothing waits for it
+    watch.take_batch([_version(8), _version(9), _own(10, 8, PLAN)], 0, [])
+    assert writer.queued == []
+    writer.full = False
+    watch.reviews.flush()
+    watch.reviews.flush()
+    assert sorted(r.headers[0] for r in writer.written) == [
+        (h.FIRED_OFFSET, b"5"), (h.FIRED_OFFSET, b"8")
+    ]  # fmt: skip
     assert not watch.reviews.waiting

@@ -243,7 +243,9 @@ def executor_work(env: BenchEnv) -> dict[str, dict[str, int]]:
 def hold_rows(env: BenchEnv) -> int:
     """Input rows the hold folded (:data:`HOLD_ROW_KINDS`) in the batches that finished
     from :attr:`BenchEnv.accepted_after_ms` on, by the pipeline's progress file: a
-    schedule's own, plus its own tombstone where the hold reads that back."""
+    schedule's own, plus its own tombstone where the hold reads that back. Exact when an
+    id has one record a batch, as in the bench's scenarios (the fold reports a version
+    replaced within its batch by no count of its own)."""
     if not env.progress_file.exists():
         return 0
     total = 0

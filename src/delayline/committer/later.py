@@ -214,15 +214,14 @@ class LaterRecords:
             for version, source, kind in zip(versions, sources, found, strict=True)
         ]
 
-    def lands_each(self, spans: Sequence[tuple[str, str, int, int, int]]) -> list[bool]:
+    def versions_between_each(self, spans: Sequence[tuple[str, str, int, int, int]]) -> list[bool]:
         """For each of ``spans`` (topic, schedule id, partition, low, high), whether a
-        remembered record of that id lies in that partition strictly between offsets
-        ``low`` and ``high`` (a cancel, a valid version or a copy: what the watch keeps).
-        The columns are searched once for them all, and only for those not kept as
-        objects."""
+        remembered valid version of that id (:data:`UPDATE`: a newer one, or a copy)
+        lies in that partition strictly between offsets ``low`` and ``high``. The
+        columns are searched once for them all, and only for those not kept as objects."""
         found = [
             any(
-                later.partition == partition and low < later.offset < high
+                later.kind == UPDATE and later.partition == partition and low < later.offset < high
                 for later in _laters(self._by_id.get(topic, {}).get(sid))
             )
             for topic, sid, partition, low, high in spans
@@ -230,7 +229,8 @@ class LaterRecords:
         columns = self._columns
         rest = [i for i, hit in enumerate(found) if not hit]
         if columns is not None and rest:
-            for i, hit in zip(rest, columns.lands_each([spans[i] for i in rest]), strict=True):
+            there = columns.versions_between_each([spans[i] for i in rest])
+            for i, hit in zip(rest, there, strict=True):
                 found[i] = hit
         return found
 

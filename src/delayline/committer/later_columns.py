@@ -111,11 +111,13 @@ class LaterColumns:
             )
         return found
 
-    def lands_each(self, spans: Sequence[tuple[str, str, int, int, int]]) -> list[bool]:
+    def versions_between_each(self, spans: Sequence[tuple[str, str, int, int, int]]) -> list[bool]:
         """For each of ``spans`` (topic, schedule id, partition, low, high), whether a
-        record of that id is remembered in that partition with an offset strictly
-        between ``low`` and ``high``. Each run is searched once for them all."""
+        valid version of that id (an :data:`~delayline.committer.later.UPDATE`) is
+        remembered in that partition with an offset strictly between ``low`` and
+        ``high``. Each run is searched once for them all."""
         found = [False] * len(spans)
+        update = KINDS.index(UPDATE)
         wanted = [
             (crc_of(sid), self._place_ids.get((topic, partition)), low, high)
             for topic, sid, partition, low, high in spans
@@ -124,7 +126,7 @@ class LaterColumns:
             crc, place, low, high = wanted[i]
             found[i] = found[i] or any(
                 int(row["crc"]) == crc and int(row["place"]) == place
-                and low < int(row["offset"]) < high
+                and int(row["kind"]) == update and low < int(row["offset"]) < high
                 for row in (run.rows[r] for r in rows)
             )  # fmt: skip
         return found

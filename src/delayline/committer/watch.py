@@ -56,7 +56,7 @@ from confluent_kafka.admin import AdminClient
 
 from delayline.committer.arrivals import Arrivals
 from delayline.committer.later import HOT_RECORDS, MEMORY_MS, Later, LaterRecords, later_from
-from delayline.committer.reviews import Reviews
+from delayline.committer.reviews import KafkaReviewWriter, Reviews
 from delayline.contract.checks import ScheduleFields
 from delayline.contract.contracts import InputParser
 from delayline.contract.records import own_tombstone_of, skippable_tombstone
@@ -136,7 +136,11 @@ class InputWatch:
         """Per input partition, the offset up to which everything was read (the next
         to read): moved on by each record, each end of partition seen and the consumer's
         own position (past transaction markers and aborted records)."""
-        self.reviews = Reviews.to_kafka(self.later, bootstrap_servers)
+        self.started: dict[tuple[str, int], int] = {}
+        """Where :meth:`start` began reading each input partition."""
+        self.reviews = Reviews(
+            self.later, KafkaReviewWriter(bootstrap_servers), lambda: self.started
+        )
         """Own tombstones the hold must read after all (:mod:`delayline.committer.reviews`)."""
         self.taken: dict[tuple[str, int], int] | None = None
         """The pipeline's progress, as :meth:`LaterRecords.expire` takes it (set by the
@@ -170,6 +174,7 @@ class InputWatch:
         self._consumer.assign(assigned)
         # Read from there: what comes before is not the watch's (a re-read reaches back).
         self.positions = {(tp.topic, tp.partition): tp.offset for tp in assigned}
+        self.started = dict(self.positions)
         self._assigned = [(tp.topic, tp.partition) for tp in starts]
         ends: dict[tuple[str, int], int] = {}
         deadline = time.monotonic() + 30
@@ -332,6 +337,7 @@ class InputWatch:
         """Release the consumer (the arrivals it tells are down until another reads)."""
         if self.arrivals is not None:
             self.arrivals.stop()
+        self.reviews.close()
         self._consumer.close()
 
     def _starts(

@@ -221,6 +221,6 @@ def without_settled_tombstones(records: DataFrame, mark: str) -> DataFrame:
 
     settled = (
         f"value IS NULL AND {_first_value(h.PLAN)} = cast({_sql(mark)} AS BINARY)"
-        f" AND {_position(h.REVIEW)} = 0"
+        f" AND {_position(h.FIRED_OFFSET)} > 0 AND {_position(h.REVIEW)} = 0"
     )
     return records.where(F.expr(f"NOT coalesce({settled}, false)"))

@@ -135,10 +135,12 @@ class Hold(abc.ABC):
         on them (:data:`delayline.contract.headers.PLAN`). Sound because the rules make
         such a tombstone change nothing here: the version it names was raised, so no
         longer held, by a batch of this start (one replayed within the start raises it
-        again, the same way); what it could still do, hide a newer version of its id
-        from compaction, the committer's watch sees and asks for
-        (:data:`delayline.contract.headers.REVIEW`). ``None``: every tombstone is read,
-        none is marked."""
+        again, the same way); what it could still do, hide from compaction a version of
+        its id that landed before it (a newer one, or a copy read back late), the
+        committer's watch sees and asks the hold to read
+        (:data:`delayline.contract.headers.REVIEW`), and it asks too when it cannot
+        tell (the version is older than what it read: a rebuild, a catch-up).
+        ``None``: every tombstone is read, none is marked."""
 
     @abc.abstractmethod
     def stage(self, records: DataFrame) -> DataFrame:

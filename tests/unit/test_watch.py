@@ -467,31 +467,34 @@ def _version(offset: int) -> Message:
 
 
 class FakeWriter:
-    """Queues what is sent; :meth:`serve` answers it, failing the next ``fail`` ones;
-    refuses sends while ``full``."""
+    """Queues what is sent; each :meth:`serve` answers what was queued before the serve
+    before it (Kafka answers a while later), failing the next ``fail`` ones (retriably
+    unless ``for_good``); refuses sends while ``full``."""
 
     def __init__(self) -> None:
-        self.queued: list[tuple[OutgoingRecord, Callable[[str | None], None]]] = []
+        self.queued: list[tuple[OutgoingRecord, Callable[[str | None, bool], None]]] = []
+        self.in_flight: list[tuple[OutgoingRecord, Callable[[str | None, bool], None]]] = []
         self.written: list[OutgoingRecord] = []
         self.fail = 0
+        self.for_good = False
         self.full = False
         self.closed = False
 
-    def send(self, record: OutgoingRecord, done: Callable[[str | None], None]) -> bool:
+    def send(self, record: OutgoingRecord, done: Callable[[str | None, bool], None]) -> bool:
         if self.full:
             return False
         self.queued.append((record, done))
         return True
 
     def serve(self) -> None:
-        queued, self.queued = self.queued, []
-        for record, done in queued:
+        answered, self.in_flight, self.queued = self.in_flight, self.queued, []
+        for record, done in answered:
             if self.fail:
                 self.fail -= 1
-                done("broker away")
+                done("broker away", not self.for_good)
             else:
                 self.written.append(record)
-                done(None)
+                done(None, True)
 
     def close(self, timeout_s: float) -> None:
         self.closed = True
@@ -499,8 +502,8 @@ class FakeWriter:
 
 def _watch(writer: FakeWriter) -> InputWatch:
     watch = InputWatch("unused:9092", PARSE, lambda: 0, hot_records=HOT[-1])
+    watch.close()  # its consumer is not used: the records are handed to it
     watch.reviews.writer = writer
-    watch.close()
     return watch
 
 
@@ -514,13 +517,15 @@ def test_the_watch_asks_the_hold_to_read_a_marked_tombstone_a_version_landed_bef
     writer = FakeWriter()
     watch = _watch(writer)
     watch.take_batch([_version(5), _version(6), _own(7, 5, PLAN)], 0, [])
-    assert writer.written == [], "sent, not waited for"
+    assert [r.headers for r, _ in writer.in_flight] == [
+        ((h.FIRED_OFFSET, b"5"), PLAN, (h.REVIEW, b"1"))
+    ], "sent at once"
+    assert writer.written == [], "not waited for"
     assert watch.reviews.waiting
     watch.take_batch([_version(8), _own(9, 8, PLAN)], 0, [])
     assert [(r.topic, r.partition, r.key, r.value) for r in writer.written] == [
         (TOPIC, 0, b"a", None)
     ]
-    assert writer.written[0].headers == ((h.FIRED_OFFSET, b"5"), PLAN, (h.REVIEW, b"1"))
     watch.take_batch([_version(10), _message(11, None, []), _own(12, 10, PLAN)], 0, [])
     watch.take_batch([_version(13), _version(14), _own(15, 13, PLAN, (h.REVIEW, b"1"))], 0, [])
     watch.take_batch([_version(16), _version(17), _own(18, 16)], 0, [])
@@ -532,32 +537,52 @@ def test_the_watch_asks_the_hold_to_read_a_marked_tombstone_a_version_landed_bef
     assert writer.closed
 
 
-def test_a_tombstone_of_a_version_older_than_the_watch_is_reviewed() -> None:
-    """The watch began reading the partition at 100 (a rebuild, a pipeline catching up):
-    what lies between a version before that and its tombstone it cannot know."""
+def test_a_tombstone_of_a_version_older_than_the_watch_is_reviewed_until_the_pipeline_passes() -> (
+    None
+):
+    """The watch began reading the partition at 100 (after a rebuild, or behind a
+    pipeline catching up): what landed between a version before that and its tombstone
+    it cannot know, while the pipeline still reads before 100 too. Once the pipeline's
+    checkpoint says it read past 100, every version it hands over is followed by what
+    the watch read. Another partition's start says nothing of this one."""
     writer = FakeWriter()
     watch = _watch(writer)
-    watch.started = {(TOPIC, 0): 100}
-    watch.take_batch([_own(120, 50, PLAN), _version(130), _own(140, 130, PLAN)], 0, [])
+    watch.started = {(TOPIC, 0): 100, (TOPIC, 1): 0}
+    watch.taken = {}  # the pipeline's checkpoint names no batch yet
+    # (The records are all of one id: a version at 130 lies in any span around it.)
+    watch.take_batch([_own(120, 50, PLAN), _own(121, 100, PLAN), _version(130),
+                      _own(140, 130, PLAN)], 0, [])  # fmt: skip
+    watch.taken = {(TOPIC, 0): 100}
+    watch.take_batch([_own(125, 60, PLAN)], 0, [])
+    watch.taken = None  # a committer without the checkpoint: it cannot know
+    watch.take_batch([_own(126, 70, PLAN)], 0, [])
     watch.reviews.flush()
-    assert [r.headers[0] for r in writer.written] == [(h.FIRED_OFFSET, b"50")]
+    watch.reviews.flush()
+    assert [r.headers[0] for r in writer.written] == [
+        (h.FIRED_OFFSET, b"50"), (h.FIRED_OFFSET, b"70")
+    ]  # fmt: skip
 
 
-def test_a_review_not_written_is_sent_again_at_a_later_read() -> None:
+def test_a_review_that_failed_is_sent_again_at_the_next_read_and_one_refused_is_dropped() -> None:
     writer = FakeWriter()
     writer.fail = 1
     watch = _watch(writer)
     watch.take_batch([_version(5), _version(6), _own(7, 5, PLAN)], 0, [])
-    watch.reviews.flush()  # answered: failed, so kept
-    assert writer.written == []
-    assert watch.reviews.waiting
+    assert (len(writer.in_flight), writer.written) == (1, []), "sent"
     writer.full = True  # the producer's queue is full: kept, nothing waits for it
     watch.take_batch([_version(8), _version(9), _own(10, 8, PLAN)], 0, [])
-    assert writer.queued == []
+    assert writer.written == [], "the first failed; the second not taken"
+    assert watch.reviews.waiting
     writer.full = False
-    watch.reviews.flush()
+    watch.reviews.flush()  # both sent now: the failed one again, and the one kept
     watch.reviews.flush()
     assert sorted(r.headers[0] for r in writer.written) == [
         (h.FIRED_OFFSET, b"5"), (h.FIRED_OFFSET, b"8")
     ]  # fmt: skip
+    assert not watch.reviews.waiting
+    writer.fail, writer.for_good = 1, True  # refused for good (authorization): dropped
+    watch.take_batch([_version(11), _version(12), _own(13, 11, PLAN)], 0, [])
+    watch.reviews.flush()
+    watch.reviews.flush()
+    assert (watch.reviews.written, watch.reviews.dropped) == (2, 1)
     assert not watch.reviews.waiting

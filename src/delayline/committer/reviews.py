@@ -8,17 +8,19 @@ older one) is hidden by it from compaction, and the hold never rewrites it. The 
 reads every input record, so for each such tombstone it looks whether a valid version
 of its id landed in its partition between the version it names and it (what
 :class:`~delayline.committer.later.LaterRecords` keeps; a cancel there leaves nothing
-to hide), or whether that span begins before the watch began reading the partition (it
-cannot tell: a rebuild or a pipeline catching up hands over versions older than the
-watch). Then it writes the tombstone again after itself, marked for review
-(:func:`~delayline.contract.records.review_tombstone`): the hold reads that one as it
-read every own tombstone before. A review written twice (by two committers, or again
+to hide), or whether that span begins before the watch began reading the partition
+while the pipeline still reads before that too (it cannot tell: after a rebuild, or a
+pipeline catching up, a batch hands over versions whose successors the watch never
+read; once the pipeline reads past where the watch began, every version it hands over
+is followed by what the watch read). Then it writes the tombstone again after itself,
+marked for review (:func:`~delayline.contract.records.review_tombstone`): the hold reads
+that one as it read every own tombstone before. A review written twice (by two committers, or again
 after a restart) is read twice, to the same effect.
 
 Reviews are written by a producer of their own, without waiting: the watch runs on the
 committer's thread, whose deliveries wait for it (a write that waited for Kafka there
-held up the read barrier). One that fails is written again at the next look. Pure but
-for the producer, which is passed in.
+held up the read barrier). One that fails retriably is sent again at the next look; one
+that cannot be written is logged and dropped. Pure but for the producer, passed in.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Protocol
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from delayline.committer.later import LaterRecords
 from delayline.contract import OutgoingRecord
@@ -45,9 +47,10 @@ CLOSE_TIMEOUT_S = 5.0
 class ReviewWriter(Protocol):
     """Writes review tombstones without waiting for Kafka."""
 
-    def send(self, record: OutgoingRecord, done: Callable[[str | None], None]) -> bool:
-        """Queue ``record``; ``done`` is called later (from :meth:`serve`) with ``None``
-        once Kafka acknowledged it, or the error. False: not queued now (full)."""
+    def send(self, record: OutgoingRecord, done: Callable[[str | None, bool], None]) -> bool:
+        """Queue ``record``; ``done`` is called later, from :meth:`serve` only, with
+        ``None`` once Kafka acknowledged it, or the error and whether trying again may
+        help. False: not queued now (full, or the producer failed)."""
 
     def serve(self) -> None:
         """Call the ``done`` of what was acknowledged or failed since; never waits."""
@@ -63,21 +66,24 @@ class Reviews:
     Args:
         later: What the watch remembers of the records it read.
         writer: Where reviews go.
-        since: Where the watch began reading each input partition (topic, partition):
-            what lies before, it never read.
+        unseen: By input partition (topic, partition), the offset before which the
+            watch cannot tell what landed (where it began, while the pipeline still
+            reads before it); a partition not in it, the watch can.
     """
 
     def __init__(
         self,
         later: LaterRecords,
         writer: ReviewWriter,
-        since: Callable[[], Mapping[tuple[str, int], int]],
+        unseen: Callable[[], Mapping[tuple[str, int], int]],
     ) -> None:
         self.later = later
         self.writer = writer
-        self.since = since
+        self.unseen = unseen
         self.written = 0
         """Review tombstones Kafka acknowledged."""
+        self.dropped = 0
+        """Review tombstones Kafka refused for good."""
         self._read: list[tuple[str, int, int, bytes, Headers, str, int]] = []
         self._unsent: list[OutgoingRecord] = []
         self._sent = 0
@@ -103,15 +109,15 @@ class Reviews:
         the watch did; then send what waits and take what Kafka answered."""
         read, self._read = self._read, []
         if read:
-            since = self.since()
+            unseen = self.unseen()
             spans = [(topic, sid, partition, fired, offset)
                      for topic, partition, offset, _, _, sid, fired in read]  # fmt: skip
             landed = self.later.versions_between_each(spans)
             for (topic, partition, offset, key, headers, sid, fired), found in zip(
                 read, landed, strict=True
             ):
-                unseen = fired < since.get((topic, partition), 0)
-                if found or unseen:
+                blind = fired < unseen.get((topic, partition), 0)
+                if found or blind:
                     log.debug(
                         "committer watch: %s between the version of %r at %s/%d:%d and "
                         "its tombstone at %d: asking the hold to read that",
@@ -122,18 +128,19 @@ class Reviews:
         self.flush()
 
     def flush(self) -> None:
-        """Send the reviews waiting, and take what Kafka answered; never waits."""
+        """Send the reviews waiting, then take what Kafka answered (what failed
+        retriably is sent at the next call); never waits."""
+        todo, self._unsent = self._unsent, []
+        for record in todo:
+            if self.writer.send(record, partial(self._done, record)):
+                self._sent += 1
+            else:
+                self._unsent.append(record)
         self.writer.serve()
-        while self._unsent:
-            record = self._unsent[0]
-            if not self.writer.send(record, partial(self._done, record)):
-                break
-            del self._unsent[0]
-            self._sent += 1
 
     def close(self) -> None:
-        """Wait a little for what was sent, then let go (what is left, a restarted
-        watch's re-read finds again while its hand-overs are pending)."""
+        """Wait a little for what was sent, then let go: what is left unwritten is lost
+        (a restarted watch reads again only where :meth:`InputWatch.start` begins)."""
         self.writer.close(CLOSE_TIMEOUT_S)
 
     @property
@@ -141,14 +148,19 @@ class Reviews:
         """Whether tombstones wait to be looked at, or reviews to be sent or answered."""
         return bool(self._read or self._unsent or self._sent)
 
-    def _done(self, record: OutgoingRecord, error: str | None) -> None:
+    def _done(self, record: OutgoingRecord, error: str | None, retriable: bool) -> None:
         self._sent -= 1
         if error is None:
             self.written += 1
-            return
-        log.warning("committer watch: a review tombstone was not written (%s); again at "
-                    "the next read", error)  # fmt: skip
-        self._unsent.append(record)
+        elif retriable:
+            log.warning("committer watch: a review tombstone was not written (%s); again "
+                        "at the next read", error)  # fmt: skip
+            self._unsent.append(record)
+        else:
+            self.dropped += 1
+            log.error("committer watch: a review tombstone to %s/%s cannot be written (%s): "
+                      "the hold will not rewrite what it may hide", record.topic,
+                      record.partition, error)  # fmt: skip
 
 
 class KafkaReviewWriter:
@@ -159,20 +171,30 @@ class KafkaReviewWriter:
         self._bootstrap_servers = bootstrap_servers
         self._producer: Producer | None = None
 
-    def send(self, record: OutgoingRecord, done: Callable[[str | None], None]) -> bool:
-        if self._producer is None:
-            self._producer = Producer(
-                {**kafka_client_config(self._bootstrap_servers), "enable.idempotence": True}
-            )
+    def send(self, record: OutgoingRecord, done: Callable[[str | None, bool], None]) -> bool:
+        def delivered(error: KafkaError | None, _msg: object) -> None:
+            if error is None:
+                done(None, True)
+            else:
+                done(str(error), bool(error.retriable()) and not error.fatal())
+
         try:
+            if self._producer is None:
+                self._producer = Producer(
+                    {**kafka_client_config(self._bootstrap_servers),
+                     "enable.idempotence": True, "acks": "all"}
+                )  # fmt: skip
             self._producer.produce(
                 topic=record.topic, key=record.key, value=None,
                 partition=-1 if record.partition is None else record.partition,
-                headers=list(record.headers),
-                on_delivery=lambda error, _msg: done(None if error is None else str(error)),
+                headers=list(record.headers), on_delivery=delivered,
             )  # fmt: skip
-        except (BufferError, KafkaException) as exc:
-            log.debug("committer watch: a review tombstone not queued now: %s", exc)
+        except BufferError:
+            return False  # full: sent at the next look
+        except KafkaException as exc:
+            log.warning("committer watch: the review producer failed (%s); a new one at "
+                        "the next look", exc)  # fmt: skip
+            self._producer = None
             return False
         return True
 

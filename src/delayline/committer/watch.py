@@ -138,9 +138,7 @@ class InputWatch:
         own position (past transaction markers and aborted records)."""
         self.started: dict[tuple[str, int], int] = {}
         """Where :meth:`start` began reading each input partition."""
-        self.reviews = Reviews(
-            self.later, KafkaReviewWriter(bootstrap_servers), lambda: self.started
-        )
+        self.reviews = Reviews(self.later, KafkaReviewWriter(bootstrap_servers), self._unseen)
         """Own tombstones the hold must read after all (:mod:`delayline.committer.reviews`)."""
         self.taken: dict[tuple[str, int], int] | None = None
         """The pipeline's progress, as :meth:`LaterRecords.expire` takes it (set by the
@@ -393,6 +391,17 @@ class InputWatch:
         if found is None:
             return None
         return record.topic, *found
+
+    def _unseen(self) -> dict[tuple[str, int], int]:
+        """Where the watch began reading each input partition that the pipeline still
+        reads before (by its checkpoint, :attr:`taken`; all of them without one): what
+        the pipeline hands over from there, the watch cannot tell what followed."""
+        taken = self.taken
+        return {
+            place: start
+            for place, start in self.started.items()
+            if taken is None or taken.get(place, 0) < start
+        }
 
     def _report_arrived(self, now_ms: int) -> None:
         """Tell the arrivals what was counted since the last report (nothing, too: the

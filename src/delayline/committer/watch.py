@@ -277,8 +277,6 @@ class InputWatch:
         self._take_positions()
         now = self.now_ms()
         self._report_arrived(now)
-        if self.reviews.waiting:
-            self.reviews.look()
         self.later.expire(now, self.taken)
         return out
 

@@ -8,14 +8,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from delayline.bench import ladder
 from delayline.bench import sampler as s
+from delayline.bench.due_rung import delivered
 from delayline.bench.ladder import RungRun, costliest, size_total, table
 from delayline.bench.report import write_json
 from delayline.cli.bench_flags import _rungs
+from delayline.pipeline.metrics import PipelineMetrics
 
 
 def run(rung: str, total_us: float, *, warm: bool = True, jit: str = "c1") -> dict[str, Any]:
@@ -82,3 +86,13 @@ def test_size_total_reads_spark_s_formats_of_a_size_metric() -> None:
     assert size_total("1,023.0 B") == 1023
     assert size_total("total (min, med, max)\n0.0 B (0.0 B, 0.0 B, 0.0 B)") == 0
     assert size_total("") == 0
+
+
+def test_the_due_rung_counts_what_the_pipelines_metrics_say_was_delivered() -> None:
+    pipeline = SimpleNamespace(metrics=PipelineMetrics())
+    assert delivered(pipeline) == 0
+    pipeline.metrics.fired.inc(7)
+    pipeline.metrics.fired.inc(5)
+    assert delivered(pipeline) == 12
+    assert "due" in ladder.RUNGS
+    assert ladder.RUNGS.index("due") == ladder.RUNGS.index("full") + 1, "it adds to full"

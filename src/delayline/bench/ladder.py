@@ -8,13 +8,15 @@ growing pipeline; each rung adds one stage to the one before:
 3. ``shuffle``: + the shuffle by (topic, schedule id) the hold's grouping makes;
 4. ``hold``: + the hold (no fire stage);
 5. ``fire``: + the fire stage, ``--lead 0`` (the whole pipeline without the committer);
-6. ``full``: the whole pipeline with its default lead (committer, watch, waker).
+6. ``full``: the whole pipeline with its default lead (committer, watch, waker);
+7. ``due``: the same, every schedule falling due in the run: + raising, handing over and
+   delivering each (:mod:`delayline.bench.due_rung`).
 
 Each rung runs in a process of its own (:func:`main`, a fresh JVM): once cold, then
 again and again on fresh checkpoints until the warm-up time is over, then once more,
 warm. CPU is read from /proc over each run by role: Spark's JVM, the Python workers,
 the Python driver, and the broker. Rungs 1-4 read with Spark's ``availableNow`` trigger
-and rungs 5-6 with the pipeline's own, both capped at the pipeline's records per batch.
+and rungs 5-7 with the pipeline's own, both capped at the pipeline's records per batch.
 
 What differs between two rungs is what the added stage costs.
 """
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from delayline.bench.due_rung import delivered, due_run
 from delayline.bench.run import INPUT_KINDS
 from delayline.bench.sampler import cpu_by_role
 from delayline.contract.topology import Topology
@@ -43,7 +46,7 @@ from delayline.holds.hold import hold_for
 from delayline.kafka.topics import TopicsConfig, ensure_topics
 from delayline.pipeline.config import DEFAULT_LEAD_MS, JIT_OPTIONS, PipelineConfig
 
-RUNGS = ("source", "validate", "shuffle", "hold", "fire", "full")
+RUNGS = ("source", "validate", "shuffle", "hold", "fire", "full", "due")
 """The rungs, bottom up: each adds one stage to the one before."""
 WARM_UP_S = 180.0
 """How long each rung runs again before its warm run, unless ``--warm-up`` says."""
@@ -140,7 +143,8 @@ def _noop_run(rung: str, config: Any, broker_pid: int | None) -> RungRun:
 
 
 def _pipeline_run(rung: str, config: Any, count: int, broker_pid: int | None) -> RungRun:
-    """Rungs 5-6: the pipeline itself until it has read ``count`` records."""
+    """Rungs 5-7: the pipeline itself until it has read ``count`` records (``due``: until
+    it has delivered them)."""
     from delayline.pipeline.job import Pipeline  # noqa: PLC0415 - pyspark
     from delayline.pipeline.session import build_session  # noqa: PLC0415 - pyspark
 
@@ -167,6 +171,14 @@ def _pipeline_run(rung: str, config: Any, count: int, broker_pid: int | None) ->
     if not done.wait(TIMEOUT_S):
         stop.set()
         raise BenchError(f"rung {rung}: {read} of {count} records read in {TIMEOUT_S} s")
+    if rung == "due":
+        deadline = began + TIMEOUT_S
+        while (sent := delivered(job)) < count:
+            if time.monotonic() > deadline:
+                stop.set()
+                raise BenchError(f"rung due: {sent} of {count} delivered in {TIMEOUT_S} s")
+            time.sleep(0.1)
+        last = time.monotonic()
     seconds = last - began
     cpu = _minus(_cpu(broker_pid), before)
     crossed = crossed_bytes(spark, marks)  # before the stop, which ends the session
@@ -263,7 +275,9 @@ def run_rung(
             checkpoint_dir=config.checkpoint_dir.parent / f"{rung}-{n}",
             query_name=f"{config.query_name}-{rung}-{n}",
         )
-        if rung in ("fire", "full"):
+        if rung == "due":
+            fresh = due_run(fresh, count, n)  # its own schedules, written before the run
+        if rung in ("fire", "full", "due"):
             return _pipeline_run(rung, fresh, count, broker_pid)
         return _noop_run(rung, fresh, broker_pid)
 
@@ -397,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         query_name=name,
         java_options=spec["java_options"],
         trigger_interval_ms=100,
-        wake=spec["rung"] in ("fire", "full"),  # the pipeline makes its wake topic
+        wake=spec["rung"] in ("fire", "full", "due"),  # the pipeline makes its wake topic
         lead_ms=0 if spec["rung"] == "fire" else DEFAULT_LEAD_MS,
         driver_memory_mb=2048,
     )
@@ -405,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    if spec["rung"] in ("fire", "full"):
+    if spec["rung"] in ("fire", "full", "due"):
         ensure_topics(TopicsConfig(config.topology, partitions=4))
     for run in run_rung(
         spec["rung"], config, spec["count"], spec["warm_up_s"], spec["broker_pid"], say

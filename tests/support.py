@@ -11,6 +11,7 @@ from typing import TypeVar
 
 import httpx
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
@@ -18,6 +19,8 @@ from delayline.client import ClientConfig, Scheduler
 from delayline.contract.topology import Topology
 from delayline.dev.harness import PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
+from delayline.kafka.config import kafka_client_config
+from delayline.kafka.reader import acknowledged_ends
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 
@@ -98,6 +101,8 @@ class RunningPipeline:
     bootstrap: str
     topics: Topics
     process: PipelineProcess
+    progress: Path | None = None
+    """Its ``--progress-file``, if it has one."""
 
     def client(self, topic: str | None = None) -> Scheduler:
         return Scheduler(
@@ -112,22 +117,39 @@ class RunningPipeline:
 
 @contextmanager
 def running_pipeline(
-    bootstrap: str, checkpoint: Path, *extra: str, contracts: bool = False
+    bootstrap: str,
+    checkpoint: Path,
+    *extra: str,
+    contracts: bool = False,
+    progress: Path | None = None,
 ) -> Iterator[RunningPipeline]:
     """A pipeline with a 1 h maximum lateness over two fresh schedules topics (and an
-    envelope and a timer-request topic with ``contracts``)."""
+    envelope and a timer-request topic with ``contracts``), writing its batches' counts
+    to ``progress`` if given."""
     topics = make_topics(bootstrap, contracts)
     log = ARTIFACTS / f"pipeline-{topics.schedules}.log"
+    if progress is not None:
+        extra = (*extra, "--progress-file", str(progress))
     args = pipeline_args(topics, checkpoint, "--max-lateness", "1h", *extra)
     process = PipelineProcess(bootstrap, args, log)
     process.start()
     try:
         process.wait_ready()
-        yield RunningPipeline(bootstrap, topics, process)
+        yield RunningPipeline(bootstrap, topics, process, progress)
     finally:
         if process.proc is not None:
             code = process.terminate()
             assert code == 0, process.tail()
+
+
+def ends_now(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition's end offset of ``topic`` now: read from there (``read_topic(...,
+    since=)``), a test of the shared pipeline sees what it wrote after, not the whole
+    session's records (a reader of everything reads tens of thousands)."""
+    admin = AdminClient(kafka_client_config(bootstrap))
+    partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    ends = acknowledged_ends(admin, [(topic, p) for p in partitions], 10)
+    return {p: end for (_, p), end in ends.items()}
 
 
 def eventually(check: Callable[[], T | None], timeout_s: float, what: str) -> T:
@@ -189,9 +211,9 @@ def api_over(
 @contextmanager
 def shared_pipeline(bootstrap: str, tmp: pytest.TempPathFactory) -> Iterator[RunningPipeline]:
     """The session's one pipeline for the modules that need no flags of their own: two
-    schedules topics, an envelope and a timer-request topic, a metrics server, a 1 h
-    maximum lateness, and any target but ``forbidden-`` ones. Each test writes to
-    targets and ids of its own."""
+    schedules topics, an envelope and a timer-request topic, a metrics server, a
+    progress file, a 1 h maximum lateness, and any target but ``forbidden-`` ones. Each
+    test writes to targets and ids of its own."""
     with running_pipeline(
         bootstrap,
         tmp.mktemp("checkpoint"),
@@ -200,6 +222,7 @@ def shared_pipeline(bootstrap: str, tmp: pytest.TempPathFactory) -> Iterator[Run
         "--metrics-port",
         "0",
         contracts=True,
+        progress=tmp.mktemp("progress") / "progress.jsonl",
     ) as running:
         yield running
 

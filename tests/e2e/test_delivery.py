@@ -19,7 +19,7 @@ from delayline.core.model import Cancel, Invalid, Schedule
 from delayline.dev.harness import Delivery, DeliveryCollector
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import read_topic
-from tests.support import LATENESS_TOLERANCE_MS, RunningPipeline, eventually
+from tests.support import LATENESS_TOLERANCE_MS, RunningPipeline, ends_now, eventually
 
 
 def now_ms() -> int:
@@ -35,6 +35,7 @@ def by_id(deliveries: list[Delivery]) -> dict[str, list[Delivery]]:
 
 def test_on_time_with_exact_key_value_headers(pipeline: RunningPipeline) -> None:
     target = pipeline.target()
+    since = ends_now(pipeline.bootstrap, pipeline.topics.schedules)
     with DeliveryCollector(pipeline.bootstrap, [target, pipeline.topics.history]) as seen:
         with pipeline.client() as client:
             written = [
@@ -62,7 +63,7 @@ def test_on_time_with_exact_key_value_headers(pipeline: RunningPipeline) -> None
     # The schedules topic is shared: other tests' records (a refused target's, say) too.
     records = [
         r
-        for r in read_topic(pipeline.bootstrap, pipeline.topics.schedules)
+        for r in read_topic(pipeline.bootstrap, pipeline.topics.schedules, since=since)
         if r.key is not None and r.key.decode() in ids
     ]
     latest: dict[str, Schedule | Cancel] = {}
@@ -130,6 +131,7 @@ def test_update_moves_the_time_and_cancel_prevents_delivery(pipeline: RunningPip
 
 def test_past_due_fires_at_once_and_too_late_is_dead_lettered(pipeline: RunningPipeline) -> None:
     target = pipeline.target()
+    since = ends_now(pipeline.bootstrap, pipeline.topics.schedules)
     with DeliveryCollector(pipeline.bootstrap, [target, pipeline.topics.dead_letters]) as seen:
         with pipeline.client() as client:
             client.schedule("past-due", b"p", target, delay=0)
@@ -166,20 +168,25 @@ def test_past_due_fires_at_once_and_too_late_is_dead_lettered(pipeline: RunningP
     assert dead[0].value == b"old"
     assert not [d for d in deliveries if d.topic == target and d.value == b"old"]
     tombstones = [
-        r for r in read_topic(pipeline.bootstrap, pipeline.topics.schedules) if r.value is None
+        r
+        for r in read_topic(pipeline.bootstrap, pipeline.topics.schedules, since=since)
+        if r.value is None
     ]
     assert expired.encode() in {t.key for t in tombstones}
 
 
 def test_several_schedules_topics(pipeline: RunningPipeline) -> None:
     target = pipeline.target()
+    since = ends_now(pipeline.bootstrap, pipeline.topics.schedules_b)
     with DeliveryCollector(pipeline.bootstrap, [target]) as seen:
         with pipeline.client(pipeline.topics.schedules_b) as client:
             client.schedule("from-b", b"p", target, delay=1)
         (d,) = seen.wait_for(lambda d: len(d) >= 1, timeout_s=30)
     assert dict(d.headers)["scheduler-topic"] == pipeline.topics.schedules_b.encode()
     tombstones = [
-        r for r in read_topic(pipeline.bootstrap, pipeline.topics.schedules_b) if r.value is None
+        r
+        for r in read_topic(pipeline.bootstrap, pipeline.topics.schedules_b, since=since)
+        if r.value is None
     ]
     assert [t.key for t in tombstones] == [b"from-b"]
 
@@ -189,6 +196,7 @@ def test_our_tombstone_never_cancels_a_newer_version(pipeline: RunningPipeline) 
     tombstone of version 1 arrives after version 2."""
     target = pipeline.target()
     topic = pipeline.topics.schedules
+    since = ends_now(pipeline.bootstrap, topic)
     with DeliveryCollector(pipeline.bootstrap, [target]) as seen:
         producer = Producer({"bootstrap.servers": pipeline.bootstrap})
         partition = partition_for(b"raced", 3)
@@ -218,7 +226,7 @@ def test_our_tombstone_never_cancels_a_newer_version(pipeline: RunningPipeline) 
         (d,) = seen.wait_for(lambda d: len(d) >= 1, timeout_s=50)
         assert d.value == b"v2"
         # v2 was appended again after the tombstone, so compaction keeps it for a rebuild.
-        raced = [x for x in read_topic(pipeline.bootstrap, topic) if x.key == b"raced"]
+        raced = [x for x in read_topic(pipeline.bootstrap, topic, since=since) if x.key == b"raced"]
         assert [x.value for x in raced if x.offset > offsets[2]][:1] == [b"v2"]
         # A real race too: version 2 written just as version 1 falls due.
         with pipeline.client() as client:
@@ -374,6 +382,7 @@ def test_an_invalid_record_after_a_held_schedule_cannot_compact_it_away(
     target = pipeline.target()
     sid = f"hidden-{target}"
     topic = pipeline.topics.schedules
+    since = ends_now(pipeline.bootstrap, topic)
     with DeliveryCollector(pipeline.bootstrap, [target]) as seen:
         # Held when the junk lands: read within --batch-wait (10 s), due well after the
         # wait and the lead (5 s).
@@ -387,7 +396,7 @@ def test_an_invalid_record_after_a_held_schedule_cannot_compact_it_away(
 
         def last_of_key() -> Schedule | None:
             mine = [
-                rec for rec in read_topic(pipeline.bootstrap, topic)
+                rec for rec in read_topic(pipeline.bootstrap, topic, since=since)
                 if rec.key == sid.encode() and rec.partition == partition
             ]  # fmt: skip
             parsed = parse_record(mine[-1]) if len(mine) >= 3 else None

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ from delayline.contract.records import parse_record
 from delayline.contract.timer_request import parse_timer_request
 from delayline.core.model import Cancel, Invalid, Schedule
 from delayline.kafka.reader import read_topic
-from tests.support import RunningPipeline, eventually, running_pipeline
+from tests.support import RunningPipeline, ends_now, eventually
 
 pytestmark = [
     pytest.mark.timeout(600),
@@ -65,13 +64,12 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    progress = tmp_path_factory.mktemp("fuzz") / "progress.jsonl"
-    checkpoint = tmp_path_factory.mktemp("checkpoint")
-    extra = ("--progress-file", str(progress))
-    with running_pipeline(kafka_bootstrap, checkpoint, *extra, contracts=True) as pipeline:
-        producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
-        yield Run(pipeline, pipeline.target(), progress, producer)
+def run(pipeline: RunningPipeline) -> Run:
+    """The session's shared pipeline (its three contracts' topics, its progress file), a
+    target of the module's own."""
+    assert pipeline.progress is not None
+    producer = Producer({"bootstrap.servers": pipeline.bootstrap, "enable.idempotence": True})
+    return Run(pipeline, pipeline.target(), pipeline.progress, producer)
 
 
 # --- what an example writes -------------------------------------------------------
@@ -291,6 +289,8 @@ def test_every_record_is_delivered_cancelled_superseded_or_dead_lettered(
     run.example += 1
     bootstrap, topics = run.pipeline.bootstrap, run.pipeline.topics
     invalid_before = invalid_counted(run.progress)
+    # The shared pipeline's history and dead letters hold the whole session's: read on.
+    since = {t: ends_now(bootstrap, t) for t in (topics.history, topics.dead_letters)}
     written = write(run, example)
     m = model(written)
     positions = {(r.topic, r.offset) for _, r in written}
@@ -298,11 +298,13 @@ def test_every_record_is_delivered_cancelled_superseded_or_dead_lettered(
     def outcomes() -> tuple[list[ConsumedRecord], list[ConsumedRecord], list[ConsumedRecord]]:
         """This example's history records, dead letters and deliveries."""
         history = [
-            x for x in read_topic(bootstrap, topics.history, timeout_ms=30_000)
+            x for x in read_topic(bootstrap, topics.history, timeout_ms=30_000,
+                                  since=since[topics.history])
             if (src := source_of(x)) and (src[0], (x.key or b"").decode()) in m.ids
         ]  # fmt: skip
         dead = [
-            x for x in read_topic(bootstrap, topics.dead_letters, timeout_ms=30_000)
+            x for x in read_topic(bootstrap, topics.dead_letters, timeout_ms=30_000,
+                                  since=since[topics.dead_letters])
             if (src := source_of(x)) and (src[0], src[2]) in positions
         ]  # fmt: skip
         ids = {sid for _, sid in m.ids}

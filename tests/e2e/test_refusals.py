@@ -22,7 +22,7 @@ from delayline.core.model import Schedule
 from delayline.dev.harness import Delivery, DeliveryCollector
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.kafka.reader import read_topic
-from tests.support import ALLOWED, LATENESS_TOLERANCE_MS, RunningPipeline, eventually
+from tests.support import ALLOWED, LATENESS_TOLERANCE_MS, RunningPipeline, ends_now, eventually
 
 
 def now_ms() -> int:
@@ -62,6 +62,7 @@ def test_refused_deliveries_are_dead_lettered_and_the_rest_of_the_batch_is_deliv
 ) -> None:
     bootstrap = pipeline.bootstrap
     topics = pipeline.topics
+    since = ends_now(bootstrap, topics.schedules)
     good = pipeline.target()
     small = create_topic(bootstrap, unique_topic("small"), config={"max.message.bytes": "1024"})
     missing = unique_topic("missing")  # never created
@@ -139,7 +140,7 @@ def test_refused_deliveries_are_dead_lettered_and_the_rest_of_the_batch_is_deliv
     # Each refused one is a dead letter once: the schedule as written, plus the reason.
     sources = {
         r.key.decode("utf-8", "replace"): f"{r.topic}/{r.partition}/{r.offset}"
-        for r in read_topic(bootstrap, topics.schedules)
+        for r in read_topic(bootstrap, topics.schedules, since=since)
         if r.key and r.value is not None
     }
     letters = [
@@ -178,7 +179,7 @@ def test_refused_deliveries_are_dead_lettered_and_the_rest_of_the_batch_is_deliv
     # Refused schedules are forgotten like delivered ones; none created its topic.
     tombstones = {
         r.key.decode("utf-8", "replace")
-        for r in read_topic(bootstrap, topics.schedules)
+        for r in read_topic(bootstrap, topics.schedules, since=since)
         if r.value is None and r.key
     }
     assert refused_ids - {internal} <= tombstones

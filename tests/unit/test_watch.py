@@ -531,7 +531,7 @@ def test_the_watch_asks_the_hold_to_read_a_marked_tombstone_a_version_landed_bef
     watch.take_batch([_version(16), _version(17), _own(18, 16)], 0, [])
     watch.reviews.flush()
     assert len(writer.written) == 1
-    assert watch.reviews.written == 1
+    assert watch.reviews.counts.written == 1
     assert not watch.reviews.waiting
     watch.reviews.close()
     assert writer.closed
@@ -584,5 +584,5 @@ def test_a_review_that_failed_is_sent_again_at_the_next_read_and_one_refused_is_
     watch.take_batch([_version(11), _version(12), _own(13, 11, PLAN)], 0, [])
     watch.reviews.flush()
     watch.reviews.flush()
-    assert (watch.reviews.written, watch.reviews.dropped) == (2, 1)
+    assert (watch.reviews.counts.written, watch.reviews.counts.dropped) == (2, 1)
     assert not watch.reviews.waiting

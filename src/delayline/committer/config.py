@@ -128,6 +128,9 @@ class CommitterStatus:
         remembered: Input records (cancels, versions) its watch remembers
             (:mod:`delayline.committer.watch`): what it read of the input lately, and
             everything the pipeline has not read yet.
+        reviews_written: Review tombstones its watch wrote since it started
+            (:mod:`delayline.committer.reviews`).
+        reviews_dropped: Review tombstones Kafka refused for good since it started.
     """
 
     name: str
@@ -136,3 +139,5 @@ class CommitterStatus:
     delivered: int
     pacing: tuple[tuple[str, TargetPacing], ...] = ()
     remembered: int = 0
+    reviews_written: int = 0
+    reviews_dropped: int = 0

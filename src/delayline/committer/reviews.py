@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
@@ -42,6 +43,21 @@ log = logging.getLogger(__name__)
 
 CLOSE_TIMEOUT_S = 5.0
 """How long closing waits for the reviews written but not yet acknowledged."""
+
+
+@dataclass(slots=True)
+class ReviewCounts:
+    """What became of the reviews a committer sent, over all its sessions (shown as
+    ``delayline_committer_reviews_total``).
+
+    Attributes:
+        written: Review tombstones Kafka acknowledged.
+        dropped: Review tombstones Kafka refused for good: the hold will not rewrite
+            what their tombstone may hide from compaction (each is logged).
+    """
+
+    written: int = 0
+    dropped: int = 0
 
 
 class ReviewWriter(Protocol):
@@ -69,6 +85,7 @@ class Reviews:
         unseen: By input partition (topic, partition), the offset before which the
             watch cannot tell what landed (where it began, while the pipeline still
             reads before it); a partition not in it, the watch can.
+        counts: Where what became of the reviews is counted (kept across sessions).
     """
 
     def __init__(
@@ -76,14 +93,12 @@ class Reviews:
         later: LaterRecords,
         writer: ReviewWriter,
         unseen: Callable[[], Mapping[tuple[str, int], int]],
+        counts: ReviewCounts | None = None,
     ) -> None:
         self.later = later
         self.writer = writer
         self.unseen = unseen
-        self.written = 0
-        """Review tombstones Kafka acknowledged."""
-        self.dropped = 0
-        """Review tombstones Kafka refused for good."""
+        self.counts = ReviewCounts() if counts is None else counts
         self._read: list[tuple[str, int, int, bytes, Headers, str, int]] = []
         self._unsent: list[OutgoingRecord] = []
         self._sent = 0
@@ -151,13 +166,13 @@ class Reviews:
     def _done(self, record: OutgoingRecord, error: str | None, retriable: bool) -> None:
         self._sent -= 1
         if error is None:
-            self.written += 1
+            self.counts.written += 1
         elif retriable:
             log.warning("committer watch: a review tombstone was not written (%s); again "
                         "at the next read", error)  # fmt: skip
             self._unsent.append(record)
         else:
-            self.dropped += 1
+            self.counts.dropped += 1
             log.error("committer watch: a review tombstone to %s/%s cannot be written (%s): "
                       "the hold will not rewrite what it may hide", record.topic,
                       record.partition, error)  # fmt: skip

@@ -88,8 +88,12 @@ class Committer:
         session = self._session
         pacer = self._kept.pacer
         pacing = tuple(sorted((t, replace(p)) for t, p in list(pacer.stats.items())))
+        reviews = self._kept.reviews
         if session is None:
-            return CommitterStatus(self.config.name, (), 0, self._kept.tally.delivered, pacing)
+            return CommitterStatus(
+                self.config.name, (), 0, self._kept.tally.delivered, pacing,
+                reviews_written=reviews.written, reviews_dropped=reviews.dropped,
+            )  # fmt: skip
         return CommitterStatus(
             self.config.name,
             session.slots.owned,
@@ -97,6 +101,8 @@ class Committer:
             self._kept.tally.delivered,
             pacing,
             session.withholding.remembered(),
+            reviews.written,
+            reviews.dropped,
         )
 
     def not_ready(self) -> str | None:

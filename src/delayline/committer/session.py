@@ -26,6 +26,7 @@ from delayline.committer.inflight_reader import InflightReader
 from delayline.committer.lanes import Lanes
 from delayline.committer.ownership import Slot, Slots
 from delayline.committer.pacing import Pacer
+from delayline.committer.reviews import ReviewCounts
 from delayline.committer.tally import Tally
 from delayline.committer.turns import windowed
 from delayline.committer.watch import POLL_MS
@@ -94,6 +95,8 @@ class Kept:
     lookups: ThreadPoolExecutor
     arrivals: Arrivals | None = None
     """Told what the watch reads that the pipeline must read (the pipeline's waker asks)."""
+    reviews: ReviewCounts = field(default_factory=ReviewCounts)
+    """What became of the reviews its watches sent (:mod:`delayline.committer.reviews`)."""
 
 
 class Session:
@@ -116,8 +119,9 @@ class Session:
         self.slots = Slots(config, topics, kept.fences)
         stopping = kept.stopping
         self.withholding = Withholding(
-            config, kept.time.clock, self.plan, self.slots, stopping.drained_out, kept.arrivals
-        )
+            config, kept.time.clock, self.plan, self.slots, stopping.drained_out, kept.arrivals,
+            kept.reviews,
+        )  # fmt: skip
         self._writer = GroupWriter(config, kept.time, kept.pacer, self.withholding)
         self._warming: Future[None] | None = None
         self._to_warm: dict[str, int] = {}

@@ -56,7 +56,7 @@ from confluent_kafka.admin import AdminClient
 
 from delayline.committer.arrivals import Arrivals
 from delayline.committer.later import HOT_RECORDS, MEMORY_MS, Later, LaterRecords, later_from
-from delayline.committer.reviews import KafkaReviewWriter, Reviews
+from delayline.committer.reviews import KafkaReviewWriter, ReviewCounts, Reviews
 from delayline.contract.checks import ScheduleFields
 from delayline.contract.contracts import InputParser
 from delayline.contract.records import own_tombstone_of, skippable_tombstone
@@ -103,6 +103,8 @@ class InputWatch:
         arrivals: Told, after each read, what arrived that the pipeline must read
             (:mod:`delayline.committer.arrivals`); ``None``: nobody asks.
         hot_records: See :class:`LaterRecords`.
+        review_counts: Where what became of its reviews is counted (kept across the
+            committer's sessions); ``None``: its own.
 
     Raises:
         KafkaUnavailableError: the topics' offsets could not be read.
@@ -116,6 +118,7 @@ class InputWatch:
         memory_ms: int = MEMORY_MS,
         arrivals: Arrivals | None = None,
         hot_records: int = HOT_RECORDS,
+        review_counts: ReviewCounts | None = None,
     ) -> None:
         self.parse = parse
         self.arrivals = arrivals
@@ -138,7 +141,9 @@ class InputWatch:
         own position (past transaction markers and aborted records)."""
         self.started: dict[tuple[str, int], int] = {}
         """Where :meth:`start` began reading each input partition."""
-        self.reviews = Reviews(self.later, KafkaReviewWriter(bootstrap_servers), self._unseen)
+        self.reviews = Reviews(
+            self.later, KafkaReviewWriter(bootstrap_servers), self._unseen, review_counts
+        )
         """Own tombstones the hold must read after all (:mod:`delayline.committer.reviews`)."""
         self.taken: dict[tuple[str, int], int] | None = None
         """The pipeline's progress, as :meth:`LaterRecords.expire` takes it (set by the

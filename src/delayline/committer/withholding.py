@@ -27,6 +27,7 @@ from delayline.committer.ownership import Slots
 from delayline.committer.pending import Pending
 from delayline.committer.read_barrier import ReadBarrier, has_read
 from delayline.committer.rearms import RangeReader, rearm_ranges
+from delayline.committer.reviews import ReviewCounts
 from delayline.committer.turns import Rearmed
 from delayline.committer.watch import InputWatch
 from delayline.contract.contracts import InputParser
@@ -80,6 +81,8 @@ class Withholding:
         plan: The session's pending schedules.
         slots: The session's partitions (what their lanes write may be withheld).
         drained_out: Whether the committer is stopped and its drain time is up.
+        arrivals: See :class:`~delayline.committer.watch.InputWatch`.
+        review_counts: See :class:`~delayline.committer.watch.InputWatch`.
     """
 
     def __init__(
@@ -90,9 +93,11 @@ class Withholding:
         slots: Slots,
         drained_out: Callable[[], bool],
         arrivals: Arrivals | None = None,
+        review_counts: ReviewCounts | None = None,
     ) -> None:
         self._config = config
         self._arrivals = arrivals
+        self._review_counts = review_counts
         self._clock = clock
         self._plan = plan
         self._slots = slots
@@ -151,6 +156,7 @@ class Withholding:
             config.watch_memory_ms,
             self._arrivals,
             config.watch_hot_records,
+            self._review_counts,
         )
         self._ranges = RangeReader(config.bootstrap_servers)
         self._barrier = ReadBarrier(

@@ -65,6 +65,7 @@ def read_topic(
     *,
     timeout_ms: int = 10_000,
     read_committed: bool = True,
+    since: Mapping[int, int] | None = None,
 ) -> list[ConsumedRecord]:
     """Every record of ``topic`` up to the end offsets at call time, in partition order.
 
@@ -73,6 +74,7 @@ def read_topic(
         topic: Topic to read.
         timeout_ms: Bound on the whole read.
         read_committed: Skip records of aborted or open transactions.
+        since: Per partition, the offset to start at (the others from their beginning).
 
     Raises:
         TopicConfigError: the topic does not exist.
@@ -87,7 +89,9 @@ def read_topic(
     deadline = time.monotonic() + timeout_ms / 1000
     try:
         pending = _end_offsets(consumer, bootstrap_servers, topic, timeout_ms, deadline)
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
+        start = {} if since is None else since
+        pending = {p: end for p, end in pending.items() if end > start.get(p, 0)}
+        consumer.assign([TopicPartition(topic, p, start.get(p, OFFSET_BEGINNING)) for p in pending])
         out = _read_to_ends(consumer, topic, pending, timeout_ms, deadline)
         return sorted(out, key=lambda r: (r.partition, r.offset))
     finally:

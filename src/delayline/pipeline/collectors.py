@@ -93,6 +93,27 @@ class PacingCollector(Collector):
         yield from (held, delay, longest, queued, rate)
 
 
+class ReviewsCollector(Collector):
+    """What became of the review tombstones a committer's watch sent
+    (:mod:`delayline.committer.reviews`): written, or dropped (refused for good)."""
+
+    def __init__(self, status: Callable[[], CommitterStatus]) -> None:
+        self._status = status
+
+    def collect(self) -> Iterator[Metric]:
+        status = self._status()
+        family = CounterMetricFamily(
+            "delayline_committer_reviews",
+            "Own tombstones a committer's watch wrote again for the hold to read, by "
+            "outcome (dropped: refused by Kafka for good, the hold will not rewrite what "
+            "the tombstone may hide from compaction).",
+            labels=["committer", "outcome"],
+        )
+        family.add_metric([status.name, "written"], status.reviews_written)
+        family.add_metric([status.name, "dropped"], status.reviews_dropped)
+        yield family
+
+
 class WakerCollector(Collector):
     """The waker's wake records, its margin and the input no batch was woken for yet."""
 

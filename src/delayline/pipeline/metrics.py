@@ -24,6 +24,7 @@ from delayline.pipeline.collectors import (
     InflightCollector,
     PacingCollector,
     ReadyCollector,
+    ReviewsCollector,
     WakerCollector,
 )
 from delayline.pipeline.input_lag import InputLag, batch_ends
@@ -246,6 +247,7 @@ class PipelineMetrics:
         self.committer_pending.labels(name).set_function(lambda: status().pending)
         self.committer_remembered.labels(name).set_function(lambda: status().remembered)
         self.registry.register(PacingCollector(status))
+        self.registry.register(ReviewsCollector(status))
         with self._lock:
             self._committers = group
 

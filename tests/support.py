@@ -20,6 +20,7 @@ from delayline.contract.topology import Topology
 from delayline.dev.harness import PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.kafka.config import kafka_client_config
+from delayline.kafka.metadata import topic_partitions
 from delayline.kafka.reader import acknowledged_ends
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
@@ -147,7 +148,7 @@ def ends_now(bootstrap: str, topic: str) -> dict[int, int]:
     since=)``), a test of the shared pipeline sees what it wrote after, not the whole
     session's records (a reader of everything reads tens of thousands)."""
     admin = AdminClient(kafka_client_config(bootstrap))
-    partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    partitions = topic_partitions(admin, topic, bootstrap, 10)
     ends = acknowledged_ends(admin, [(topic, p) for p in partitions], 10)
     return {p: end for (_, p), end in ends.items()}
 

@@ -18,6 +18,7 @@ from delayline.committer.later_columns import LaterColumns
 from delayline.committer.ownership import InLanes
 from delayline.committer.pending import Group, Pending
 from delayline.committer.read_barrier import has_read
+from delayline.committer.reviews import ReviewCounts
 from delayline.committer.watch import InputWatch
 from delayline.contract import ConsumedRecord, OutgoingRecord
 from delayline.contract import headers as h
@@ -586,3 +587,20 @@ def test_a_review_that_failed_is_sent_again_at_the_next_read_and_one_refused_is_
     watch.reviews.flush()
     assert (watch.reviews.counts.written, watch.reviews.counts.dropped) == (2, 1)
     assert not watch.reviews.waiting
+
+
+def test_the_watches_of_a_committers_sessions_count_their_reviews_together() -> None:
+    """Each session makes its watch anew; what their reviews became adds up in the
+    counts the committer keeps (``Kept.reviews``), written and dropped alike."""
+    kept = ReviewCounts()
+    for fail in (0, 1):
+        writer = FakeWriter()
+        writer.fail, writer.for_good = fail, True
+        watch = InputWatch("unused:9092", PARSE, lambda: 0, review_counts=kept)
+        watch.close()
+        watch.reviews.writer = writer
+        watch.take_batch([_version(5), _version(6), _own(7, 5, PLAN)], 0, [])
+        watch.take_batch([_version(8), _version(9), _own(10, 8, PLAN)], 0, [])
+        watch.reviews.flush()
+        watch.reviews.flush()
+    assert (kept.written, kept.dropped) == (3, 1)

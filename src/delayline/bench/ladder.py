@@ -48,6 +48,8 @@ from delayline.pipeline.config import DEFAULT_LEAD_MS, JIT_OPTIONS, PipelineConf
 
 RUNGS = ("source", "validate", "shuffle", "hold", "fire", "full", "due")
 """The rungs, bottom up: each adds one stage to the one before."""
+PIPELINE_RUNGS = ("fire", "full", "due")
+"""The rungs that run the pipeline itself (its trigger, its wake topic)."""
 WARM_UP_S = 180.0
 """How long each rung runs again before its warm run, unless ``--warm-up`` says."""
 BOUNDARIES = ("shuffle", "arrow")
@@ -277,7 +279,7 @@ def run_rung(
         )
         if rung == "due":
             fresh = due_run(fresh, count, n)  # its own schedules, written before the run
-        if rung in ("fire", "full", "due"):
+        if rung in PIPELINE_RUNGS:
             return _pipeline_run(rung, fresh, count, broker_pid)
         return _noop_run(rung, fresh, broker_pid)
 
@@ -411,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         query_name=name,
         java_options=spec["java_options"],
         trigger_interval_ms=100,
-        wake=spec["rung"] in ("fire", "full", "due"),  # the pipeline makes its wake topic
+        wake=spec["rung"] in PIPELINE_RUNGS,  # the pipeline makes its wake topic
         lead_ms=0 if spec["rung"] == "fire" else DEFAULT_LEAD_MS,
         driver_memory_mb=2048,
     )
@@ -419,7 +421,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    if spec["rung"] in ("fire", "full", "due"):
+    if spec["rung"] in PIPELINE_RUNGS:
         ensure_topics(TopicsConfig(config.topology, partitions=4))
     for run in run_rung(
         spec["rung"], config, spec["count"], spec["warm_up_s"], spec["broker_pid"], say

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import TopicPartition
 
-from delayline.client import ClientConfig
+from delayline.client import ClientConfig, Scheduler
 from delayline.dev.harness import DeliveryCollector, PipelineProcess
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.holds.buckets.config import BucketsConfig
@@ -47,9 +47,13 @@ def test_sigkill_mid_run_with_copies_travelling_and_cancels_chasing_them(
         seen.wait_for(lambda d: len({x.schedule_id for x in d}) >= len(due), timeout_s=180)
         time.sleep(5)  # anything duplicated late would show up now
         deliveries = seen.snapshot()
-        # Read copies are deleted after the batch that read them commits: after a slow
-        # restart (28 s once in CI) that can come after the last delivery.
-        eventually(lambda: bucket_marks(kafka_bootstrap, prefix)[0] > 0, 60, "a read copy deleted")
+        # Spark commits a batch's input (the copies it read are deleted) when it starts
+        # the next batch: the last one to read the 16-32 s bucket may have been the last
+        # (in CI once, after a 28 s restart). One more schedule starts another.
+        with Scheduler(config) as client:
+            client.schedule("b-after", b"x", target, delay=1.0)
+        seen.wait_for(lambda d: any(x.schedule_id == "b-after" for x in d), timeout_s=60)
+        eventually(lambda: bucket_marks(kafka_bootstrap, prefix)[0] > 0, 30, "a read copy deleted")
         assert running.terminate() == 0, running.tail()
     check_counts(deliveries, due)
     report("bucket hold, pipeline SIGKILLed", deliveries, due)

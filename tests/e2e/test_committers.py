@@ -39,6 +39,13 @@ ON_TIME_MAX_MS = 1_000
 FENCE_MS = 2_000
 """After the group assigns the dead committer's partitions: the fence of its producers
 and the read of the partitions to their end (about a second here)."""
+CATCH_UP_MS = 6_000
+"""From the take-over until the dead committer's backlog (about 400 deliveries due
+while nobody owned its partitions) is delivered: the fence, the read to the end, the
+backlog. Until then what falls due waits behind it (due first), in the survivor's own
+partitions too, so lateness is compared only from then on: a fixed
+:data:`FENCE_MS` was too short on a slow day in CI (an item due 2 s after the take-over
+delivered 2.2 s late, against the survivor's own worst 1.5 s)."""
 HIDDEN_BEFORE_KILL_MS = 1_000
 """Deliveries written this long before the kill (their record timestamp: the write time,
 never before the due time) may be hidden until the take-over too: the killed committer's
@@ -143,18 +150,29 @@ def test_a_committer_killed_mid_run_leaves_its_partitions_to_the_other(
             f"max {lateness[-1]} ms"
         )
 
+    # The survivor has caught up once it has delivered worker-1's backlog (all due
+    # before the take-over): from then on both sets of partitions are compared.
+    caught_up_ms = max(
+        d.arrival_ms
+        for d in deliveries
+        if inflight_partition(d.schedule_id or "", PARTITIONS) in split["worker-1"]
+        and due[d.schedule_id or ""] < taken_ms
+    )
+    since_ms = max(caught_up_ms, taken_ms + FENCE_MS)
     before = late(split["pipeline"], 0, killed_ms - HIDDEN_BEFORE_KILL_MS)
     held = late(split["pipeline"], killed_ms - HIDDEN_BEFORE_KILL_MS, taken_ms)
-    own_after = late(split["pipeline"], taken_ms + FENCE_MS)
-    taken = late(split["worker-1"], taken_ms + FENCE_MS)
+    own_after = late(split["pipeline"], since_ms)
+    taken = late(split["worker-1"], since_ms)
     print(
         f"\nkilled worker-1 {killed_ms - first_due_ms} ms into the deliveries, its partitions "
-        f"taken over {taken_ms - killed_ms} ms later. The pipeline's own partitions: due over "
-        f"a second before the kill {line(before)}; due from then until the take-over {line(held)}; after it "
-        f"{line(own_after)}. worker-1's partitions from {FENCE_MS} ms after the take-over: "
-        f"{line(taken)}"
+        f"taken over {taken_ms - killed_ms} ms later, their backlog delivered "
+        f"{caught_up_ms - taken_ms} ms after that. The pipeline's own partitions: due over "
+        f"a second before the kill {line(before)}; due from then until the take-over "
+        f"{line(held)}; after the catch-up {line(own_after)}. worker-1's partitions after "
+        f"it: {line(taken)}"
     )
     assert taken_ms - killed_ms < TAKE_OVER_MS
+    assert caught_up_ms - taken_ms < CATCH_UP_MS
     assert taken, "nothing of worker-1's partitions fell due after the take-over"
     assert own_after, "nothing of the survivor's own partitions fell due after the take-over"
     assert taken[len(taken) // 2] <= own_after[len(own_after) // 2] + TAKEN_P50_MARGIN_MS
@@ -163,9 +181,13 @@ def test_a_committer_killed_mid_run_leaves_its_partitions_to_the_other(
     assert taken[-1] < worst_ms
     # A committer killed inside a transaction (opened up to a write-ahead, 100 ms, before
     # it commits) hides later deliveries to the target partitions it wrote to until its
-    # producers are fenced: at the take-over.
+    # producers are fenced: at the take-over. What falls due from then until the backlog
+    # is delivered waits behind it, in every partition (the backlog is due first).
     for d in deliveries:
         due_ms = due[d.schedule_id or ""]
-        hidden = killed_ms - HIDDEN_BEFORE_KILL_MS <= d.timestamp_ms
-        held_to = max(due_ms, taken_ms + FENCE_MS) if hidden else due_ms
+        held_to = due_ms
+        if killed_ms - HIDDEN_BEFORE_KILL_MS <= d.timestamp_ms:
+            held_to = max(held_to, taken_ms + FENCE_MS)
+        if killed_ms - HIDDEN_BEFORE_KILL_MS <= due_ms:
+            held_to = max(held_to, caught_up_ms)
         assert d.arrival_ms - held_to < worst_ms, f"{d.schedule_id}: held up"

@@ -137,8 +137,9 @@ class BucketReader(DataSourceStreamReader):
         return read_spans(partition)
 
     def commit(self, end: dict[str, int]) -> None:
-        """Delete the copies of committed batches: the batch after them starts at
-        ``end``, and a replay only ever replays that one. What is read costs no disk
+        """Delete the copies of committed batches: Spark calls this as it starts the
+        batch after them (at ``end``), and a replay only ever replays that one. So the
+        last batch's copies wait for the next batch. What is read costs no disk
         past the segment it sits in; retention is the safety net for the rest."""
 
         done = [TopicPartition(*_split(name), int(offset)) for name, offset in end.items()]

@@ -22,6 +22,7 @@ from delayline.bench.run import (
     cpu_per_schedule,
     delivery_figures,
     hold_rows,
+    scenario_figures,
 )
 from delayline.bench.soak import KILL_GAP, kill_times_s, rss_per_minute
 from delayline.bench.summary import rss_spread_pct
@@ -173,6 +174,31 @@ def test_the_accepted_timeline_leaves_out_the_batches_of_a_warm_up(tmp_path: Any
     assert hold_rows(env) == 7 + 100 + 3, "own tombstones read back are rows of the hold"
     env.accepted_after_ms = 0
     assert hold_rows(env) == 1_010 + 500
+
+
+def test_per_schedule_figures_divide_by_what_was_written_not_what_is_delivered(
+    tmp_path: Any,
+) -> None:
+    """A scenario that cancels most of what it writes (the cancels one) expects few
+    deliveries: ingest, CPU and hold rows are still per schedule written."""
+    env = BenchEnv("b:9092", tmp_path)
+    env.sampler = s.GroupSampler(1)
+    env.sampler.samples = [s.Sample(0, 0, 0.0), s.Sample(1, 0, 0.7)]
+    env.progress_file.write_text(
+        '{"finished_ms": 500, "committed": true, "counts": {"planned": 70, "cancelled": 60}}\n'
+    )
+    due = {f"c-{i}": 1_000 for i in range(10)}
+    deliveries = [
+        Delivery("t", 0, i, 1_000, 1_000, None, b"x", (("scheduler-key", f"c-{i}".encode()),))
+        for i in range(10)
+    ]
+    written = scenario_figures(env, deliveries, due, 0.0, 1.0, 1_000, None, written=70)
+    assert written["hold_rows_per_schedule"] == round(130 / 70, 2)
+    assert written["cpu_us_per_schedule"] == 10_000.0  # 0.7 s over 70
+    assert written["ingest_per_s"] == 70
+    delivered = scenario_figures(env, deliveries, due, 0.0, 1.0, 1_000, None)
+    assert delivered["hold_rows_per_schedule"] == 13.0
+    assert delivered["cpu_us_per_schedule"] == 70_000.0
 
 
 def test_the_report_names_the_jit_and_the_warm_up() -> None:

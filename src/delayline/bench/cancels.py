@@ -61,7 +61,9 @@ def cancels(env: BenchEnv, size: Any) -> dict[str, Any]:
             lost[step] += 1
     controls = [d for d in deliveries if ahead.get(d.schedule_id or "") is None]
     control_due = {sid: due[sid] for sid, a in ahead.items() if a is None}
-    figures = scenario_figures(env, controls, control_due, load_from, load_to, accepted_ms, None)
+    figures = scenario_figures(
+        env, controls, control_due, load_from, load_to, accepted_ms, None, written=len(ids)
+    )
     figures["cancels"] = {
         str(a): {
             "written": per,

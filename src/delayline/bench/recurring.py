@@ -58,7 +58,9 @@ def recurring(env: BenchEnv, size: Any) -> dict[str, Any]:
         raw = wait_delivered(seen, set(due), timeout_s, "recurring", name=occurrence_name)
         load_to = time.time()
     deliveries = [by_occurrence(d) for d in raw]
-    figures = scenario_figures(env, deliveries, due, load_from, load_to, accepted_ms, None)
+    figures = scenario_figures(  # per series written, not per occurrence
+        env, deliveries, due, load_from, load_to, accepted_ms, None, written=count
+    )
     figures["occurrences_per_minute"] = count
     return figures
 

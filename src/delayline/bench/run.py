@@ -409,26 +409,28 @@ def scenario_figures(
     load_to: float,
     accepted_ms: int | None,
     idle_pct: float | None,
+    written: int | None = None,
 ) -> dict[str, Any]:
     """The figures every scenario reports: deliveries against ``due``, ingest, CPU and
-    memory over the load, the accepted timeline and each executor's work."""
+    memory over the load, the accepted timeline and each executor's work. Ingest, CPU
+    and hold rows are per schedule written: ``written`` when the scenario wrote more
+    than it expects delivered (cancelled ones), else ``len(due)``."""
     assert env.sampler is not None
     figures = delivery_figures(deliveries, due)
+    count = len(due) if written is None else written
     first_write_ms = int(load_from * 1000)
     if accepted_ms is not None:
-        figures["ingest_per_s"] = round(
-            len(due) / max(0.001, (accepted_ms - first_write_ms) / 1000)
-        )
+        figures["ingest_per_s"] = round(count / max(0.001, (accepted_ms - first_write_ms) / 1000))
     figures["cpu_idle_pct"] = idle_pct
     figures["cpu_load_pct"] = _round1(env.sampler.cpu_percent(load_from, load_to))
-    figures.update(cpu_per_schedule(env, len(due), load_from, load_to))
+    figures.update(cpu_per_schedule(env, count, load_from, load_to))
     figures["peak_rss_mb"] = round(env.sampler.peak_rss_bytes() / 2**20)
     figures["rss_at_peak_mb"] = env.sampler.rss_at_peak_mb()
     if env.broker_sampler is not None:
         figures["broker_peak_rss_mb"] = round(env.broker_sampler.peak_rss_bytes() / 2**20)
     figures["_accepted"] = accepted_timeline(env)
-    if due:
-        figures["hold_rows_per_schedule"] = round(hold_rows(env) / len(due), 2)
+    if count:
+        figures["hold_rows_per_schedule"] = round(hold_rows(env) / count, 2)
     figures["executors"] = executor_work(env)
     if env.committers:
         figures["committers"] = committer_shares(env, deliveries, due, (load_from, load_to))

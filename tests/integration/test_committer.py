@@ -628,7 +628,7 @@ def test_a_cancel_the_pipeline_has_not_read_is_remembered_past_the_memory(
                 None,
                 b"v1",
                 (),
-                replace(at, offset=at.offset + 1_000),
+                at._replace(offset=at.offset + 1_000),
             )
             hand_over_versions(kafka_bootstrap, topics["inflight"], [version, control])
             collector.wait_for(lambda s: len(s) >= 1, timeout_s=30)
@@ -716,7 +716,7 @@ def test_a_committer_taking_over_a_partition_reads_again_the_cancels_it_forgot(
             time.sleep(1)  # the hand-over comes later than the watch's memory
             due = SystemClock().now_ms() + 20_000
             version = Schedule("gone", due, topics["target"], None, b"v1", (), at)
-            control = replace(version, id="control", source=replace(at, offset=at.offset + 1_000))
+            control = replace(version, id="control", source=at._replace(offset=at.offset + 1_000))
             producer = Producer(
                 kafka_client_config(kafka_bootstrap, **{"transactional.id": unique_topic("ho")})
             )

@@ -15,7 +15,9 @@ def _schedule(epoch: str) -> ConsumedRecord:
     return ConsumedRecord("s", 0, 1, 0, b"id", b"v", headers)
 
 
-@pytest.mark.parametrize("epoch", ["\u0661\u0662", "5\xa0", "\x1c5", "\u20035"])
+@pytest.mark.parametrize(
+    "epoch", ["\u0661\u0662", "5\xa0", "\x1c5", "\u20035", "1.\u0665", "\u00b2", "1_2"]
+)
 def test_unicode_digits_and_white_space_are_not_an_epoch(epoch: str) -> None:
     got = parse_record(_schedule(epoch))
     assert isinstance(got, Invalid)

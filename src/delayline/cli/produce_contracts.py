@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -60,7 +59,7 @@ def contract_writer(
             second = -(-max(due_ms, 0) // 1000)  # never before the due time
             out = render_timer_request(topic, second, args.topic, args.key or "",
                                        payload)  # fmt: skip
-            return replace(out, headers=raw)
+            return out._replace(headers=raw)
 
         request(0)  # refuses a bad target topic before Kafka is asked
         return request

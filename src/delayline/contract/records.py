@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from delayline.contract import headers as h
 from delayline.contract.checks import (
@@ -29,9 +28,11 @@ from delayline.errors import InvalidScheduleError
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumedRecord:
-    """A record as read from Kafka, independent of the client library.
+class ConsumedRecord(NamedTuple):
+    """A record as read from Kafka, independent of the client library. Immutable; a
+    named tuple, not a frozen dataclass: readers make one per record (the committer's
+    watch one per input record), and a frozen dataclass took three times as long to
+    make (2.5 against 0.7 us here, seven fields).
 
     Attributes:
         topic: Source topic.
@@ -57,9 +58,9 @@ class ConsumedRecord:
         return SourceRef(self.topic, self.partition, self.offset, self.timestamp_ms)
 
 
-@dataclass(frozen=True, slots=True)
-class OutgoingRecord:
-    """A record to produce.
+class OutgoingRecord(NamedTuple):
+    """A record to produce. Immutable; a named tuple, as :class:`ConsumedRecord` is: a
+    delivery makes several.
 
     Attributes:
         topic: Destination topic.

@@ -3,7 +3,7 @@ or a dead letter instead (written by :class:`delayline.fire.transactional.Transa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from delayline.contract import (
     ConsumedRecord,
@@ -57,7 +57,7 @@ class Firing:
         if self.history_topic:
             # Stamped like the delivery: written ahead, it must not say "delivered early".
             history = render_history(self.schedule, self.history_topic)
-            out.append(replace(history, timestamp_ms=self.timestamp_ms))
+            out.append(history._replace(timestamp_ms=self.timestamp_ms))
         return out
 
     def refused(self, reason: str) -> list[OutgoingRecord]:

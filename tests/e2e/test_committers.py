@@ -152,12 +152,14 @@ def test_a_committer_killed_mid_run_leaves_its_partitions_to_the_other(
 
     # The survivor has caught up once it has delivered worker-1's backlog (all due
     # before the take-over): from then on both sets of partitions are compared.
-    caught_up_ms = max(
+    backlog = [
         d.arrival_ms
         for d in deliveries
         if inflight_partition(d.schedule_id or "", PARTITIONS) in split["worker-1"]
         and due[d.schedule_id or ""] < taken_ms
-    )
+        and d.arrival_ms >= killed_ms
+    ]  # due before the take-over, seen after the kill (hidden ones included)
+    caught_up_ms = max(backlog)
     since_ms = max(caught_up_ms, taken_ms + FENCE_MS)
     before = late(split["pipeline"], 0, killed_ms - HIDDEN_BEFORE_KILL_MS)
     held = late(split["pipeline"], killed_ms - HIDDEN_BEFORE_KILL_MS, taken_ms)
@@ -165,8 +167,8 @@ def test_a_committer_killed_mid_run_leaves_its_partitions_to_the_other(
     taken = late(split["worker-1"], since_ms)
     print(
         f"\nkilled worker-1 {killed_ms - first_due_ms} ms into the deliveries, its partitions "
-        f"taken over {taken_ms - killed_ms} ms later, their backlog delivered "
-        f"{caught_up_ms - taken_ms} ms after that. The pipeline's own partitions: due over "
+        f"taken over {taken_ms - killed_ms} ms later, their backlog ({len(backlog)} due "
+        f"meanwhile) delivered {caught_up_ms - taken_ms} ms after that. The pipeline's own partitions: due over "
         f"a second before the kill {line(before)}; due from then until the take-over "
         f"{line(held)}; after the catch-up {line(own_after)}. worker-1's partitions after "
         f"it: {line(taken)}"

@@ -418,9 +418,8 @@ def scenario_figures(
     assert env.sampler is not None
     figures = delivery_figures(deliveries, due)
     count = len(due) if written is None else written
-    first_write_ms = int(load_from * 1000)
     if accepted_ms is not None:
-        figures["ingest_per_s"] = round(count / max(0.001, (accepted_ms - first_write_ms) / 1000))
+        figures["ingest_per_s"] = ingest_per_s(count, load_from, accepted_ms)
     figures["cpu_idle_pct"] = idle_pct
     figures["cpu_load_pct"] = _round1(env.sampler.cpu_percent(load_from, load_to))
     figures.update(cpu_per_schedule(env, count, load_from, load_to))
@@ -435,6 +434,12 @@ def scenario_figures(
     if env.committers:
         figures["committers"] = committer_shares(env, deliveries, due, (load_from, load_to))
     return figures
+
+
+def ingest_per_s(count: int, load_from: float, accepted_ms: int) -> int:
+    """Schedules accepted a second: ``count`` written from ``load_from`` (epoch
+    seconds), all accepted by ``accepted_ms``."""
+    return round(count / max(0.001, accepted_ms / 1000 - load_from))
 
 
 def cpu_per_schedule(env: BenchEnv, count: int, start_s: float, end_s: float) -> dict[str, Any]:

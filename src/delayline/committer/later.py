@@ -219,17 +219,13 @@ class LaterRecords:
         remembered valid version of that id (:data:`UPDATE`: a newer one, or a copy)
         lies in that partition strictly between offsets ``low`` and ``high``. The
         columns are searched once for them all, and only for those not kept as objects."""
-        by_id = self._by_id
-        none: dict[str, Later | tuple[Later, ...]] = {}
-        found: list[bool] = []
-        for topic, sid, partition, low, high in spans:  # one per own tombstone read
-            kept = by_id.get(topic, none).get(sid)
-            if kept is None:
-                found.append(False)
-            elif isinstance(kept, Later):  # the usual: the version the tombstone names
-                found.append(_between(kept, partition, low, high))
-            else:
-                found.append(any(_between(later, partition, low, high) for later in kept))
+        found = [
+            any(
+                _between(later, partition, low, high)
+                for later in _laters(self._by_id.get(topic, {}).get(sid))
+            )
+            for topic, sid, partition, low, high in spans
+        ]
         columns = self._columns
         rest = [i for i, hit in enumerate(found) if not hit]
         if columns is not None and rest:

@@ -55,11 +55,11 @@ def schedule_fields(record: ConsumedRecord) -> ScheduleFields | Cancel | Invalid
     control: dict[str, bytes | None] = {}
     copy_of: bytes | _Absent | None = _ABSENT  # the first copy-of header's value
     for name, value in record.headers:
-        if name in _CONTROL_HEADERS:
+        if name in h.CONTROL_HEADERS:
             if name in control:
                 return Invalid(f"header {name} appears more than once", record.source)
             control[name] = value
-        elif name == _COPY_OF and copy_of is _ABSENT:
+        elif name == h.COPY_OF and copy_of is _ABSENT:
             copy_of = value
 
     epoch_raw = control.get(h.EPOCH)
@@ -143,6 +143,3 @@ class _Absent(enum.Enum):
 
 _ABSENT: Final = _Absent.ABSENT
 """No header of that name was seen (a header's value may itself be ``None``)."""
-_CONTROL_HEADERS: Final = h.CONTROL_HEADERS
-_COPY_OF: Final = h.COPY_OF
-"""Looked up once per header of every schedule read: module names, not attributes."""

@@ -6,12 +6,21 @@ the Java processor, run by Spark's TwsTester in the session's JVM.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.unit.holds.conftest import MAX_LATENESS_MS, TOPOLOGY, Driver, Seen, from_row
+from tests.unit.holds.conftest import (
+    MAX_LATENESS_MS,
+    TOPOLOGY,
+    Driver,
+    MemoryDriver,
+    Seen,
+    from_row,
+)
 from tests.unit.holds.test_contract_rules import *  # noqa: F403 - the suite itself
+from tests.unit.holds.test_notice_rules import *  # noqa: F403
 from tests.unit.holds.test_rules import *  # noqa: F403
 
 from delayline.contract import ConsumedRecord
@@ -20,16 +29,21 @@ from delayline.contract import headers as h
 from delayline.contract.arrow import with_contracts
 from delayline.contract.codec import decode_headers, encode_headers
 from delayline.contract.columns import parsed
+from delayline.contract.notice import Epoch, NoticeRules
 from delayline.holds.fold import BURST_LEAD_MS
 from delayline.holds.jvm import holds_class
 
 
 class JvmDriver:
-    def __init__(self, spark: Any, lead_ms: int = 0) -> None:
+    def __init__(self, spark: Any, lead_ms: int = 0, notice: NoticeRules | None = None) -> None:
         self.spark = spark
         holds_class(spark)  # a clear error when the jar is missing
         tester = spark.sparkContext._jvm.dev.delayline.hold.HoldTester
-        self.tester = tester(MAX_LATENESS_MS, lead_ms)
+        self.tester = (
+            tester(MAX_LATENESS_MS, lead_ms)
+            if notice is None
+            else tester.notice(MAX_LATENESS_MS, lead_ms, notice.for_jvm())
+        )
 
     def batch(self, records: list[ConsumedRecord], now_ms: int) -> list[Seen]:
         rows = self.spark.createDataFrame([r.source_row(x) for x in records], r.SOURCE_SCHEMA)
@@ -47,6 +61,11 @@ class JvmDriver:
 @pytest.fixture
 def make_hold(spark: Any) -> Callable[..., Driver]:
     return lambda lead_ms=0: JvmDriver(spark, lead_ms)
+
+
+@pytest.fixture
+def make_noticed(spark: Any) -> Callable[..., Driver]:
+    return lambda lead_ms=0, notice=None: JvmDriver(spark, lead_ms, notice)
 
 
 @pytest.fixture
@@ -169,3 +188,43 @@ def test_without_a_lead_nothing_is_raised_early(spark: Any) -> None:
     assert ids(planned, r.Kind.RAISE) == set()
     assert driver.batch([], 1_059_999) == []
     assert len(ids(driver.batch([], 1_060_000), r.Kind.RAISE)) == 6
+
+
+def test_the_java_and_python_folds_judge_notice_alike(spark: Any) -> None:
+    """Generated versions over three partitions and three epochs (one off): the two
+    folds hold and skip exactly the same ones (each version has an id of its own)."""
+    rules = NoticeRules(
+        (
+            Epoch(20_000, 2),
+            Epoch(0, 2, {"schedules": {0: 30, 1: 10}}),
+            Epoch(5_000, 4, {"schedules": {0: 60, 1: 10, 2: 40}}),
+        )
+    )
+    rng = random.Random(7)
+    records = []
+    for i in range(240):
+        partition, offset = i % 3, i // 3
+        written = NOW_MS - rng.randrange(0, 50_000)
+        due_ms = written + rng.choice((-1_000, 0, 4_999, 5_000, 19_999, 20_000, 60_000))
+        headers = ((h.EPOCH, f"{due_ms / 1000:.3f}".encode()), (h.TARGET_TOPIC, b"t"))
+        key = f"n{i:03d}".encode()
+        records.append(ConsumedRecord("schedules", partition, offset, written, key, b"p", headers))
+    lead_ms = 2_000
+    python = MemoryDriver(lead_ms, rules).batch(records, NOW_MS)
+    java = JvmDriver(spark, lead_ms, rules).batch(records, NOW_MS)
+    assert ids(java, r.Kind.DIRECT) == ids(python, r.Kind.DIRECT)
+    assert ids(java, r.Kind.PLANNED) == ids(python, r.Kind.PLANNED)
+    assert len(ids(python, r.Kind.DIRECT)) > 40, "a table that tells nothing apart"
+    assert len(ids(python, r.Kind.PLANNED)) > 40, "a table that tells nothing apart"
+    raised = ids(python, r.Kind.SHORT) | ids(python, r.Kind.MISSED)
+    assert ids(java, r.Kind.SHORT) | ids(java, r.Kind.MISSED) == raised
+    everything = ids(python, r.Kind.DIRECT) | ids(python, r.Kind.PLANNED) | raised
+    assert everything == {f"n{i:03d}" for i in range(240)}
+
+
+def test_the_java_hold_refuses_notice_rules_it_cannot_read(spark: Any) -> None:
+    """Refused when the processor is made (on the driver), not in a task."""
+    tester = spark.sparkContext._jvm.dev.delayline.hold.HoldTester
+    for spec in ("20000", "x;schedules:0:1", "20000;schedules:0", "20000;schedules:x:1", "1;:0:1"):
+        with pytest.raises(Exception, match=r"not a notice|For input string"):
+            tester.notice(MAX_LATENESS_MS, 2_000, spec)

@@ -79,6 +79,9 @@ REDIS_SCHEDULE = Format("Redis held schedule", current=1, oldest=1)
 REDIS_TASK = Format("Redis task record", current=1, oldest=1)
 BUCKET_COPY = Format("bucket copy", current=1, oldest=1)
 CATALOG = Format("API catalog", current=3, oldest=1)
+NOTICE_RULES = Format("short-notice rules", current=1, oldest=1)
+"""The rules of :mod:`delayline.contract.notice` (listed in :data:`FORMATS` once a
+release writes them)."""
 
 FORMATS = (
     CHECKPOINT,

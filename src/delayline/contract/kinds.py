@@ -42,6 +42,10 @@ class Kind(StrEnum):
     same second): its timer is set earlier than the lead (the JVM hold's
     :data:`~delayline.holds.fold.BURST_LEAD_MS`), or it is raised in the same batch
     when that time has come. ``due_ms`` is its due time."""
+    DIRECT = "direct"
+    """A version of short notice (:mod:`delayline.contract.notice`): the hold ends what
+    it replaces but does not hold it; the committer owning its in-flight partition hands
+    it over. No timer is set for it."""
     SHORT = "short"
     """A schedule that arrived with less than the lead to go, not yet due: raised in the
     same batch, so no timer is set for it."""

@@ -42,6 +42,11 @@ that id in each micro-batch and :func:`timer_event` when its timer is due. The r
   timers that fell due while the pipeline was down.
 * **Max lateness expires.** A version more than ``max_lateness_ms`` late when it would
   fire goes to the dead-letter topic with reason ``expired`` instead.
+* **Short notice is not held.** Under notice rules (:mod:`delayline.contract.notice`),
+  a version due less than the notice after its record's timestamp is folded like any
+  other (it ends what it supersedes, and what is older than it is stale) but not held:
+  ``direct``, no timer, nothing raised; the committer owning its in-flight partition
+  hands it over. A copy is never short: it is the version it copies, held or not.
 * **Deterministic.** The result depends only on the held version, the records and
   ``now_ms`` (and, for a burst in the JVM hold, on the versions its task planned
   before in the batch, in Spark's key order), so a replayed micro-batch (same records,
@@ -61,6 +66,7 @@ from dataclasses import dataclass, field
 
 from delayline.contract import ConsumedRecord, parse_record
 from delayline.contract.kinds import EXPIRED, HoldEvent, Kind
+from delayline.contract.notice import NoticeRules
 from delayline.core.model import Cancel, Invalid, Parsed, Schedule, SourceRef
 from delayline.core.versions import supersedes
 
@@ -89,6 +95,7 @@ def fold(  # noqa: C901 - one branch per kind of record, as Fold.java has them
     max_lateness_ms: int | None = None,
     lead_ms: int = 0,
     parse: Callable[[ConsumedRecord], Parsed] = parse_record,
+    notice: NoticeRules | None = None,
 ) -> Folded:
     """Apply one batch's records of one id (one input topic) to the held version.
 
@@ -102,6 +109,8 @@ def fold(  # noqa: C901 - one branch per kind of record, as Fold.java has them
         parse: The parser of the topic's contract
             (:class:`delayline.contract.contracts.InputParser`); the header contract's
             by default.
+        notice: The notice rules: a version of short notice under them is not held
+            (``direct``); ``None``: every version is held.
     """
     events: list[HoldEvent] = []
     current = held
@@ -153,6 +162,10 @@ def fold(  # noqa: C901 - one branch per kind of record, as Fold.java has them
             events.append(HoldEvent(kind, now_ms, parsed.id))
             retire(current, current_at, source)
             current, current_at, newest, hidden = None, None, source, False
+        elif notice is not None and _short(notice, parsed, source, record):
+            events.append(HoldEvent(Kind.DIRECT, now_ms, parsed.id))
+            retire(current, current_at, source)
+            current, current_at, newest, hidden = None, None, source, False
         else:
             retire(current, current_at, source)
             current, current_at, newest, hidden = parsed, record.offset, source, False
@@ -188,6 +201,19 @@ def timer_event(schedule: Schedule, now_ms: int, max_lateness_ms: int | None = N
     if max_lateness_ms is not None and now_ms - schedule.due_ms > max_lateness_ms:
         return HoldEvent(Kind.DEAD, now_ms, schedule.id, schedule=schedule, reason=EXPIRED)
     return HoldEvent(Kind.RAISE, now_ms, schedule.id, schedule=schedule)
+
+
+def _short(
+    notice: NoticeRules, schedule: Parsed, source: SourceRef, record: ConsumedRecord
+) -> bool:
+    """Whether ``schedule`` (its place ``source``), read as ``record``, is of short
+    notice; a copy (read after the place it names) never is."""
+    if not isinstance(schedule, Schedule) or source.offset != record.offset:
+        return False
+    short = notice.short(
+        record.topic, record.partition, record.offset, record.timestamp_ms, schedule.due_ms
+    )
+    return short is not None
 
 
 def _own_tombstone(fired_offset: int, source: SourceRef, held: Schedule | None) -> tuple[str, bool]:

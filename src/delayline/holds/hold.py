@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from delayline.contract.notice import NoticeRules
     from delayline.contract.pacing import TargetRates
     from delayline.contract.topology import Topology
 
@@ -141,6 +142,10 @@ class Hold(abc.ABC):
         (:data:`delayline.contract.headers.REVIEW`), and it asks too when it cannot
         tell (the version is older than what it read: a rebuild, a catch-up).
         ``None``: every tombstone is read, none is marked."""
+        self.notice: NoticeRules | None = None
+        """The notice rules (:mod:`delayline.contract.notice`), set before :meth:`stage`
+        by a pipeline whose committers hand short-notice versions over; a hold that
+        honours them (memory, JVM) holds none of those. ``None``: every version is held."""
 
     @abc.abstractmethod
     def stage(self, records: DataFrame) -> DataFrame:

@@ -65,8 +65,9 @@ class JvmHold(Hold):
         # schedule through the shuffle and the state (see Hold.tombstone_mark).
         self.tombstone_mark = secrets.token_hex(8)
         kept = without_settled_tombstones(records, self.tombstone_mark)
+        notice = "" if self.notice is None else self.notice.for_jvm()
         jdf = helper.apply(
-            parsed(kept)._jdf, lateness, self.config.lead_ms, BURST_LEAD_MS, BURST_DENSE
+            parsed(kept)._jdf, lateness, self.config.lead_ms, BURST_LEAD_MS, BURST_DENSE, notice
         )
         events = DataFrame(jdf, spark)
         if events.schema != r.EVENT_SCHEMA:  # the two definitions must never drift

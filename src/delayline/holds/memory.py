@@ -71,6 +71,7 @@ class MemoryHold(Hold):
                 self.config.max_lateness_ms,
                 self.config.lead_ms,
                 self._parse,
+                self.notice,
             )
             events.extend(folded.events)
             if folded.held is None:

@@ -18,6 +18,7 @@ from delayline.contract import ConsumedRecord
 from delayline.contract import events as r
 from delayline.contract.contracts import InputParser
 from delayline.contract.kinds import HoldEvent
+from delayline.contract.notice import NoticeRules
 from delayline.contract.topology import Topology
 from delayline.holds.memory import MemoryHold
 from delayline.holds.spark_state import HoldProcessor
@@ -50,9 +51,10 @@ class Driver(Protocol):
 
 
 class MemoryDriver:
-    def __init__(self, lead_ms: int = 0) -> None:
+    def __init__(self, lead_ms: int = 0, notice: NoticeRules | None = None) -> None:
         config = PipelineConfig(TOPOLOGY, max_lateness_ms=MAX_LATENESS_MS, lead_ms=lead_ms)
         self.hold = MemoryHold(config)
+        self.hold.notice = notice
 
     def batch(self, records: list[ConsumedRecord], now_ms: int) -> list[Seen]:
         return [_from_event(e) for e in self.hold.offer(records, now_ms)]
@@ -104,6 +106,13 @@ DRIVERS: dict[str, Callable[..., Driver]] = {"memory": MemoryDriver, "spark": Sp
 def make_hold(request: pytest.FixtureRequest) -> Callable[..., Driver]:
     """Makes a fresh driver of one hold (the JVM hold's suite overrides this)."""
     return DRIVERS[request.param]
+
+
+@pytest.fixture
+def make_noticed() -> Callable[..., Driver]:
+    """Makes a fresh driver of a hold that honours notice rules: it takes ``lead_ms`` and
+    ``notice`` (the JVM hold's suite overrides this)."""
+    return MemoryDriver
 
 
 @pytest.fixture

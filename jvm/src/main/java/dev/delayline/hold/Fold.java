@@ -28,6 +28,7 @@ final class Fold {
   static final String STALE = "stale";
   static final String MISSED = "missed";
   static final String SHORT = "short";
+  static final String DIRECT = "direct";
   static final String REWRITE = "rewrite";
   static final String RETIRE = "retire";
   static final String EXPIRED = "expired";
@@ -51,6 +52,7 @@ final class Fold {
   private final long leadMs;
   private final List<Row> events;
   private final Burst burst;
+  private final Notice notice;
 
   /**
    * @param nowMs the batch time
@@ -66,11 +68,21 @@ final class Fold {
    * @param burst which schedules are raised early, the task's counts; null: none is
    */
   Fold(long nowMs, long maxLatenessMs, long leadMs, List<Row> events, Burst burst) {
+    this(nowMs, maxLatenessMs, leadMs, events, burst, null);
+  }
+
+  /**
+   * @param notice which versions are of short notice, never held; null: none is
+   */
+  Fold(
+      long nowMs, long maxLatenessMs, long leadMs, List<Row> events, Burst burst,
+      Notice notice) {
     this.nowMs = nowMs;
     this.maxLatenessMs = maxLatenessMs;
     this.leadMs = leadMs;
     this.events = events;
     this.burst = burst;
+    this.notice = notice;
   }
 
   /** When a version due at {@code dueMs} is handed over: its timer ({@code fold.raise_ms}). */
@@ -115,6 +127,12 @@ final class Fold {
         }
       } else if (record.isCancel()) {
         events.add(countEvent(current == null ? UNKNOWN_CANCEL : CANCELLED, record.id, null));
+        retire(current, currentAt, record, lastIn, retired);
+        current = null;
+        newest = record;
+        hidden = false;
+      } else if (notice != null && notice.isShort(record)) {
+        events.add(countEvent(DIRECT, record.id, null));
         retire(current, currentAt, record, lastIn, retired);
         current = null;
         newest = record;

@@ -29,8 +29,10 @@ public final class HoldProcessor extends StatefulProcessor<Row, Row, Row> {
   private final long leadMs;
   private final long burstLeadMs;
   private final int dense;
+  private final String noticeRules;
   private transient ValueState<Row> held;
   private transient Burst burst;
+  private transient Notice notice;
 
   /**
    * A hold that raises every schedule at the lead.
@@ -50,6 +52,21 @@ public final class HoldProcessor extends StatefulProcessor<Row, Row, Row> {
    * @param dense more planned in one task of a batch with one due second than this: many
    */
   public HoldProcessor(long maxLatenessMs, long leadMs, long burstLeadMs, int dense) {
+    this(maxLatenessMs, leadMs, burstLeadMs, dense, "");
+  }
+
+  /**
+   * @param maxLatenessMs later than this a due schedule is dead-lettered; negative: never
+   * @param leadMs how long before its due time a schedule is handed over
+   * @param burstLeadMs as for the constructor without notice rules
+   * @param dense as for the constructor without notice rules
+   * @param noticeRules the versions of short notice, never held ({@link Notice}); empty:
+   *     every version is held
+   */
+  public HoldProcessor(
+      long maxLatenessMs, long leadMs, long burstLeadMs, int dense, String noticeRules) {
+    this.noticeRules = noticeRules;
+    Notice.parse(noticeRules); // refused here, on the driver, not in a task
     this.maxLatenessMs = maxLatenessMs;
     this.leadMs = leadMs;
     this.burstLeadMs = burstLeadMs;
@@ -61,6 +78,7 @@ public final class HoldProcessor extends StatefulProcessor<Row, Row, Row> {
     held = getHandle().getValueState("schedule", Encoders.row(Schemas.STATE), TTLConfig.NONE());
     // With a lead of 0 the executors deliver what is raised: nothing may be raised early.
     burst = leadMs > 0 && burstLeadMs > leadMs ? new Burst(burstLeadMs, dense) : null;
+    notice = Notice.parse(noticeRules);
   }
 
   @Override
@@ -74,7 +92,7 @@ public final class HoldProcessor extends StatefulProcessor<Row, Row, Row> {
     List<Row> events = new ArrayList<>();
     long nowMs = timerValues.getCurrentProcessingTimeInMs();
     Fold.Result folded =
-        new Fold(nowMs, maxLatenessMs, leadMs, events, burst).fold(before, records);
+        new Fold(nowMs, maxLatenessMs, leadMs, events, burst, notice).fold(before, records);
     if (folded.timerFrom != null) {
       // At its raise time or, raised early, before it: the timers of the key say which.
       for (Long timer : timers()) {

@@ -50,6 +50,13 @@ public final class HoldTester {
     return new HoldTester(new HoldProcessor(maxLatenessMs, leadMs, burstLeadMs, dense), "schedule");
   }
 
+  /** A tester of a {@link HoldProcessor} under notice rules (arguments as for it). */
+  public static HoldTester notice(long maxLatenessMs, long leadMs, String noticeRules)
+      throws ReflectiveOperationException {
+    return new HoldTester(
+        new HoldProcessor(maxLatenessMs, leadMs, 0, Integer.MAX_VALUE, noticeRules), "schedule");
+  }
+
   /** A tester of the bucket hold's {@link BucketGate} (arguments as for it). */
   public static HoldTester gate(long maxLatenessMs, long leadMs)
       throws ReflectiveOperationException {

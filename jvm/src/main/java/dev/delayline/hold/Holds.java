@@ -20,16 +20,19 @@ public final class Holds {
    * @param burstLeadMs how long before its due time one of many due in the same second is
    *     handed over ({@link Burst})
    * @param dense more planned in one task of a batch with one due second than this: many
+   * @param noticeRules the versions of short notice, never held ({@link Notice}); empty:
+   *     every version is held
    */
   public static Dataset<Row> apply(
-      Dataset<Row> parsed, long maxLatenessMs, long leadMs, long burstLeadMs, int dense) {
+      Dataset<Row> parsed, long maxLatenessMs, long leadMs, long burstLeadMs, int dense,
+      String noticeRules) {
     // Grouped by columns, not by a key function: a function would first turn every
     // input row into a Java object just to read two of its fields.
     return parsed
         .groupBy(functions.col("topic"), functions.col("gkey"))
         .as(Encoders.row(Schemas.KEY), Encoders.row(parsed.schema()))
         .transformWithState(
-            new HoldProcessor(maxLatenessMs, leadMs, burstLeadMs, dense),
+            new HoldProcessor(maxLatenessMs, leadMs, burstLeadMs, dense, noticeRules),
             TimeMode.ProcessingTime(),
             OutputMode.Append(),
             Encoders.row(Schemas.EVENT));

@@ -94,6 +94,13 @@ def test_sigkill_three_times_during_1000_schedules(kafka_bootstrap: str, tmp_pat
 
 HANDED = 50
 """Schedules handed to the committer when the pipeline is killed."""
+HANDED_OVER_MS = 3_000
+"""Their due times are spread over this. Over one second (50/s, one transaction each)
+the restarted committer delivered them p50 77-111 ms late, max 125-182 ms, on
+2026-12-01 with this release's code and the one before alike: the rate one fresh
+committer commits on this machine, not the restart, which this test is about (spread
+over 3 s: min 21, p50 34, max 59 ms). How late a committer delivers at a rate is the
+committer bench's to measure."""
 RESTART_LATENESS_MS = 100
 """The latest a handed-over schedule due during a restart may be delivered (the issue's
 bound). Measured here: 16-27 ms at most (p50 7-8) with Spark started after the committer
@@ -103,20 +110,25 @@ NOTICE_MS = 9_000
 """How long before the due time the restart test kills the pipeline: more than a loaded
 restart needs to have the committer ready (3.7 s here alone), less than that plus the
 10 s Spark's start waits for its deliveries."""
+AHEAD_MS = 25_000
+"""How long before their due time the restart test writes its schedules: the batch that
+hands them over must end before the kill, ``AHEAD_MS - NOTICE_MS`` later. 6 s was too
+short in CI on 2026-12-01: the batch after a fresh pipeline's first ran for more than
+6 s while the checkpoint's timers were read beside it (5.6 s) on the same two cores."""
 
 
 def test_what_was_handed_over_goes_out_on_time_while_a_killed_pipeline_restarts(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    """SIGKILL the pipeline 9 s before the due time of schedules its committer holds (a
-    16 s lead: written 15 s ahead, they are handed over by the batch that reads them, a
-    second later at most), and start it again at once: the new committer starts first
+    """SIGKILL the pipeline 9 s before the first due time of schedules its committer holds
+    (due over 3 s; a 26 s lead: written 25 s ahead, they are handed over by the batch that
+    reads them, a second or a few later), and start it again at once: the new committer starts first
     (ready 3.7 s after the kill here, more under a full suite's load) and Spark only once
     it has delivered them, so each is delivered within 100 ms of its due time, once, none
     early, and a ``read_uncommitted`` reader sees none early either."""
     progress = tmp_path / "progress.jsonl"
     process, target, client_config = setup(
-        kafka_bootstrap, tmp_path, "handed", 2, "--progress-file", str(progress), "--lead", "16s",
+        kafka_bootstrap, tmp_path, "handed", 2, "--progress-file", str(progress), "--lead", "26s",
         "--batch-wait", "1s",  # read (and handed over) within a second, not 2 s before due
     )  # fmt: skip
     with (
@@ -126,8 +138,10 @@ def test_what_was_handed_over_goes_out_on_time_while_a_killed_pipeline_restarts(
     ):
         pipeline.start()
         pipeline.wait_ready()
-        first_due_ms = time.time_ns() // 1_000_000 + 15_000
-        due = _write_over_a_second(client_config, target, "handed", HANDED, first_due_ms)
+        first_due_ms = time.time_ns() // 1_000_000 + AHEAD_MS
+        due = _write_over_a_second(
+            client_config, target, "handed", HANDED, first_due_ms, HANDED_OVER_MS
+        )
         kill_at_ms = first_due_ms - NOTICE_MS
         while _handed(progress) < HANDED:
             assert time.time_ns() // 1_000_000 < kill_at_ms, (
@@ -152,20 +166,25 @@ def test_what_was_handed_over_goes_out_on_time_while_a_killed_pipeline_restarts(
     lateness = sorted(d.arrival_ms - due[d.schedule_id or ""] for d in deliveries)
     print(
         f"\nkilled {first_due_ms - killed_ms} ms before the first due time; lateness "
-        f"p50 {lateness[len(lateness) // 2]} ms, max {lateness[-1]} ms"
+        f"min {lateness[0]} ms, p50 {lateness[len(lateness) // 2]} ms, max {lateness[-1]} ms"
     )
     assert lateness[-1] <= RESTART_LATENESS_MS, f"lateness {lateness[-10:]} ms"
 
 
 def _write_over_a_second(
-    client_config: ClientConfig, target: str, prefix: str, count: int, first_due_ms: int
+    client_config: ClientConfig,
+    target: str,
+    prefix: str,
+    count: int,
+    first_due_ms: int,
+    over_ms: int = 1_000,
 ) -> dict[str, int]:
-    """Schedule ``count`` schedules (ids ``<prefix>-<n>``) due evenly over the second from
+    """Schedule ``count`` schedules (ids ``<prefix>-<n>``) due evenly over ``over_ms`` from
     ``first_due_ms``, written and flushed; returns each id's due time (ms)."""
     due: dict[str, int] = {}
     with Scheduler(client_config) as client:
         for i in range(count):
-            at = ms_to_datetime(first_due_ms + i * 1_000 // count)
+            at = ms_to_datetime(first_due_ms + i * over_ms // count)
             due[client.schedule(f"{prefix}-{i}", b"x", target, at=at).id] = int(
                 at.timestamp() * 1000
             )

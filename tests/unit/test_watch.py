@@ -18,6 +18,7 @@ from delayline.committer.later_columns import LaterColumns
 from delayline.committer.ownership import InLanes
 from delayline.committer.pending import Group, Pending
 from delayline.committer.read_barrier import has_read
+from delayline.committer.rereads import Rereads
 from delayline.committer.reviews import ReviewCounts
 from delayline.committer.watch import InputWatch
 from delayline.contract import ConsumedRecord, OutgoingRecord
@@ -268,6 +269,25 @@ def test_a_record_read_again_is_remembered_once() -> None:
     later.expire(31_001)
     assert later.ends(VERSION) == UPDATE, "offset 6 is forgotten as first read; 7 is kept"
     later.expire(80_001)
+    assert len(later) == 0
+
+
+def test_it_tells_up_to_where_each_partition_has_forgotten_records() -> None:
+    """A re-read after a take-over reads no further than that: from there on, what was
+    read is remembered."""
+    later = memory()
+    for offset, partition, read_ms in ((6, 0, 1_000), (3, 1, 1_000), (7, 0, 2_000), (9, 0, 50_000)):
+        remember(later, record(offset, None, partition=partition), read_ms)
+    assert later.forgotten == {}
+    later.expire(31_500)
+    assert later.forgotten == {(TOPIC, 0): 7, (TOPIC, 1): 4}, "7 was read 29.5 s before"
+    later.expire(40_000, {(TOPIC, 0): 7})
+    assert later.forgotten == {(TOPIC, 0): 7, (TOPIC, 1): 4}, "7 is not taken: kept"
+    later.expire(40_000, {(TOPIC, 0): 8})
+    assert later.forgotten == {(TOPIC, 0): 8, (TOPIC, 1): 4}
+    assert later.ends(VERSION) == CANCEL, "offset 9 is remembered"
+    later.expire(90_000)
+    assert later.forgotten == {(TOPIC, 0): 10, (TOPIC, 1): 4}
     assert len(later) == 0
 
 
@@ -604,3 +624,40 @@ def test_the_watches_of_a_committers_sessions_count_their_reviews_together() -> 
         watch.reviews.flush()
         watch.reviews.flush()
     assert (kept.written, kept.dropped) == (3, 1)
+
+
+def test_a_reread_reads_only_what_the_watch_may_have_forgotten_or_never_read() -> None:
+    """From where on a partition is remembered whole: where the watch began reading it,
+    or past the last record it forgot there; a re-read that ran to its end moves that
+    back to where it began (nothing is forgotten while it runs)."""
+    later = memory()
+    rereads = Rereads("unused:9092", later, 1_000, lambda: 0)
+    place, other = (TOPIC, 0), (TOPIC, 1)
+    positions, started = {place: 50, other: 40}, {place: 10, other: 40}
+    assert rereads.remembered_from(place, positions, started) == 10, "never read before 10"
+    assert rereads.remembered_from((TOPIC, 9), positions, started) == -1, "not read at all"
+    remember(later, record(20, None), 1_000)
+    remember(later, record(30, None, partition=1), 1_000)
+    later.expire(40_000)
+    assert rereads.remembered_from(place, positions, started) == 21
+    assert rereads.remembered_from(other, positions, started) == 40, "never read before 40"
+    rereads._remembered_again({place: (5, 21), other: (2, 40)})
+    assert rereads.remembered_from(place, positions, started) == 5
+    assert rereads.remembered_from(other, positions, started) == 2
+    remember(later, record(25, None), 40_000)
+    later.expire(80_000)
+    assert rereads.remembered_from(place, positions, started) == 26
+    positions[place] = 24
+    assert rereads.remembered_from(place, positions, started) == 24, "never past the position"
+
+
+def test_nothing_is_forgotten_while_a_reread_runs() -> None:
+    later = memory()
+    remember(later, record(20, None), 1_000)
+    with later.kept():
+        later.expire(90_000)
+        assert len(later) == 1
+        assert later.forgotten == {}
+    later.expire(90_000)
+    assert len(later) == 0
+    assert later.forgotten == {(TOPIC, 0): 21}

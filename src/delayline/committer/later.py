@@ -10,7 +10,8 @@ the watch (:mod:`delayline.committer.watch`) keeps only what deciding that takes
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple
 
 from delayline.contract import ConsumedRecord
@@ -144,6 +145,13 @@ class LaterRecords:
         """Records kept as objects."""
         self._columns: LaterColumns | None = None
         self._columns_expired_ms: int | None = None
+        self.forgotten: dict[tuple[str, int], int] = {}
+        """By input (topic, partition): one past the highest offset of a record
+        forgotten; a partition missing: none was. Records read there from that offset on
+        are all remembered (:meth:`InputWatch.reread` reads no further, and moves it back
+        to where it began once it has read everything again, nothing forgotten
+        meanwhile: :meth:`kept`)."""
+        self._kept = 0
         self.keep_until: int | None = None
         """Nothing is forgotten before this time: what a restarted committer read of the
         input since the checkpoint stays until a batch hands over again (then plus
@@ -242,6 +250,16 @@ class LaterRecords:
                 return kind
         return None
 
+    @contextmanager
+    def kept(self) -> Iterator[None]:
+        """Forget nothing meanwhile (:meth:`expire` does nothing): what a re-read finds
+        remembered stays so until it ends."""
+        self._kept += 1
+        try:
+            yield
+        finally:
+            self._kept -= 1
+
     def expire(self, now_ms: int, taken: Mapping[tuple[str, int], int] | None = None) -> None:
         """Forget what was read more than :attr:`memory_ms` before ``now_ms`` and lies
         before ``taken``: by (topic, partition), the offset up to which the pipeline has
@@ -250,7 +268,7 @@ class LaterRecords:
         progress is unknown, the time alone decides. Records kept as objects are
         forgotten in the order read (the first that must stay keeps those after it), those
         in columns each on its own, at most every :attr:`columns_every_ms`."""
-        if self.keep_until is not None and now_ms < self.keep_until:
+        if self._kept or (self.keep_until is not None and now_ms < self.keep_until):
             return
         columns = self._columns
         if columns is not None and (
@@ -258,7 +276,8 @@ class LaterRecords:
             or now_ms - self._columns_expired_ms >= self.columns_every_ms
         ):
             self._columns_expired_ms = now_ms
-            columns.expire(now_ms - self.memory_ms, taken)
+            _forgot(self.forgotten, columns.expire(now_ms - self.memory_ms, taken))
+        forgotten = self.forgotten
         for topic, order in self._order.items():
             ids = self._by_id[topic]
             while order:
@@ -272,6 +291,9 @@ class LaterRecords:
                 order.popleft()
                 _drop_first(ids, schedule_id, rest)
                 self._hot -= 1
+                place = (topic, first.partition)
+                if first.offset >= forgotten.get(place, 0):
+                    forgotten[place] = first.offset + 1
 
     def _to_columns(self, keep: int) -> None:
         """Move the oldest records kept as objects to columns, all but ``keep``."""
@@ -289,6 +311,13 @@ class LaterRecords:
                 _drop_first(ids, schedule_id, rest)
         self._columns.add(moved)  # before the count drops: len() is read meanwhile
         self._hot -= len(moved)
+
+
+def _forgot(forgotten: dict[tuple[str, int], int], ends: Mapping[tuple[str, int], int]) -> None:
+    """Raise ``forgotten``'s end of each place to ``ends``' where higher."""
+    for place, end in ends.items():
+        if end > forgotten.get(place, 0):
+            forgotten[place] = end
 
 
 def _drop_first(

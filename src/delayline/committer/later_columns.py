@@ -177,12 +177,16 @@ class LaterColumns:
                 return KINDS[int(row["kind"])]
         return None
 
-    def expire(self, before_ms: int, taken: Mapping[tuple[str, int], int] | None = None) -> None:
+    def expire(
+        self, before_ms: int, taken: Mapping[tuple[str, int], int] | None = None
+    ) -> dict[tuple[str, int], int]:
         """Forget each row read before ``before_ms`` whose record lies before ``taken``
         (by topic and partition, the offset up to which the pipeline has read: a
         partition missing from it keeps its rows); ``None``: the time alone decides.
         A run none of whose rows can go (read since ``before_ms``, or each partition's
-        lowest offset in it not before ``taken``) is not read."""
+        lowest offset in it not before ``taken``) is not read. Returns, by topic and
+        partition, one past the highest offset of a row forgotten."""
+        forgotten: dict[tuple[str, int], int] = {}
         limits: list[int] | None = None
         if taken is not None:
             limits = [taken.get(place, 0) for place in self._places]
@@ -200,7 +204,10 @@ class LaterColumns:
                 gone &= run.rows["offset"] < by_place[run.rows["place"]]
             if not gone.any():
                 runs.append(run)
-            elif not gone.all():
+                run.release()
+                continue
+            self._forgot(forgotten, run, gone)
+            if not gone.all():
                 kept = np.flatnonzero(~gone)
                 pages = self._pages
                 runs.append(pages.run(pages.taken(run.hashes, kept), pages.taken(run.rows, kept)))
@@ -208,6 +215,18 @@ class LaterColumns:
             run.release()
         self._runs = tuple(self._pages.settled(runs))
         self._release()
+        return forgotten
+
+    def _forgot(self, forgotten: dict[tuple[str, int], int], run: Run, gone: np.ndarray) -> None:
+        """Note in ``forgotten`` the highest offset of each place among ``run``'s rows
+        that are ``gone``."""
+        places = run.rows["place"][gone]
+        offsets = run.rows["offset"][gone]
+        for place in np.unique(places).tolist():
+            end = int(offsets[places == place].max()) + 1
+            key = self._places[place]
+            if end > forgotten.get(key, 0):
+                forgotten[key] = end
 
     def _place(self, topic: str, partition: int) -> int:
         place = self._place_ids.get((topic, partition))

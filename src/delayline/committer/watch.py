@@ -56,16 +56,17 @@ from confluent_kafka.admin import AdminClient
 
 from delayline.committer.arrivals import Arrivals
 from delayline.committer.later import HOT_RECORDS, MEMORY_MS, Later, LaterRecords, later_from
+from delayline.committer.rereads import Rereads
 from delayline.committer.reviews import KafkaReviewWriter, ReviewCounts, Reviews
 from delayline.contract.checks import ScheduleFields
 from delayline.contract.contracts import InputParser
 from delayline.contract.records import own_tombstone_of, skippable_tombstone
 from delayline.core.model import Cancel, Schedule
-from delayline.errors import KafkaUnavailableError
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import (
     acknowledged_ends,
     message_headers,
+    offsets_at_times,
     private_consumer,
     stable_ends,
     to_consumed_record,
@@ -86,8 +87,6 @@ here); what a hold delays is the end-of-partition event, one hold after them, wh
 why positions are taken from the consumer (:meth:`InputWatch._take_positions`), which
 moves past a transaction's marker with its last record. Held 10 ms, an idle broker
 answered the watch 100 times a second."""
-REREAD_FETCH_WAIT_MS = 10
-"""The hold of :meth:`InputWatch.reread`'s fetches."""
 READ_AHEAD_MS = 20
 """How long before a delivery's commit time the committer reads the input to its end."""
 
@@ -141,6 +140,7 @@ class InputWatch:
         own position (past transaction markers and aborted records)."""
         self.started: dict[tuple[str, int], int] = {}
         """Where :meth:`start` began reading each input partition."""
+        self._rereads = Rereads(bootstrap_servers, self.later, BATCH, now_ms)
         self.reviews = Reviews(
             self.later, KafkaReviewWriter(bootstrap_servers), self._unseen, review_counts
         )
@@ -212,64 +212,28 @@ class InputWatch:
     ) -> list[tuple[str, str]] | None:
         """Read again, with a consumer of its own, each input partition from
         ``since_ms`` (record time) or, where earlier, from ``positions``, up to where
-        this watch had read it at the call: what was forgotten there is remembered again
-        (as read now, for :attr:`LaterRecords.memory_ms` at least; what is still
-        remembered stays as first read). ``between()`` is called after each slice read
-        (the committer keeps the watch itself polled meanwhile). Returns the (topic,
-        schedule id) of each record noted, as :meth:`poll` does; ``None`` if
-        ``give_up()`` cut it short.
+        this watch may not remember a record (:meth:`Rereads.remembered_from`): what was
+        forgotten there, or never read, is remembered again (as read now, for
+        :attr:`LaterRecords.memory_ms` at least; what is still remembered stays as first
+        read). ``between()`` is called after each slice read (the committer keeps the
+        watch itself polled meanwhile). Returns the (topic, schedule id) of each record
+        noted, as :meth:`poll` does; ``None`` if ``give_up()`` cut it short.
 
         Raises:
             KafkaUnavailableError: nothing more was read for ``timeout_s``.
         """
-        todo = {
-            (tp.topic, tp.partition): (tp.offset, self.positions[(tp.topic, tp.partition)])
-            for tp in self._starts(since_ms, positions)
-            if 0 <= tp.offset < self.positions.get((tp.topic, tp.partition), -1)
-        }
-        if not todo:
-            return []
-        out: list[tuple[str, str]] = []
-        consumer = private_consumer(
-            self._bootstrap_servers,
-            "delayline-watch-reread",
-            # Short-lived: a range ending in a transaction's marker is read to its end by
-            # the next fetch, held this long.
-            overrides={"enable.partition.eof": True, "fetch.wait.max.ms": REREAD_FETCH_WAIT_MS},
-        )
-        try:
-            consumer.assign([TopicPartition(t, p, low) for (t, p), (low, _) in todo.items()])
-            deadline = time.monotonic() + timeout_s
-            while todo and not give_up():
-                if time.monotonic() > deadline:
-                    raise KafkaUnavailableError(
-                        f"committer watch: {len(todo)} input partition(s) read again "
-                        f"stalled for {timeout_s:g} s"
-                    )
-                now = self.now_ms()
-                found: list[tuple[str, str, Later]] = []
-                for msg in consumer.consume(BATCH, 0.2):
-                    place = (msg.topic() or "", msg.partition() or 0)
-                    error = msg.error()
-                    if place not in todo:
-                        continue
-                    deadline = time.monotonic() + timeout_s
-                    if error is not None and error.code() != KafkaError._PARTITION_EOF:
-                        log.warning("committer watch: %s", error)
-                        continue
-                    offset = msg.offset() or 0
-                    if error is None and offset < todo[place][1]:
-                        later = self._later_of(msg, now, arrived=False)
-                        if later is not None:
-                            found.append(later)
-                    if offset + (error is None) >= todo[place][1]:
-                        del todo[place]
-                self.later.note_again(found)
-                out.extend((topic, schedule_id) for topic, schedule_id, _ in found)
-                between()
-        finally:
-            consumer.close()
-        return None if todo else out
+        rereads = self._rereads
+        todo: dict[tuple[str, int], tuple[int, int]] = {}
+        for tp in self._starts(since_ms, positions):
+            place = (tp.topic, tp.partition)
+            end = rereads.remembered_from(place, self.positions, self.started)
+            if 0 <= tp.offset < end:
+                todo[place] = (tp.offset, end)
+        return rereads.read(todo, self._reread_record, give_up, between, timeout_s)
+
+    def _reread_record(self, msg: Message, now_ms: int) -> tuple[str, str, Later] | None:
+        """What ``msg``, read again at ``now_ms``, ends (not counted among the arrivals)."""
+        return self._later_of(msg, now_ms, arrived=False)
 
     def poll(self) -> list[tuple[str, str]]:
         """Read what arrived since the last call: the (topic, schedule id) of each."""
@@ -346,15 +310,22 @@ class InputWatch:
     ) -> list[TopicPartition]:
         """Each input partition's first offset at or after ``since_ms``, or its offset
         in ``positions`` where earlier (-1: no record that recent, no position)."""
-        metadata = self._consumer.list_topics(timeout=30)
-        wanted = [
-            TopicPartition(topic, p, since_ms)
+        # Asked through the admin client: the watch's consumer holds a fetch open on its
+        # connection (FETCH_WAIT_MS), which a request behind it waits for.
+        metadata = self._admin.list_topics(timeout=30)
+        wanted = {
+            (topic, p): since_ms
             for topic in self.parse.topology.input_topics
             if (found := metadata.topics.get(topic)) is not None and found.error is None
             for p in sorted(found.partitions)
+        }
+        found_at = offsets_at_times(self._admin, wanted, 30)
+        return [
+            _earliest(
+                TopicPartition(topic, p, found_at[(topic, p)]), (positions or {}).get((topic, p))
+            )
+            for topic, p in wanted
         ]
-        found_at = self._consumer.offsets_for_times(wanted, timeout=30) if wanted else []
-        return [_earliest(tp, (positions or {}).get((tp.topic, tp.partition))) for tp in found_at]
 
     def _take_positions(self) -> None:
         """Move each partition's position to the consumer's, which is past what was

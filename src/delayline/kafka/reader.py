@@ -197,19 +197,48 @@ def acknowledged_ends(
     return _ends(admin, partitions, timeout_s, IsolationLevel.READ_UNCOMMITTED)
 
 
+def offsets_at_times(
+    admin: AdminClient, times: Mapping[tuple[str, int], int], timeout_s: float
+) -> dict[tuple[str, int], int]:
+    """Each (topic, partition)'s first offset whose record timestamp is at or after its
+    time in ``times`` (-1: none that recent), asked through an admin client: a consumer's
+    own ``offsets_for_times`` waits behind the fetch it holds open on the same
+    connection. Retries as :func:`stable_ends` does.
+
+    Raises:
+        KafkaUnavailableError: the offsets could not be read in time.
+    """
+    specs = {
+        TopicPartition(topic, p): OffsetSpec.for_timestamp(ms) for (topic, p), ms in times.items()
+    }
+    return _list_offsets(admin, specs, timeout_s, IsolationLevel.READ_COMMITTED)
+
+
 def _ends(
     admin: AdminClient,
     partitions: Iterable[tuple[str, int]],
     timeout_s: float,
     isolation: IsolationLevel,
 ) -> dict[tuple[str, int], int]:
-    wanted = [TopicPartition(topic, p) for topic, p in partitions]
-    if not wanted:
+    specs = {
+        TopicPartition(topic, p): OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        for topic, p in partitions
+    }
+    return _list_offsets(admin, specs, timeout_s, isolation)
+
+
+def _list_offsets(
+    admin: AdminClient,
+    specs: Mapping[TopicPartition, OffsetSpec],
+    timeout_s: float,
+    isolation: IsolationLevel,
+) -> dict[tuple[str, int], int]:
+    if not specs:
         return {}
     deadline = time.monotonic() + timeout_s
     while True:
         futures = admin.list_offsets(
-            {tp: OffsetSpec.latest() for tp in wanted},  # type: ignore[no-untyped-call]
+            dict(specs),
             isolation_level=isolation,
             request_timeout=max(0.1, deadline - time.monotonic()),
         )
@@ -219,7 +248,7 @@ def _ends(
             error = kafka_error(exc)
             retriable = error is not None and (error.retriable() or error.code() in _NO_LEADER_YET)
             if not retriable or time.monotonic() > deadline:
-                raise KafkaUnavailableError(f"end offsets unavailable: {exc}") from exc
+                raise KafkaUnavailableError(f"offsets unavailable: {exc}") from exc
             time.sleep(0.1)
 
 

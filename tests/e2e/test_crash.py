@@ -115,20 +115,25 @@ AHEAD_MS = 25_000
 hands them over must end before the kill, ``AHEAD_MS - NOTICE_MS`` later. 6 s was too
 short in CI on 2026-12-01: the batch after a fresh pipeline's first ran for more than
 6 s while the checkpoint's timers were read beside it (5.6 s) on the same two cores."""
+LEAD = f"{(AHEAD_MS + HANDED_OVER_MS) // 1000 + 2}s"
+"""The restart test's ``--lead``: past the last due time as the first batch reads them,
+so that batch hands every one over. With less, the last ones are planned and raised a
+batch's margin before their due times, after the kill (seen in CI with a 26 s lead and
+due times over 3 s: 32 of 50 handed over)."""
 
 
 def test_what_was_handed_over_goes_out_on_time_while_a_killed_pipeline_restarts(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     """SIGKILL the pipeline 9 s before the first due time of schedules its committer holds
-    (due over 3 s; a 26 s lead: written 25 s ahead, they are handed over by the batch that
+    (due over 3 s; a 30 s lead: written 25 s ahead, they are handed over by the batch that
     reads them, a second or a few later), and start it again at once: the new committer starts first
     (ready 3.7 s after the kill here, more under a full suite's load) and Spark only once
     it has delivered them, so each is delivered within 100 ms of its due time, once, none
     early, and a ``read_uncommitted`` reader sees none early either."""
     progress = tmp_path / "progress.jsonl"
     process, target, client_config = setup(
-        kafka_bootstrap, tmp_path, "handed", 2, "--progress-file", str(progress), "--lead", "26s",
+        kafka_bootstrap, tmp_path, "handed", 2, "--progress-file", str(progress), "--lead", LEAD,
         "--batch-wait", "1s",  # read (and handed over) within a second, not 2 s before due
     )  # fmt: skip
     with (

@@ -28,6 +28,7 @@ from delayline.fire.refusals import (
     size_bound,
 )
 from delayline.fire.transactional import Committed, FireConfig, FireError, TransactionalFirer
+from delayline.kafka import transactions
 
 MISSING = Failure(KafkaError.UNKNOWN_TOPIC_OR_PART, "UNKNOWN_TOPIC_OR_PART", "Broker: Unknown")
 DENIED = Failure(
@@ -283,6 +284,9 @@ class FakeProducer:
         self.open: list[OutgoingRecord] = []
         self.reported = 0  # delivery reports asked for
 
+    def list_topics(self, timeout: float) -> None:
+        pass
+
     def init_transactions(self, _timeout: float) -> None:
         pass
 
@@ -343,7 +347,7 @@ class FakeProducer:
 
 @pytest.fixture
 def firer(monkeypatch: pytest.MonkeyPatch) -> TransactionalFirer:
-    monkeypatch.setattr(tx, "Producer", FakeProducer)
+    monkeypatch.setattr(transactions, "Producer", FakeProducer)
     monkeypatch.setattr(FakeProducer, "denied", {"denied"})
     monkeypatch.setattr(FakeProducer, "limits", {"small": 1024})
     monkeypatch.setattr(FakeProducer, "broken", {"broken"})
@@ -499,7 +503,7 @@ def test_records_to_the_last_topics_are_written_after_the_others_are_acknowledge
     """A batch's tombstones to the schedules topic go last, once every other record of
     the transaction is acknowledged: the transaction holds the schedules partition (its
     ``read_committed`` readers, the committers' watch) for its last moments only."""
-    monkeypatch.setattr(tx, "Producer", OrderProducer)
+    monkeypatch.setattr(transactions, "Producer", OrderProducer)
     facts: dict[str, TopicFacts | None] = {"good": TopicFacts()}
     config = FireConfig("kafka:9092", "commits", "tx", last_topics=frozenset({"sched"}))
     firer = TransactionalFirer(config, FakeDescribe(facts))

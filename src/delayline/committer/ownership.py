@@ -126,7 +126,7 @@ class Slots:
         self.topics = topics
         self._fences = fences
         self._slots: dict[int, Slot] = {}
-        self._fencing: dict[int, Future[Slot]] = {}
+        self._fencing: dict[int, Fencing] = {}
         self.owned: tuple[int, ...] = ()
         """The partitions owned, published for the status."""
         self.in_lanes = 0
@@ -153,21 +153,27 @@ class Slots:
         """Start opening the producers of ``partitions`` not yet owned nor being opened."""
         for partition in partitions:
             if partition not in self._slots and partition not in self._fencing:
-                self._fencing[partition] = self._fences.submit(self._open, partition)
+                lanes = [
+                    self._fences.submit(self._open_lane, partition, lane)
+                    for lane in range(self._config.lanes)
+                ]
+                self._fencing[partition] = Fencing(lanes, time.monotonic())
 
     def take_fenced(self, still_ours: Callable[[int], bool]) -> list[int]:
         """Make a slot of each partition whose fence is done and that is ``still_ours``;
         returns them (raises what failed a fence)."""
         taken: list[int] = []
-        for partition, future in list(self._fencing.items()):
-            if not future.done():
+        for partition, fencing in list(self._fencing.items()):
+            if not all(lane.done() for lane in fencing.lanes):
                 continue
             del self._fencing[partition]
-            slot = future.result()
+            firers = fencing.opened()
             if not still_ours(partition):  # revoked meanwhile
-                slot.lanes.close()
+                for firer in firers:
+                    firer.close()
                 continue
-            self._slots[partition] = slot
+            fencing.log(partition)
+            self._slots[partition] = Slot(partition, Lanes(firers, self.topics))
             taken.append(partition)
         self.owned = tuple(sorted(self._slots))
         return taken
@@ -177,7 +183,7 @@ class Slots:
         opened); whether it was."""
         fencing = self._fencing.pop(partition, None)
         if fencing is not None:
-            fencing.add_done_callback(_close_opened)
+            fencing.close_when_opened()
         return fencing is not None
 
     def remove(self, partition: int) -> None:
@@ -192,7 +198,7 @@ class Slots:
         self._slots = {}
         self.owned = ()
         for fencing in self._fencing.values():
-            fencing.add_done_callback(_close_opened)
+            fencing.close_when_opened()
         self._fencing.clear()
         return slots
 
@@ -225,39 +231,64 @@ class Slots:
         slot.offsets_at = time.monotonic()
         return True
 
-    def _open(self, partition: int) -> Slot:
-        """The lanes of ``partition``, their producers' transactions initialised."""
+    def _open_lane(self, partition: int, lane: int) -> TransactionalFirer:
+        """The producer of ``partition``'s ``lane``, its transactions initialised (which
+        fences its earlier owner's and aborts the transaction it left open)."""
         config = self._config
         inputs = frozenset(() if config.topology is None else config.topology.input_topics)
-        firers: list[TransactionalFirer] = []
-        began = time.monotonic()
-        try:
-            for lane in range(config.lanes):
-                txn = committer_transactional_id(config.transactional_id, partition, lane)
-                fire = FireConfig(
-                    config.bootstrap_servers,
-                    config.commits_topic,
-                    txn,
-                    linger_ms=0,
-                    last_topics=inputs,
-                )
-                firers.append(TransactionalFirer(fire, topics=self.topics))
-        except Exception:
-            for firer in firers:
-                firer.close()
-            raise
-        # Initialising a producer waits for its earlier owner's open transaction to be
-        # aborted: most of a take-over's fence (0.7-1 s a partition after a SIGKILL here).
+        txn = committer_transactional_id(config.transactional_id, partition, lane)
+        fire = FireConfig(
+            config.bootstrap_servers, config.commits_topic, txn, linger_ms=0, last_topics=inputs
+        )
+        return TransactionalFirer(fire, topics=self.topics)
+
+
+@dataclass
+class Fencing:
+    """A partition's lanes being opened, each in the background at once: a producer
+    fencing one that left a transaction open waits for the broker to abort it, and
+    librdkafka asks again only 500 ms later (a fixed interval), so lanes opened one
+    after another took 0.5 s each."""
+
+    lanes: list[Future[TransactionalFirer]]
+    began: float
+    """When the opening began (monotonic seconds)."""
+    ended: float = 0.0
+    """When the last lane done so far was done."""
+
+    def __post_init__(self) -> None:
+        for lane in self.lanes:
+            lane.add_done_callback(self._done)
+
+    def _done(self, _lane: Future[TransactionalFirer]) -> None:
+        self.ended = max(self.ended, time.monotonic())
+
+    def opened(self) -> list[TransactionalFirer]:
+        """The lanes' producers, once every one is done (if one failed, the others are
+        closed and its error raised)."""
+        failed = next((f.exception() for f in self.lanes if f.exception() is not None), None)
+        if failed is not None:
+            for lane in self.lanes:
+                if lane.exception() is None:
+                    lane.result().close()
+            raise failed
+        return [lane.result() for lane in self.lanes]
+
+    def log(self, partition: int) -> None:
         log.info(
             "committer: in-flight partition %d fenced (%d producer(s)) in %.2f s",
             partition,
-            len(firers),
-            time.monotonic() - began,
+            len(self.lanes),
+            self.ended - self.began,
         )
-        return Slot(partition, Lanes(firers, self.topics))
+
+    def close_when_opened(self) -> None:
+        """Close each lane's producer once opened (the partition is no longer ours)."""
+        for lane in self.lanes:
+            lane.add_done_callback(_close_opened)
 
 
-def _close_opened(future: Future[Slot]) -> None:
-    """Close the lanes of a slot opened for a partition no longer owned."""
+def _close_opened(future: Future[TransactionalFirer]) -> None:
+    """Close a lane opened for a partition no longer owned."""
     if future.exception() is None:
-        future.result().lanes.close()
+        future.result().close()

@@ -58,7 +58,8 @@ class Committer:
             tally=Tally(on_delivered, config.write_ahead_ms, config.max_write_ahead_ms),
             stopping=Stopping(),
             ready=threading.Event(),
-            fences=ThreadPoolExecutor(4, thread_name_prefix="delayline-fence"),
+            # Every lane of four partitions opened at once (a take-over's fence).
+            fences=ThreadPoolExecutor(4 * config.lanes, thread_name_prefix="delayline-fence"),
             lookups=ThreadPoolExecutor(1, thread_name_prefix="delayline-lookups"),
             arrivals=arrivals,
         )

@@ -53,6 +53,7 @@ from delayline.kafka.config import kafka_client_config
 from delayline.kafka.produce import produce
 from delayline.kafka.reader import read_topic
 from delayline.kafka.topics import INFLIGHT_MAX_BYTES
+from delayline.kafka.transactions import transactional_producer
 
 log = logging.getLogger(__name__)
 
@@ -147,36 +148,33 @@ class TransactionalFirer:
         """A transactional producer with its transactions initialised (which fences, and
         aborts the open transaction of, any earlier producer of the same id)."""
         config = self.config
-        producer = Producer(
-            kafka_client_config(
-                config.bootstrap_servers,
-                **{
-                    "transactional.id": config.transactional_id,
-                    "enable.idempotence": True,
-                    "acks": "all",
-                    "linger.ms": config.linger_ms,
-                    # Java-compatible placement of keyed deliveries.
-                    "partitioner": "murmur2_random",
-                    "transaction.timeout.ms": config.transaction_timeout_ms,
-                    # A transaction begun while the broker still writes the previous
-                    # one's markers is refused (CONCURRENT_TRANSACTIONS) and retried
-                    # after this: librdkafka's 100 ms default held a delivery after a
-                    # restart 100 ms (seen once in six runs of the restart test, none
-                    # in ten since); Java's producer waits 20 ms for this case.
-                    "retry.backoff.ms": 10,
-                    # A delivery to a missing topic is refused, never creates it.
-                    "allow.auto.create.topics": False,
-                    # The largest in-flight record, and a request's framing (what each
-                    # topic takes is checked before, and by its broker).
-                    "message.max.bytes": INFLIGHT_MAX_BYTES + REQUEST_FRAMING_BYTES,
-                },
-            )
+        settings = kafka_client_config(
+            config.bootstrap_servers,
+            **{
+                "transactional.id": config.transactional_id,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": config.linger_ms,
+                # Java-compatible placement of keyed deliveries.
+                "partitioner": "murmur2_random",
+                "transaction.timeout.ms": config.transaction_timeout_ms,
+                # A transaction begun while the broker still writes the previous
+                # one's markers is refused (CONCURRENT_TRANSACTIONS) and retried
+                # after this: librdkafka's 100 ms default held a delivery after a
+                # restart 100 ms (seen once in six runs of the restart test, none
+                # in ten since); Java's producer waits 20 ms for this case.
+                "retry.backoff.ms": 10,
+                # A delivery to a missing topic is refused, never creates it.
+                "allow.auto.create.topics": False,
+                # The largest in-flight record, and a request's framing (what each
+                # topic takes is checked before, and by its broker).
+                "message.max.bytes": INFLIGHT_MAX_BYTES + REQUEST_FRAMING_BYTES,
+            },
         )
         try:
-            producer.init_transactions(config.timeout_ms / 1000)
+            return transactional_producer(settings, config.timeout_ms / 1000)
         except KafkaException as exc:
             raise KafkaUnavailableError(f"could not initialise transactions: {exc}") from exc
-        return producer
 
     def last_committed(self, *runs: str, refresh: bool = False) -> int:
         """Highest batch id committed for any of ``runs`` (-1 if none).
@@ -461,12 +459,10 @@ def end_left_open(
     """
     for partition in range(partitions):
         tx_id = partition_transactional_id(transactional_id, partition)
-        producer = Producer(kafka_client_config(bootstrap_servers, **{"transactional.id": tx_id}))
+        settings = kafka_client_config(bootstrap_servers, **{"transactional.id": tx_id})
         try:
-            producer.init_transactions(timeout_s)
+            transactional_producer(settings, timeout_s).flush(0)
         except KafkaException as exc:
             raise KafkaUnavailableError(
                 f"could not end the transactions of {tx_id}: {exc.args[0].str()}"
             ) from exc
-        finally:
-            producer.flush(0)

@@ -38,16 +38,17 @@ seconds after the fence catch up); the committer's precision is the bench's to m
 ON_TIME_MAX_MS = 1_000
 FENCE_MS = 2_000
 """After the group assigns the dead committer's partitions: the fence of its producers
-and the read of the partitions to their end (about a second here)."""
-CATCH_UP_MS = 4_000
+and the read of the partitions to their end (0.1-0.2 s here; about a second while
+librdkafka waited 500 ms for each lane's fence)."""
+CATCH_UP_MS = 1_500
 """From the take-over until the dead committer's backlog (about 400 deliveries due
-while nobody owned its partitions) is delivered: the fence (0.7-1 s a partition), the
-read to the end, the watch's re-read, the backlog; measured 1.2-1.3 s here (3.9-4.1 s
-while each partition taken over read the input again whole, its offsets asked behind
-the watch's held fetch). Until then what falls due waits behind it (due first), in the
-survivor's own partitions too, so lateness is compared only from then on: a fixed
-:data:`FENCE_MS` was too short on a slow day in CI (an item due 2 s after the take-over
-delivered 2.2 s late, against the survivor's own worst 1.5 s)."""
+while nobody owned its partitions) is delivered: the fence (0.07-0.12 s a partition),
+the read to the end, the watch's re-read, the backlog; measured 68-222 ms here (1.2-1.3
+s while librdkafka waited 500 ms for each lane's fence, 3.9-4.1 s while each partition
+taken over read the input again whole). Until then what falls due waits behind it (due
+first), in the survivor's own partitions too, so lateness is compared only from then
+on: a fixed :data:`FENCE_MS` was too short on a slow day in CI (an item due 2 s after
+the take-over delivered 2.2 s late, against the survivor's own worst 1.5 s)."""
 HIDDEN_BEFORE_KILL_MS = 1_000
 """Deliveries written this long before the kill (their record timestamp: the write time,
 never before the due time) may be hidden until the take-over too: the killed committer's

@@ -38,7 +38,12 @@ from delayline.core.clock import Clock
 from delayline.errors import CommitterNameTakenError
 from delayline.fire.inflight import InflightRecordError, decode_inflight
 from delayline.kafka.config import kafka_client_config
-from delayline.kafka.reader import acknowledged_ends, message_headers, stable_ends, watermarks
+from delayline.kafka.reader import (
+    acknowledged_ends,
+    earliest_offsets,
+    message_headers,
+    stable_ends,
+)
 
 log = logging.getLogger(__name__)
 
@@ -275,9 +280,12 @@ class InflightReader:
         transaction has ended."""
         if self._catching_up.get(partition, 0) is not None:
             return  # not ours any more, or fenced already
-        # Retried while a just-created partition has no leader yet.
+        # Asked through the admin client, retried while a just-created partition has no
+        # leader yet: the consumer's own request would wait behind the fetch it holds
+        # open (500 ms; each partition fenced at a start waited for one in turn).
         deadline = time.monotonic() + 30
-        low, _ = watermarks(self._consumer, TopicPartition(self.topic, partition), deadline)
+        place = (self.topic, partition)
+        low = earliest_offsets(self._admin_client(), [place], 30)[place]
         high = self._acknowledged_end(partition, max(0.1, deadline - time.monotonic()))
         if high <= low or self._read_to(partition) >= high:
             self._caught_up(partition)

@@ -48,7 +48,6 @@ versions pending there (:meth:`InputWatch.reread`) before it delivers any of the
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 
 from confluent_kafka import KafkaError, Message, TopicPartition
@@ -70,7 +69,6 @@ from delayline.kafka.reader import (
     private_consumer,
     stable_ends,
     to_consumed_record,
-    watermarks,
 )
 
 log = logging.getLogger(__name__)
@@ -179,14 +177,11 @@ class InputWatch:
         self.positions = {(tp.topic, tp.partition): tp.offset for tp in assigned}
         self.started = dict(self.positions)
         self._assigned = [(tp.topic, tp.partition) for tp in starts]
-        ends: dict[tuple[str, int], int] = {}
-        deadline = time.monotonic() + 30
-        for tp in starts:
-            if tp.offset < 0:
-                continue
-            _, high = watermarks(self._consumer, TopicPartition(tp.topic, tp.partition), deadline)
-            if high > tp.offset:
-                ends[(tp.topic, tp.partition)] = high
+        # Asked through the admin client too: behind the consumer's held fetch, each
+        # partition's end waited up to FETCH_WAIT_MS in turn (2.3 s at a restart).
+        begun = {(tp.topic, tp.partition): tp.offset for tp in starts if tp.offset >= 0}
+        highs = acknowledged_ends(self._admin, begun, 30) if begun else {}
+        ends = {place: high for place, high in highs.items() if high > begun[place]}
         while ends and not give_up():
             self.take_batch(self._consumer.consume(BATCH, 0.2), self.now_ms(), None)
             self._take_positions()

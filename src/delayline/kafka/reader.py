@@ -197,6 +197,22 @@ def acknowledged_ends(
     return _ends(admin, partitions, timeout_s, IsolationLevel.READ_UNCOMMITTED)
 
 
+def earliest_offsets(
+    admin: AdminClient, partitions: Iterable[tuple[str, int]], timeout_s: float
+) -> dict[tuple[str, int], int]:
+    """The first offset still kept in each (topic, partition), asked through an admin
+    client (see :func:`offsets_at_times`). Retries as :func:`stable_ends` does.
+
+    Raises:
+        KafkaUnavailableError: the offsets could not be read in time.
+    """
+    specs = {
+        TopicPartition(topic, p): OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+        for topic, p in partitions
+    }
+    return _list_offsets(admin, specs, timeout_s, IsolationLevel.READ_UNCOMMITTED)
+
+
 def offsets_at_times(
     admin: AdminClient, times: Mapping[tuple[str, int], int], timeout_s: float
 ) -> dict[tuple[str, int], int]:

@@ -245,23 +245,12 @@ class Slots:
 
 @dataclass
 class Fencing:
-    """A partition's lanes being opened, each in the background at once: a producer
-    fencing one that left a transaction open waits for the broker to abort it, and
-    librdkafka asks again only 500 ms later (a fixed interval), so lanes opened one
-    after another took 0.5 s each."""
+    """A partition's lanes being opened, each in the background at once (one after
+    another, each waited for the broker to abort what its earlier owner left open)."""
 
     lanes: list[Future[TransactionalFirer]]
     began: float
     """When the opening began (monotonic seconds)."""
-    ended: float = 0.0
-    """When the last lane done so far was done."""
-
-    def __post_init__(self) -> None:
-        for lane in self.lanes:
-            lane.add_done_callback(self._done)
-
-    def _done(self, _lane: Future[TransactionalFirer]) -> None:
-        self.ended = max(self.ended, time.monotonic())
 
     def opened(self) -> list[TransactionalFirer]:
         """The lanes' producers, once every one is done (if one failed, the others are
@@ -275,11 +264,13 @@ class Fencing:
         return [lane.result() for lane in self.lanes]
 
     def log(self, partition: int) -> None:
+        """Say how long the fence took, up to when it was taken (the committer looks
+        every turn of its loop)."""
         log.info(
             "committer: in-flight partition %d fenced (%d producer(s)) in %.2f s",
             partition,
             len(self.lanes),
-            self.ended - self.began,
+            time.monotonic() - self.began,
         )
 
     def close_when_opened(self) -> None:

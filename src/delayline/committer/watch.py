@@ -177,10 +177,11 @@ class InputWatch:
         self.positions = {(tp.topic, tp.partition): tp.offset for tp in assigned}
         self.started = dict(self.positions)
         self._assigned = [(tp.topic, tp.partition) for tp in starts]
-        # Asked through the admin client too: behind the consumer's held fetch, each
-        # partition's end waited up to FETCH_WAIT_MS in turn (2.3 s at a restart).
+        # Each partition's end for this read_committed reader (its last stable offset),
+        # asked through the admin client too: behind the consumer's held fetch, each
+        # waited up to FETCH_WAIT_MS in turn (2.3 s at a restart).
         begun = {(tp.topic, tp.partition): tp.offset for tp in starts if tp.offset >= 0}
-        highs = acknowledged_ends(self._admin, begun, 30) if begun else {}
+        highs = stable_ends(self._admin, begun, 30) if begun else {}
         ends = {place: high for place, high in highs.items() if high > begun[place]}
         while ends and not give_up():
             self.take_batch(self._consumer.consume(BATCH, 0.2), self.now_ms(), None)

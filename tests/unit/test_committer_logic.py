@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from delayline.committer import broker_clock as clock
-from delayline.committer.due_plan import BUCKET_MS, DuePlan, burst_start_ms
+from delayline.committer.config import CommitterConfig
+from delayline.committer.due_plan import BUCKET_MS, DuePlan, burst_start_ms, group_width_ms
 from delayline.committer.session import (
     WARM_AHEAD_MS,
     WARM_COVERS_MS,
@@ -262,6 +263,33 @@ def test_a_partition_given_up_counts_nothing_due() -> None:
     read_at(plan, 1, 0, "a", 1_000)
     plan.drop_partition(1)
     assert plan.due_within(1, 0, 10_000) == 0
+
+
+def test_a_busy_partition_takes_wider_groups() -> None:
+    """Three schedules due within 10 ms keep 5 ms groups (a trickle's precision), four
+    widen them to 10 ms (fewer transactions); only in their own partition."""
+    config = CommitterConfig("b:9092", "inflight", "commits", "tx", "dlq")
+    assert (config.group_width_ms, config.busy_group_width_ms, config.busy_group_size) == (
+        5,
+        10,
+        4,
+    )
+    plan = DuePlan()
+    for i, due in enumerate((1_000, 1_003, 1_006)):
+        read_at(plan, 0, i, f"a{i}", due)
+    read_at(plan, 1, 0, "b0", 1_000)
+    assert group_width_ms(plan, 0, 1_000, config) == 5
+    read_at(plan, 0, 3, "a3", 1_008)
+    assert group_width_ms(plan, 0, 1_000, config) == 10
+    assert group_width_ms(plan, 1, 1_000, config) == 5, "another partition stays narrow"
+    group = plan.take(1_000, group_width_ms(plan, 0, 1_000, config), partition=0)
+    assert group is not None
+    assert (len(group.items), group.commit_ms) == (4, 1_008)
+    never = replace(config, busy_group_width_ms=5)
+    read_at(plan, 0, 4, "a4", 2_000)
+    for i in range(5, 10):
+        read_at(plan, 0, i, f"a{i}", 2_001)
+    assert group_width_ms(plan, 0, 2_000, never) == 5, "no wider than the narrow width: off"
 
 
 def test_a_burst_starts_as_long_before_its_first_due_time_as_writing_it_takes() -> None:

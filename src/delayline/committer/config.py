@@ -28,6 +28,13 @@ class CommitterConfig:
         history_topic: Audit topic of deliveries, if any.
         group_width_ms: Schedules due within this of the first of a group share its
             transaction (and wait for its latest due time).
+        busy_group_width_ms: The width of a partition's groups instead, while at least
+            ``busy_group_size`` of its schedules fall due within it (400 a second and
+            more by default): fewer transactions, each of which costs the broker about
+            2 ms of CPU (1,000 deliveries a second took 46-52% of a broker core in
+            groups of 5 ms, 17% in groups of 20 ms); a schedule waits at most this for
+            the latest of its group.
+        busy_group_size: See ``busy_group_width_ms``.
         max_group_size: The most schedules one transaction delivers: a burst already
             due is split, so both lanes write and the first deliveries go out sooner
             (one group of 95,000 took one lane 14 s here).
@@ -92,6 +99,8 @@ class CommitterConfig:
     dead_letter_topic: str
     history_topic: str | None = None
     group_width_ms: int = 5
+    busy_group_width_ms: int = 10
+    busy_group_size: int = 4
     max_group_size: int = 2_000
     write_ahead_ms: int = 5
     max_write_ahead_ms: int = 100

@@ -9,10 +9,23 @@ import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
+from typing import Protocol
 
 from delayline.committer.pacing import RELEASE_AHEAD_MS, Pacer
 from delayline.committer.pending import Group, Pending, id_of
 from delayline.core.model import Schedule
+
+
+class GroupWidths(Protocol):
+    """The group widths of :class:`delayline.committer.config.CommitterConfig`."""
+
+    @property
+    def group_width_ms(self) -> int: ...
+    @property
+    def busy_group_width_ms(self) -> int: ...
+    @property
+    def busy_group_size(self) -> int: ...
+
 
 BUCKET_MS = 10
 """The plan counts its schedules by due time in buckets this wide
@@ -315,6 +328,18 @@ class DuePlan:
         while heap and (partition, heap[0][2]) not in self._pending:
             heapq.heappop(heap)
         return heap
+
+
+def group_width_ms(plan: DuePlan, partition: int, due_ms: int, widths: GroupWidths) -> int:
+    """How wide the next group of ``partition`` is, its next schedule due at ``due_ms``:
+    ``widths.busy_group_width_ms`` while at least ``widths.busy_group_size`` schedules
+    there fall due within that of it (counted by :meth:`DuePlan.due_within`), else
+    ``widths.group_width_ms``."""
+    width, busy_ms = widths.group_width_ms, widths.busy_group_width_ms
+    if busy_ms <= width:
+        return width
+    busy = plan.due_within(partition, due_ms, due_ms + busy_ms) >= widths.busy_group_size
+    return busy_ms if busy else width
 
 
 def burst_start_ms(

@@ -21,7 +21,7 @@ from confluent_kafka import TopicPartition
 from delayline.committer.arrivals import Arrivals
 from delayline.committer.broker_clock import BrokerTime
 from delayline.committer.config import CommitterConfig
-from delayline.committer.due_plan import DuePlan, burst_start_ms
+from delayline.committer.due_plan import DuePlan, burst_start_ms, group_width_ms
 from delayline.committer.inflight_reader import InflightReader
 from delayline.committer.lanes import Lanes
 from delayline.committer.ownership import Slot, Slots
@@ -316,7 +316,9 @@ class Session:
                 continue
             group = plan.take(
                 time_.broker_ms(now),
-                config.group_width_ms if burst is None else config.burst_width_ms,
+                config.burst_width_ms
+                if burst is not None
+                else group_width_ms(plan, partition, due, config),
                 config.max_group_size if burst is None else burst,
                 partition,
                 self._kept.pacer.step_size,  # a rated target: one step of its rate a group

@@ -23,7 +23,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from delayline.dev.testing import session_broker
+from delayline.dev.testing import TEST_BOOTSTRAP_ENV, session_broker
 
 TOPICS = ("deliveries", "tombstones")
 
@@ -35,8 +35,12 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def broker_pid() -> int:
-    return int(subprocess.check_output(["pgrep", "-f", "kafka.Kafka"]).split()[0])
+def broker_pid(data_dir: str) -> int:
+    """The process of the broker whose files are in ``data_dir``."""
+    found = subprocess.check_output(["pgrep", "-f", f"kafka.Kafka.*{data_dir}"]).split()
+    if len(found) != 1:
+        raise SystemExit(f"not one broker in {data_dir}: {found}")
+    return int(found[0])
 
 
 def read(bootstrap: str, stop: threading.Event) -> None:
@@ -75,11 +79,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=15, help="seconds per size")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    if os.environ.get(TEST_BOOTSTRAP_ENV):
+        raise SystemExit(f"unset {TEST_BOOTSTRAP_ENV}: this measures a private broker")
     with tempfile.TemporaryDirectory() as tmp, session_broker(Path(tmp), acls=False) as bootstrap:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for future in admin.create_topics([NewTopic(t, 1, 1) for t in TOPICS]).values():
             future.result()
-        pid = broker_pid()
+        pid = broker_pid(tmp)
         stop = threading.Event()
         reader = threading.Thread(target=read, args=(bootstrap, stop))
         reader.start()

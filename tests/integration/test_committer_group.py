@@ -201,7 +201,8 @@ def test_two_committers_together_keep_a_targets_rate(
     their share of the target's rate (a quarter each), so together they never pass it:
     4,000 schedules due at one instant to a topic limited to 1,000/s go out over about
     4 s, no whole second of their timestamps above the rate, no two seconds of a
-    reader's above it (+10%), each once, none early."""
+    reader's above it (+10%, and up to a second's more when what was released became
+    visible unevenly), each once, none early."""
     rate, count = 1_000, 4_000
     tx_id = unique_topic("tx")
     now = SystemClock().now_ms()
@@ -235,13 +236,14 @@ def test_two_committers_together_keep_a_targets_rate(
     # What a reader sees also depends on when the transactions commit and when it polls:
     # on this busy host one second read 1,125 after a slower one, so readers are held
     # to the rate over any two seconds (+10%), widened by how unevenly what was released
-    # became visible (a commit or a poll held up by the host: once after the unit suite
-    # 2,639 in two seconds, every timestamp second within the rate).
+    # became visible, by at most one second of the rate (a commit or a poll held up by
+    # the host: once after the unit suite 2,639 in two seconds, every timestamp second
+    # within the rate); a longer hold-up fails it.
     first = min(d.arrival_ms for d in seen)
     per_second = Counter((d.arrival_ms - first) // 1000 for d in seen)
     pairs = [per_second[s] + per_second[s + 1] for s in range(max(per_second) + 1)]
     lags = sorted(d.arrival_ms - d.timestamp_ms for d in seen)
-    uneven_s = (lags[-1] - lags[0]) / 1000
+    uneven_s = min((lags[-1] - lags[0]) / 1000, 1.0)
     assert max(pairs) <= rate * (2 + uneven_s) * 1.1, (
         sorted(per_second.items()),
         lags[0],

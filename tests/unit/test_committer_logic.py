@@ -11,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from delayline.committer import broker_clock as clock
-from delayline.committer.config import CommitterConfig
 from delayline.committer.due_plan import BUCKET_MS, DuePlan, burst_start_ms, group_width_ms
 from delayline.committer.session import (
     WARM_AHEAD_MS,
@@ -266,30 +265,29 @@ def test_a_partition_given_up_counts_nothing_due() -> None:
 
 
 def test_a_busy_partition_takes_wider_groups() -> None:
-    """Three schedules due within 10 ms keep 5 ms groups (a trickle's precision), four
-    widen them to 10 ms (fewer transactions); only in their own partition."""
-    config = CommitterConfig("b:9092", "inflight", "commits", "tx", "dlq")
-    assert (config.group_width_ms, config.busy_group_width_ms, config.busy_group_size) == (
-        5,
-        10,
-        4,
-    )
+    """Three schedules released within 10 ms keep 5 ms groups (a trickle's precision),
+    four widen them to 10 ms (fewer transactions); only in their own partition. Counted
+    in whole buckets: from 1,001, what is released by 1,019 counts too."""
+
+    def width(partition: int, from_ms: int, busy_ms: int = 10) -> int:
+        return group_width_ms(plan, partition, from_ms, 5, busy_ms, 4)
+
     plan = DuePlan()
     for i, due in enumerate((1_000, 1_003, 1_006)):
         read_at(plan, 0, i, f"a{i}", due)
     read_at(plan, 1, 0, "b0", 1_000)
-    assert group_width_ms(plan, 0, 1_000, config) == 5
+    assert width(0, 1_000) == 5
     read_at(plan, 0, 3, "a3", 1_008)
-    assert group_width_ms(plan, 0, 1_000, config) == 10
-    assert group_width_ms(plan, 1, 1_000, config) == 5, "another partition stays narrow"
-    group = plan.take(1_000, group_width_ms(plan, 0, 1_000, config), partition=0)
+    assert width(0, 1_000) == 10
+    assert width(1, 1_000) == 5, "another partition stays narrow"
+    assert width(0, 1_000, busy_ms=3) == 5, "no wider than the narrow width: off"
+    group = plan.take(1_000, width(0, 1_000), partition=0)
     assert group is not None
     assert (len(group.items), group.commit_ms) == (4, 1_008)
-    never = replace(config, busy_group_width_ms=5)
-    read_at(plan, 0, 4, "a4", 2_000)
-    for i in range(5, 10):
-        read_at(plan, 0, i, f"a{i}", 2_001)
-    assert group_width_ms(plan, 0, 2_000, never) == 5, "no wider than the narrow width: off"
+    for i, due in enumerate((1_001, 1_004, 1_012, 1_019, 1_021)):
+        read_at(plan, 0, 4 + i, f"c{i}", due)
+    assert width(0, 1_001) == 10, "four in the buckets of 1,000 and 1,010"
+    assert width(0, 1_012) == 5, "three in the buckets of 1,010 and 1,020"
 
 
 def test_a_burst_starts_as_long_before_its_first_due_time_as_writing_it_takes() -> None:

@@ -17,7 +17,10 @@ keeps one in the pipeline's process, ``delayline committer`` runs one on its own
 
 * Schedules due within
   :attr:`~delayline.committer.config.CommitterConfig.group_width_ms` of each other share
-  a transaction, written once its latest due time has passed by the broker's clock
+  a transaction (within
+  :attr:`~delayline.committer.config.CommitterConfig.busy_group_width_ms` while a
+  partition is busy: each transaction costs the broker about 2 ms of CPU), written once
+  its latest due time has passed by the broker's clock
   (:mod:`delayline.committer.broker_clock`) and committed at once: no reader, whatever
   its isolation level, sees a delivery before its due time, and its record timestamp is
   when it was written, never before the due time. For a target named by
@@ -27,7 +30,8 @@ keeps one in the pipeline's process, ``delayline committer`` runs one on its own
   its latest due time, never before: a ``read_committed`` reader sees it that much
   sooner, a ``read_uncommitted`` one that much early. An open transaction holds back
   ``read_committed`` readers of the partitions it wrote to, which is why it opens only
-  just before its due time, not a lead ahead.
+  just before its due time, not a lead ahead (a busy partition's group, written before
+  its first due time, stays open up to its width longer).
 * A burst (more than :attr:`~delayline.committer.config.CommitterConfig.max_group_size`
   schedules due within
   :attr:`~delayline.committer.config.CommitterConfig.burst_width_ms`) to a write-ahead

@@ -27,13 +27,15 @@ class CommitterConfig:
         dead_letter_topic: Where refused deliveries go.
         history_topic: Audit topic of deliveries, if any.
         group_width_ms: Schedules due within this of the first of a group share its
-            transaction (and wait for its latest due time).
-        busy_group_width_ms: The width of a partition's groups instead, while at least
-            ``busy_group_size`` of its schedules fall due within it (400 a second and
-            more by default): fewer transactions, each of which costs the broker about
-            2 ms of CPU (1,000 deliveries a second took 46-52% of a broker core in
-            groups of 5 ms, 17% in groups of 20 ms); a schedule waits at most this for
-            the latest of its group.
+            transaction (and wait for its latest due time), unless the partition is
+            busy (``busy_group_width_ms``).
+        busy_group_width_ms: The width of an in-flight partition's groups instead,
+            while at least ``busy_group_size`` of its schedules are released within it
+            of the first (counted in 10 ms buckets: within 10-20 ms by default, about
+            200-400 a second and more): fewer transactions, each of which costs the
+            broker about 2 ms of CPU (1,000 deliveries a second took 46-52% of a broker
+            core in groups of 5 ms, 17% in groups of 20 ms); a schedule waits at most
+            this for the latest of its group. At most ``group_width_ms``: off.
         busy_group_size: See ``busy_group_width_ms``.
         max_group_size: The most schedules one transaction delivers: a burst already
             due is split, so both lanes write and the first deliveries go out sooner

@@ -9,23 +9,10 @@ import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
-from typing import Protocol
 
 from delayline.committer.pacing import RELEASE_AHEAD_MS, Pacer
 from delayline.committer.pending import Group, Pending, id_of
 from delayline.core.model import Schedule
-
-
-class GroupWidths(Protocol):
-    """The group widths of :class:`delayline.committer.config.CommitterConfig`."""
-
-    @property
-    def group_width_ms(self) -> int: ...
-    @property
-    def busy_group_width_ms(self) -> int: ...
-    @property
-    def busy_group_size(self) -> int: ...
-
 
 BUCKET_MS = 10
 """The plan counts its schedules by due time in buckets this wide
@@ -330,16 +317,19 @@ class DuePlan:
         return heap
 
 
-def group_width_ms(plan: DuePlan, partition: int, due_ms: int, widths: GroupWidths) -> int:
-    """How wide the next group of ``partition`` is, its next schedule due at ``due_ms``:
-    ``widths.busy_group_width_ms`` while at least ``widths.busy_group_size`` schedules
-    there fall due within that of it (counted by :meth:`DuePlan.due_within`), else
-    ``widths.group_width_ms``."""
-    width, busy_ms = widths.group_width_ms, widths.busy_group_width_ms
-    if busy_ms <= width:
-        return width
-    busy = plan.due_within(partition, due_ms, due_ms + busy_ms) >= widths.busy_group_size
-    return busy_ms if busy else width
+def group_width_ms(
+    plan: DuePlan, partition: int, from_ms: int, width_ms: int, busy_ms: int, busy_size: int
+) -> int:
+    """How wide the next group of ``partition`` is, taken from ``from_ms`` (its next
+    release time, or now when behind): ``busy_ms`` while at least ``busy_size`` of its
+    schedules are released within that of ``from_ms``, else ``width_ms``. Counted in
+    whole :data:`BUCKET_MS` buckets (:meth:`DuePlan.due_within`), so ``busy_size``
+    within up to a bucket more may count too: never fewer. A ``busy_ms`` of at most
+    ``width_ms`` is off."""
+    if busy_ms <= width_ms:
+        return width_ms
+    busy = plan.due_within(partition, from_ms, from_ms + busy_ms) >= busy_size
+    return busy_ms if busy else width_ms
 
 
 def burst_start_ms(

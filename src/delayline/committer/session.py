@@ -314,11 +314,17 @@ class Session:
                 # Taken later, the group only grows: nothing would be written sooner.
                 blocked = blocked or slot
                 continue
+            broker_now = time_.broker_ms(now)
+            if burst is None:
+                width = group_width_ms(
+                    plan, partition, max(due, broker_now), config.group_width_ms,
+                    config.busy_group_width_ms, config.busy_group_size,
+                )  # fmt: skip
+            else:
+                width = config.burst_width_ms
             group = plan.take(
-                time_.broker_ms(now),
-                config.burst_width_ms
-                if burst is not None
-                else group_width_ms(plan, partition, due, config),
+                broker_now,
+                width,
                 config.max_group_size if burst is None else burst,
                 partition,
                 self._kept.pacer.step_size,  # a rated target: one step of its rate a group

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_INVALID, KafkaError, Message, TopicPartition
@@ -11,16 +12,20 @@ from delayline.committer.arrivals import STALE_MS, Arrivals, Arrived
 from delayline.committer.watch import InputWatch
 from delayline.contract import headers as h
 from delayline.contract.contracts import InputParser
+from delayline.contract.kinds import Kind
 from delayline.contract.topology import Topology
 from delayline.core.clock import ManualClock
 from delayline.core.model import Schedule
+from delayline.fire.report import HANDED, BatchReport
 from delayline.kafka.reader import to_consumed_record
 from delayline.pipeline.need import (
     BURST_TIMERS,
     DEFAULT_RAISE_US,
+    DEFAULT_READ_US,
     MARGIN_PAD_MS,
     MARGIN_SPARE,
     MIN_MARGIN_MS,
+    READ_RECORDS,
     Margin,
     Need,
     arrivals_wake_ms,
@@ -137,6 +142,28 @@ def test_the_waker_wakes_early_for_a_burst_and_as_before_for_a_few() -> None:
             assert wake == usual
 
 
+def test_what_a_read_costs_is_learnt_from_batches_that_read_many() -> None:
+    margin = Margin()
+    assert margin.read_us() == DEFAULT_READ_US
+    margin.observe(600, read=READ_RECORDS - 1)  # the batch's fixed cost dominates
+    assert margin.read_us() == DEFAULT_READ_US
+    margin.observe(2_000, read=4_000)
+    assert margin.read_us() == 500 * MARGIN_SPARE
+    assert margin.raise_us() == DEFAULT_RAISE_US, "a read is no raise"
+    margin.observe(1_000, read=4_000)  # faster now: forgotten batch by batch
+    assert 250 * MARGIN_SPARE < margin.read_us() < 500 * MARGIN_SPARE
+
+
+def test_arrivals_due_soon_are_woken_for_earlier_by_what_reading_them_costs() -> None:
+    """1,000 records due 10 s on, 1 ms each to read: woken 1 s before the margin would."""
+    need = Need(LEAD, wait_ms=60_000, records=5_000)
+    arrived = Arrived(1_000, T0, T0 + 10_000)
+    assert arrivals_wake_ms(arrived, need, 1_500) == T0 + 8_500
+    assert arrivals_wake_ms(arrived, need, 1_500, read_us=1_000) == T0 + 7_500
+    far = Arrived(1_000, T0, T0 + 3_600_000)
+    assert arrivals_wake_ms(far, need, 1_500, read_us=1_000) == T0 + 60_000, "due later"
+
+
 def test_arrivals_are_woken_for_by_due_time_wait_or_count() -> None:
     far = Arrived(3, T0, T0 + 3_600_000)
     assert arrivals_wake_ms(far, NEED, 1_500) == T0 + NEED.wait_ms, "a schedule due later"
@@ -217,12 +244,13 @@ def test_the_waker_batches_timers_a_margin_before_due_and_arrivals_as_needed() -
     now = first_wake + 100
     step(now)
     arrivals.add(1, now + 3_000, now)
-    assert waker.tick() == now + 3_000 - margin
+    reading = DEFAULT_READ_US // 1000  # one record to read
+    assert waker.tick() == now + 3_000 - margin - reading
     # The batch woken at first_wake ends 1.5 s after: the margin widens, the same
     # arrival is woken for sooner.
     waker.batch_done(first_wake + 1_500)
     assert waker.margin_ms() == int(1_500 * MARGIN_SPARE) + MARGIN_PAD_MS
-    assert waker.tick() == now + 3_000 - waker.margin_ms()
+    assert waker.tick() == now + 3_000 - waker.margin_ms() - reading
     assert written == [T0, first_wake]
 
 
@@ -366,3 +394,14 @@ def test_the_watch_takes_the_consumers_position_only_forward() -> None:
     finally:
         watch._consumer = real
         watch.close()
+
+
+def test_a_batch_reads_one_input_record_per_event_it_makes_of_one() -> None:
+    """Planned, updated, cancelled... one each; a raise, a hand-over or an early timer
+    follows a record read before, and is not one more."""
+    counts = Counter(
+        {Kind.PLANNED: 5, Kind.UPDATED: 2, Kind.CANCELLED: 1, Kind.UNKNOWN_CANCEL: 1,
+         Kind.STALE: 1, Kind.MISSED: 1, Kind.EARLY: 4, Kind.RAISE: 3, HANDED: 7}
+    )  # fmt: skip
+    report = BatchReport(1, counts)
+    assert (report.read, report.raised) == (11, 10)

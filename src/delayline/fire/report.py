@@ -20,6 +20,12 @@ REFUSED = "refused"
 """How the fire stage counts a due schedule whose delivery the cluster refused (it went
 to the dead-letter topic instead): not ``fire``."""
 
+INPUT_KINDS = (
+    Kind.PLANNED, Kind.UPDATED, Kind.CANCELLED, Kind.UNKNOWN_CANCEL, Kind.STALE, Kind.MISSED,
+    Kind.DIRECT,
+)  # fmt: skip
+"""The events each of which an input record (a schedule or a cancel) makes, one each."""
+
 
 @dataclass(slots=True)
 class BatchReport:
@@ -55,6 +61,13 @@ class BatchReport:
         """Schedules the batch raised: delivered, handed to the committer or refused."""
         counts = self.counts
         return counts[Kind.RAISE] + counts[HANDED] + counts[REFUSED]
+
+    @property
+    def read(self) -> int:
+        """Schedules and cancels of the input the batch took (each makes one of these
+        events; delayline's own tombstones are dropped before they make any)."""
+        counts = self.counts
+        return sum(counts[kind] for kind in INPUT_KINDS)
 
     def summary(self) -> dict[str, Any]:
         """Counts with the lateness lists reduced to count, p50 and max (for ``/progress``)."""

@@ -386,7 +386,7 @@ class Pipeline:
     def _batch_done(self, report: BatchReport) -> None:
         if self._waker is not None:
             planned = batch_planned_ms(self.config.checkpoint_dir, report.batch_id)
-            self._waker.batch_done(report.finished_ms, report.raised, planned)
+            self._waker.batch_done(report.finished_ms, report.raised, planned, report.read)
         if self._metrics_server is not None:
             self.metrics.observe_batch(report)
         self._on_batch(report)

@@ -182,13 +182,17 @@ class Waker:
                 self._exact.add(at)
             self._cond.notify()
 
-    def batch_done(self, finished_ms: int, raised: int = 0, planned_ms: int | None = None) -> None:
-        """A micro-batch finished at ``finished_ms`` having raised ``raised`` schedules.
+    def batch_done(
+        self, finished_ms: int, raised: int = 0, planned_ms: int | None = None, read: int = 0
+    ) -> None:
+        """A micro-batch finished at ``finished_ms`` having raised ``raised`` schedules and
+        read ``read`` input records.
 
         It read every wake written by the time it was planned (``planned_ms``, Spark's
         batch timestamp, taken right after the batch's ends were chosen; ``None``:
         unknown, taken as every wake so far): no batch is owed for those any more, and
-        how long it took from the first of them sets the margin and what a raise costs.
+        how long it took from the first of them sets the margin and what a raise and a
+        read cost.
         A wake is stamped once Kafka took it, so a batch that chose its ends before then
         is not taken to have read it (thread-safe)."""
         with self._cond:
@@ -198,7 +202,7 @@ class Waker:
                 return
             while unserved and (planned_ms is None or unserved[0] <= planned_ms):
                 unserved.popleft()
-            self._margin.observe(finished_ms - first, raised)
+            self._margin.observe(finished_ms - first, raised, read)
 
     def margin_ms(self) -> int:
         """How long before a due time the waker wakes for it now."""
@@ -309,7 +313,8 @@ class Waker:
             at = min(at, max(now_ms, fed + STALE_MS + 1))  # notice the feed going quiet
         arrived = arrivals.peek()
         if arrived is not None:
-            at = min(at, max(now_ms, arrivals_wake_ms(arrived, need, margin)))
+            wake = arrivals_wake_ms(arrived, need, margin, self._margin.read_us())
+            at = min(at, max(now_ms, wake))
         return at
 
     def _run(self) -> None:

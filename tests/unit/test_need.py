@@ -12,7 +12,7 @@ from delayline.committer.arrivals import STALE_MS, Arrivals, Arrived
 from delayline.committer.watch import InputWatch
 from delayline.contract import headers as h
 from delayline.contract.contracts import InputParser
-from delayline.contract.kinds import Kind
+from delayline.contract.kinds import INVALID, Kind
 from delayline.contract.topology import Topology
 from delayline.core.clock import ManualClock
 from delayline.core.model import Schedule
@@ -22,6 +22,7 @@ from delayline.pipeline.need import (
     BURST_TIMERS,
     DEFAULT_RAISE_US,
     DEFAULT_READ_US,
+    MARGIN_DECAY,
     MARGIN_PAD_MS,
     MARGIN_SPARE,
     MIN_MARGIN_MS,
@@ -152,13 +153,18 @@ def test_what_a_read_costs_is_learnt_from_batches_that_read_many() -> None:
     assert margin.raise_us() == DEFAULT_RAISE_US, "a read is no raise"
     margin.observe(1_000, read=4_000)  # faster now: forgotten batch by batch
     assert 250 * MARGIN_SPARE < margin.read_us() < 500 * MARGIN_SPARE
+    learnt = margin.read_us()
+    margin.observe(600, read=100)  # small batches forget it too
+    assert margin.read_us() == learnt * MARGIN_DECAY
+    margin.observe(30_000, raised=BURST_TIMERS, read=READ_RECORDS)  # a burst's time
+    assert margin.read_us() == learnt * MARGIN_DECAY, "is its raises'"
 
 
 def test_arrivals_due_soon_are_woken_for_earlier_by_what_reading_them_costs() -> None:
     """1,000 records due 10 s on, 1 ms each to read: woken 1 s before the margin would."""
     need = Need(LEAD, wait_ms=60_000, records=5_000)
     arrived = Arrived(1_000, T0, T0 + 10_000)
-    assert arrivals_wake_ms(arrived, need, 1_500) == T0 + 8_500
+    assert arrivals_wake_ms(arrived, need, 1_500, read_us=0) == T0 + 8_500
     assert arrivals_wake_ms(arrived, need, 1_500, read_us=1_000) == T0 + 7_500
     far = Arrived(1_000, T0, T0 + 3_600_000)
     assert arrivals_wake_ms(far, need, 1_500, read_us=1_000) == T0 + 60_000, "due later"
@@ -166,13 +172,17 @@ def test_arrivals_due_soon_are_woken_for_earlier_by_what_reading_them_costs() ->
 
 def test_arrivals_are_woken_for_by_due_time_wait_or_count() -> None:
     far = Arrived(3, T0, T0 + 3_600_000)
-    assert arrivals_wake_ms(far, NEED, 1_500) == T0 + NEED.wait_ms, "a schedule due later"
+    assert arrivals_wake_ms(far, NEED, 1_500, read_us=0) == T0 + NEED.wait_ms, (
+        "a schedule due later"
+    )
     soon = Arrived(3, T0, T0 + 4_000)
-    assert arrivals_wake_ms(soon, NEED, 1_500) == T0 + 2_500, "a margin before its due time"
+    assert arrivals_wake_ms(soon, NEED, 1_500, read_us=0) == T0 + 2_500, (
+        "a margin before its due time"
+    )
     cancels = Arrived(3, T0, None)
-    assert arrivals_wake_ms(cancels, NEED, 1_500) == T0 + NEED.wait_ms
+    assert arrivals_wake_ms(cancels, NEED, 1_500, read_us=0) == T0 + NEED.wait_ms
     many = Arrived(NEED.records, T0, T0 + 3_600_000)
-    assert arrivals_wake_ms(many, NEED, 1_500) == T0, "enough records: at once"
+    assert arrivals_wake_ms(many, NEED, 1_500, read_us=0) == T0, "enough records: at once"
 
 
 def test_arrivals_add_up_until_taken_and_say_when_the_feed_is_down() -> None:
@@ -396,12 +406,13 @@ def test_the_watch_takes_the_consumers_position_only_forward() -> None:
         watch.close()
 
 
-def test_a_batch_reads_one_input_record_per_event_it_makes_of_one() -> None:
-    """Planned, updated, cancelled... one each; a raise, a hand-over or an early timer
-    follows a record read before, and is not one more."""
+def test_a_batch_reads_as_many_records_as_its_input_events() -> None:
+    """Planned, updated, cancelled, short, invalid... one each; a raise, a hand-over or
+    an early timer follows a record read before, and is not one more."""
     counts = Counter(
         {Kind.PLANNED: 5, Kind.UPDATED: 2, Kind.CANCELLED: 1, Kind.UNKNOWN_CANCEL: 1,
-         Kind.STALE: 1, Kind.MISSED: 1, Kind.EARLY: 4, Kind.RAISE: 3, HANDED: 7}
+         Kind.STALE: 1, Kind.MISSED: 1, Kind.SHORT: 2, INVALID: 1, Kind.EARLY: 4,
+         Kind.RAISE: 3, HANDED: 7, Kind.OWN_TOMBSTONE: 9}
     )  # fmt: skip
     report = BatchReport(1, counts)
-    assert (report.read, report.raised) == (11, 10)
+    assert (report.read, report.raised) == (14, 10)

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from delayline.contract.kinds import Kind
+from delayline.contract.kinds import INVALID, Kind
 
 WITHHELD = "withheld"
 """How the committer counts a handed-over schedule it did not deliver: a later cancel
@@ -22,9 +22,10 @@ to the dead-letter topic instead): not ``fire``."""
 
 INPUT_KINDS = (
     Kind.PLANNED, Kind.UPDATED, Kind.CANCELLED, Kind.UNKNOWN_CANCEL, Kind.STALE, Kind.MISSED,
-    Kind.DIRECT,
+    Kind.SHORT, Kind.DIRECT, INVALID,
 )  # fmt: skip
-"""The events each of which an input record (a schedule or a cancel) makes, one each."""
+"""The counts of which each input record (a schedule, a cancel, an invalid record) makes
+one; several records of one id in one batch may make one between them."""
 
 
 @dataclass(slots=True)
@@ -64,8 +65,9 @@ class BatchReport:
 
     @property
     def read(self) -> int:
-        """Schedules and cancels of the input the batch took (each makes one of these
-        events; delayline's own tombstones are dropped before they make any)."""
+        """Input records the batch took, from its counts (:data:`INPUT_KINDS`): never
+        more, fewer when one id had several records in it. delayline's own tombstones
+        are not counted (as the committer's watch does not count them as arrivals)."""
         counts = self.counts
         return sum(counts[kind] for kind in INPUT_KINDS)
 

@@ -25,7 +25,9 @@ needs a batch:
 ``margin`` follows the batches: the longest recent time from a wake to the end of the
 batch that served it, with room to spare (:class:`Margin`), and never less than
 :data:`MIN_MARGIN_MS`; so does the cost of raising a schedule, from the batches that
-raised many. A batch that takes longer than it did raises later, but within
+raised many, and the cost of reading an input record, from the batches that read many
+(the whole batch's time over what it read: its fixed cost counts twice, so the wake
+comes early rather than late). A batch that takes longer than it did raises later, but within
 the lead by at least the spare; one that takes longer than the whole margin hands over
 late (as a batch longer than the lead always did).
 """
@@ -60,7 +62,8 @@ a raise costs (in a smaller one the batch's fixed cost dominates)."""
 DEFAULT_READ_US = 1_000
 """What reading one input record adds to a batch until a batch that read many tells: a
 fresh JVM's first batch of 3,598 took 4.5 s here (1.25 ms a record), a warm one's of
-4,374 2.1 s (0.47 ms)."""
+4,374 2.1 s (0.47 ms). Below the cold figure: what it buys is a wake before many have
+arrived, so the first batch carries fewer (one of 1,602 took 4.2 s)."""
 READ_RECORDS = 2_000
 """Only a batch that read at least this many input records tells what a record costs (in
 a smaller one the batch's fixed cost dominates)."""
@@ -100,8 +103,10 @@ class Margin:
         self._longest_ms = max(float(wake_to_done_ms), self._longest_ms * MARGIN_DECAY)
         if raised >= BURST_TIMERS:
             self._raise_us = _learnt(wake_to_done_ms * 1000 / raised, self._raise_us)
-        if read >= READ_RECORDS:
+        elif read >= READ_RECORDS:  # a burst's time is its raises'
             self._read_us = _learnt(wake_to_done_ms * 1000 / read, self._read_us)
+        elif self._read_us is not None:  # a cold batch's cost is forgotten in small ones too
+            self._read_us *= MARGIN_DECAY
 
     def ms(self) -> int:
         """The margin now."""
@@ -161,7 +166,7 @@ def timers_wake_ms(
     return best
 
 
-def arrivals_wake_ms(arrived: Arrived, need: Need, margin_ms: int, read_us: float = 0.0) -> int:
+def arrivals_wake_ms(arrived: Arrived, need: Need, margin_ms: int, *, read_us: float) -> int:
     """When what ``arrived`` needs a batch (see the module's rules), reading each record
     ``read_us`` (:meth:`Margin.read_us`)."""
     if arrived.count >= need.records:

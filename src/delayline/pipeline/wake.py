@@ -313,7 +313,7 @@ class Waker:
             at = min(at, max(now_ms, fed + STALE_MS + 1))  # notice the feed going quiet
         arrived = arrivals.peek()
         if arrived is not None:
-            wake = arrivals_wake_ms(arrived, need, margin, self._margin.read_us())
+            wake = arrivals_wake_ms(arrived, need, margin, read_us=self._margin.read_us())
             at = min(at, max(now_ms, wake))
         return at
 

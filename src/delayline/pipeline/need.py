@@ -27,9 +27,9 @@ batch that served it, with room to spare (:class:`Margin`), and never less than
 :data:`MIN_MARGIN_MS`; so does the cost of raising a schedule, from the batches that
 raised many, and the cost of reading an input record, from the batches that read many
 (the whole batch's time over what it read: its fixed cost counts twice, so the wake
-comes early rather than late). A batch that takes longer than it did raises later, but within
-the lead by at least the spare; one that takes longer than the whole margin hands over
-late (as a batch longer than the lead always did).
+comes early rather than late). A batch that takes longer than it did raises later, but
+within the lead by at least the spare; one that takes longer than the whole margin
+hands over late (as a batch longer than the lead always did).
 """
 
 from __future__ import annotations
@@ -114,14 +114,17 @@ class Margin:
 
     def raise_us(self) -> float:
         """What raising one more schedule adds to a batch, with room to spare."""
-        learnt = self._raise_us
-        return DEFAULT_RAISE_US if learnt is None else learnt * MARGIN_SPARE
+        return _spared(self._raise_us, DEFAULT_RAISE_US)
 
     def read_us(self) -> float:
         """What reading one more input record adds to a batch, with room to spare (the
         whole batch's time over what it read: its fixed cost counts too)."""
-        learnt = self._read_us
-        return DEFAULT_READ_US if learnt is None else learnt * MARGIN_SPARE
+        return _spared(self._read_us, DEFAULT_READ_US)
+
+
+def _spared(learnt: float | None, default: float) -> float:
+    """A learnt cost with room to spare, or ``default`` before one is learnt."""
+    return default if learnt is None else learnt * MARGIN_SPARE
 
 
 def _learnt(cost: float, last: float | None) -> float:

@@ -43,7 +43,8 @@ class Producer:
     queued: list[tuple[dict[str, Any], Callable[[Any, Any], None]]] = field(default_factory=list)
     offset: int = 41
 
-    def produce(self, **record: Any) -> None:
+    def produce(self, topic: str, value: Any = None, key: Any = None, **record: Any) -> None:
+        record.update(topic=topic, value=value, key=key)
         self.queued.append((record, record["on_delivery"]))
 
     def poll(self, timeout: float = 0) -> int:

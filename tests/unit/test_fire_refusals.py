@@ -294,8 +294,15 @@ class FakeProducer:
         self.attempts += 1
         self.txn_error, self.failed, self.open = None, 0, []
 
-    def produce(
-        self, topic: str, key: Any, value: Any, headers: Any, on_delivery: Any, **kw: Any
+    def produce(  # confluent-kafka's: topic, value and key by position, the rest by name
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        *,
+        headers: Any = (),
+        on_delivery: Any = None,
+        **kw: Any,
     ) -> None:
         if self.eager and self.txn_error is not None:
             raise KafkaException(KafkaError(KafkaError._STATE, "transaction in error state"))
@@ -490,11 +497,9 @@ class OrderProducer(FakeProducer):
         super().__init__(config)
         self.produced: list[tuple[str, int]] = []
 
-    def produce(
-        self, topic: str, key: Any, value: Any, headers: Any, on_delivery: Any, **kw: Any
-    ) -> None:
+    def produce(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> None:
         self.produced.append((topic, len(self.open)))
-        super().produce(topic, key, value, headers, on_delivery, **kw)
+        super().produce(topic, value, key, **kw)
 
 
 def test_records_to_the_last_topics_are_written_after_the_others_are_acknowledged(

@@ -24,7 +24,7 @@ reason, and its tombstone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from delayline.contract import OutgoingRecord, render_tombstone
 from delayline.contract.recurring import (
@@ -92,11 +92,11 @@ def take_turn(base: Firing, now_ms: int) -> Turn:
                 break
     except RecurrenceError as exc:
         reason = f"recurrence refused: {exc}"
-        return Turn(records=replace(base, forget=True).refused(reason), reason=reason)
+        return Turn(records=base._replace(forget=True).refused(reason), reason=reason)
     rearm = None if current is None else render_rearm(schedule, current)
     if not delivered:
         ends = [render_tombstone(schedule)] if rearm is None else [rearm]
         return Turn(records=ends, rearm=rearm, skipped=skipped)
-    firings = [replace(base, schedule=at_occurrence(schedule, o)) for o in delivered]
-    firings[-1] = replace(firings[-1], forget=rearm is None, rearm=rearm)
+    firings = [base._replace(schedule=at_occurrence(schedule, o)) for o in delivered]
+    firings[-1] = firings[-1]._replace(forget=rearm is None, rearm=rearm)
     return Turn(firings=firings, rearm=rearm, skipped=skipped)

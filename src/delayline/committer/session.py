@@ -327,7 +327,8 @@ class Session:
                 width,
                 config.max_group_size if burst is None else burst,
                 partition,
-                self._kept.pacer.step_size,  # a rated target: one step of its rate a group
+                # A rated target: one step of its rate a group (no rate: no cap to ask).
+                self._kept.pacer.step_size if self._kept.pacer.rates else None,
             )
             if group is not None:
                 offsets = (

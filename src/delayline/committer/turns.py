@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from delayline.committer.pending import Pending
 from delayline.committer.recurring import take_turn
@@ -85,7 +85,7 @@ def take_turns(
         if refusal is not None:
             _log_refused(p, refusal)
             # A recurring one ends: the fire stage wrote no tombstone for it.
-            others.extend(replace(firing(p), forget=recurs(topology, p.schedule)).refused(refusal))
+            others.extend(firing(p)._replace(forget=recurs(topology, p.schedule)).refused(refusal))
             continue
         if not recurs(topology, p.schedule):
             turns.delivering.append(p)

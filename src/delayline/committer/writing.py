@@ -15,7 +15,6 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
 
 from delayline.committer.broker_clock import BrokerTime
 from delayline.committer.config import CommitterConfig
@@ -155,7 +154,7 @@ class GroupWriter:
         inflight = config.inflight_topic
         for p in expired:  # a recurring one ends: the fire stage wrote no tombstone for it
             forget = recurs(config.topology, p.schedule)
-            records.extend(replace(firing(p), forget=forget).refused(EXPIRED))
+            records.extend(firing(p)._replace(forget=forget).refused(EXPIRED))
         refused = firer.deliver(
             records,
             extra=[render_inflight_tombstone(inflight, p.key, p.partition) for p in group.items],

@@ -3,7 +3,7 @@ or a dead letter instead (written by :class:`delayline.fire.transactional.Transa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from delayline.contract import (
     ConsumedRecord,
@@ -16,9 +16,10 @@ from delayline.contract import (
 from delayline.core.model import Schedule
 
 
-@dataclass(frozen=True, slots=True)
-class Firing:
+class Firing(NamedTuple):
     """A due schedule: its delivery, tombstone and history, or a dead letter instead.
+    Immutable; a named tuple, as the records it makes are: the committer makes one per
+    delivery (``_replace`` makes a changed copy).
 
     Attributes:
         schedule: The schedule that fell due (read from Kafka: it has a source).

@@ -45,6 +45,7 @@ LAYOUT = struct.Struct("<BBqqiqqIIIi")
 partition, offset and timestamp, then the byte lengths of the id, the target topic, the
 source topic and the target key (-1: none); those four follow in that order (the texts
 UTF-8)."""
+_BINARY_BYTE = bytes((BINARY,))
 MISSED = 1
 """Flag: the schedule was past due when the hold read it."""
 HAS_BATCH = 2
@@ -129,8 +130,8 @@ def decode_inflight(value: bytes, headers: Headers, offset: int) -> Handed:
     try:
         if raw[:1] == b"{":
             return _from_json(raw, value, headers[:-1])
-        # Before the layout is read: a newer release's may be shorter or longer.
-        INFLIGHT.check_first_byte(raw, f"in-flight record at offset {offset}")
+        if raw[:1] != _BINARY_BYTE:  # before the layout is read: a newer release's may
+            INFLIGHT.check_first_byte(raw, f"in-flight record at offset {offset}")  # differ
         version, flags, due_ms, batch, partition, source_offset, timestamp_ms, *lengths = (
             LAYOUT.unpack_from(raw)
         )

@@ -13,16 +13,27 @@ from delayline.kafka.config import kafka_client_config
 
 def produce(producer: Producer, record: OutgoingRecord, on_delivery: Any) -> None:
     """Queue ``record``, waiting for queue space when librdkafka's buffer is full."""
-    # Keywords, no dict of them: this runs for every record written.
-    headers: list[tuple[str, str | bytes | None]] = list(record.headers)
-    partition = -1 if record.partition is None else record.partition  # -1: the partitioner's
-    timestamp = record.timestamp_ms or 0  # 0: the time of writing
+    # This runs for every record written: topic, value and key by position, and only the
+    # keywords a record needs (each one given costs confluent-kafka's argument parsing:
+    # an in-flight tombstone 0.7 us with its partition alone, 1.4 with every keyword).
+    topic, key, value, headers, partition, timestamp = record
+    where = -1 if partition is None else partition  # -1: the partitioner's
     while True:
         try:
-            producer.produce(
-                topic=record.topic, value=record.value, key=record.key, partition=partition,
-                on_delivery=on_delivery, timestamp=timestamp, headers=headers,
-            )  # fmt: skip
+            if on_delivery is not None:
+                producer.produce(
+                    topic, value, key, partition=where, on_delivery=on_delivery,
+                    timestamp=timestamp or 0, headers=list(headers),
+                )  # fmt: skip
+            elif headers:
+                producer.produce(
+                    topic, value, key, partition=where, timestamp=timestamp or 0,
+                    headers=list(headers),
+                )  # fmt: skip
+            elif timestamp:
+                producer.produce(topic, value, key, partition=where, timestamp=timestamp)
+            else:
+                producer.produce(topic, value, key, partition=where)
             return
         except BufferError:
             producer.poll(0.05)

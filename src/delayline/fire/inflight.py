@@ -46,6 +46,8 @@ partition, offset and timestamp, then the byte lengths of the id, the target top
 source topic and the target key (-1: none); those four follow in that order (the texts
 UTF-8)."""
 _BINARY_BYTE = bytes((BINARY,))
+_unpack = LAYOUT.unpack_from
+_FIXED = LAYOUT.size
 MISSED = 1
 """Flag: the schedule was past due when the hold read it."""
 HAS_BATCH = 2
@@ -132,16 +134,14 @@ def decode_inflight(value: bytes, headers: Headers, offset: int) -> Handed:
             return _from_json(raw, value, headers[:-1])
         if raw[:1] != _BINARY_BYTE:  # before the layout is read: a newer release's may
             INFLIGHT.check_first_byte(raw, f"in-flight record at offset {offset}")  # differ
-        version, flags, due_ms, batch, partition, source_offset, timestamp_ms, *lengths = (
-            LAYOUT.unpack_from(raw)
-        )
+        (version, flags, due_ms, batch, partition, source_offset, timestamp_ms, id_len,
+         target_len, topic_len, key_len) = _unpack(raw)  # fmt: skip
         if version != BINARY:
             raise _unreadable(offset, f"version {version} is no version delayline wrote")
-        at = LAYOUT.size
-        id_end = at + lengths[0]
-        target_end = id_end + lengths[1]
-        topic_end = target_end + lengths[2]
-        key_len = lengths[3]
+        at = _FIXED
+        id_end = at + id_len
+        target_end = id_end + target_len
+        topic_end = target_end + topic_len
         if topic_end + max(key_len, 0) != len(raw):
             raise _unreadable(offset, f"{len(raw)} bytes, its lengths say {topic_end + key_len}")
         schedule = Schedule(

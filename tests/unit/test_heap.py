@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import generate_latest
 
-from delayline.core.heap import PAUSE_BUCKETS_S, GcPauses, settle
+from delayline.core.heap import PAUSE_BUCKETS_S, YOUNG_OBJECTS, GcPauses, settle
 from delayline.pipeline.metrics import PipelineMetrics
 
 
@@ -47,9 +47,12 @@ def test_every_collection_is_timed_once_installed(pauses: GcPauses) -> None:
 
 
 def test_settled_objects_are_left_out_of_collections() -> None:
+    thresholds = gc.get_threshold()
     try:
         kept = [[i] for i in range(1_000)]  # tracked containers, alive now
         settled = settle()
+        # The youngest generation waits for more objects; the older ones as they were.
+        assert gc.get_threshold() == (YOUNG_OBJECTS, *thresholds[1:])
         assert settled >= len(kept)
         # Settled objects may still be freed by reference counting (another thread's
         # frame, say) between the two reads: the count never grows, and falls by few.
@@ -58,6 +61,7 @@ def test_settled_objects_are_left_out_of_collections() -> None:
         assert not any(id(k) in walked for k in kept)
     finally:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
 
 
 def test_the_pauses_are_exported_as_a_histogram_by_generation() -> None:

@@ -85,10 +85,9 @@ class Pacer:
 
     def rated(self, topic: str) -> bool:
         """Whether deliveries to ``topic`` are paced by a rate."""
-        rates = self.rates
-        if not rates.per_topic and rates.default_per_s is None:
+        if not self.rates:
             return False  # no rate set (the usual case): asked of every schedule read
-        return rates.of(topic) is not None
+        return self.rates.of(topic) is not None
 
     def ready_ms(self, partition: int, schedule: Schedule, windowed: bool) -> int:
         """When ``schedule`` (read from in-flight ``partition``) is ready: its due time, or

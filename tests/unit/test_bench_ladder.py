@@ -109,3 +109,36 @@ def test_the_due_rung_counts_what_the_pipelines_metrics_say_was_delivered() -> N
     assert delivered(pipeline) == 12
     assert "due" in ladder.RUNGS
     assert ladder.RUNGS.index("due") == ladder.RUNGS.index("full") + 1, "it adds to full"
+
+
+def test_cpu_by_thread_tells_librdkafka_s_threads_from_the_interpreter_s() -> None:
+    """A child burns half a second in its main thread and a quarter in a thread it names
+    as librdkafka names its own (``rdk:...``): each lands in its kind."""
+    code = (
+        "import threading, time\n"
+        "def burn(s):\n"
+        "    t = time.thread_time()\n"
+        "    while time.thread_time() - t < s: pass\n"
+        "def rdk():\n"
+        "    open(f'/proc/self/task/{threading.get_native_id()}/comm', 'w').write('rdk:test')\n"
+        "    burn(0.25)\n"
+        "    time.sleep(30)\n"
+        "threading.Thread(target=rdk, daemon=True).start()\n"
+        "burn(0.5)\n"
+        "time.sleep(30)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            kinds = s.cpu_by_thread(child.pid)
+            if kinds["python"] >= 0.45 and kinds["librdkafka"] >= 0.2:  # ticks round
+                break
+            assert time.monotonic() < deadline, f"not seen in 20 s: {kinds}"
+            time.sleep(0.05)
+        assert set(kinds) == set(s.THREAD_KINDS)
+        assert kinds["librdkafka"] < 0.45  # the main thread's burn is not librdkafka's
+    finally:
+        child.kill()
+        child.wait()
+    assert s.cpu_by_thread(child.pid) == {}

@@ -12,7 +12,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from delayline.bench.run import BenchEnv, progress
-from delayline.bench.sampler import GroupSampler
+from delayline.bench.sampler import GroupSampler, cpu_by_thread
 from delayline.contract import OutgoingRecord
 from delayline.core.identifiers import committer_group, inflight_topic, transactional_id
 from delayline.core.model import Schedule, SourceRef
@@ -93,7 +93,7 @@ def ceiling(env: BenchEnv, quick: bool) -> dict[str, Any]:
         writer = _writer(env.bootstrap)
         try:
             for rate in CEILING_RATES[: 2 if quick else None]:
-                steps.append(_step(env, writer, inflight, rate, sampler))
+                steps.append(_step(env, writer, inflight, rate, sampler, process.proc.pid))
                 progress(f"committer ceiling: {steps[-1]}")
         finally:
             sampler.stop()
@@ -119,16 +119,19 @@ def _writer(bootstrap: str) -> Producer:
 
 
 def _step(
-    env: BenchEnv, writer: Producer, inflight: str, rate: int, sampler: GroupSampler
+    env: BenchEnv, writer: Producer, inflight: str, rate: int, sampler: GroupSampler, pid: int
 ) -> dict[str, Any]:
     """Hand over ``rate`` schedules a second for :data:`STEP_S` s, 50 ms of them a
     transaction, each due :data:`DUE_AFTER_MS` after it is written; wait for every
-    delivery."""
+    delivery. The committer's CPU is that of the writing (deliveries lag it by
+    :data:`DUE_AFTER_MS`, so it is their steady state), split by thread kind too:
+    the interpreter's and librdkafka's."""
     due: dict[str, int] = {}
     total = rate * STEP_S
     chunk = max(rate // 20, 10)
     with DeliveryCollector(env.bootstrap, [env.target_topic]) as seen:
         began = time.time()
+        threads_before = cpu_by_thread(pid)
         for start in range(0, total, chunk):
             _pace(began, start, rate)
             now_ms = time.time_ns() // 1_000_000
@@ -142,6 +145,7 @@ def _step(
                 produce(writer, record, None)
             writer.commit_transaction(30)
         ended = time.time()
+        threads = cpu_by_thread(pid)
         deliveries = seen.wait_for(_all_of(due), timeout_s=120 + total / 500)
         cpu = sampler.cpu_percent(began, ended)
     lateness = [d.arrival_ms - due[d.schedule_id or ""] for d in deliveries if d.schedule_id in due]
@@ -151,6 +155,11 @@ def _step(
         "delivered": len({d.schedule_id for d in deliveries if d.schedule_id in due}),
         "lateness_ms": summary(lateness),
         "cpu_pct": None if cpu is None else round(cpu, 1),
+        "cpu_pct_by_thread": {
+            kind: round(100 * (cpu_s - threads_before.get(kind, 0.0)) / (ended - began), 1)
+            for kind, cpu_s in threads.items()
+        },
+        "cpu_us_per_delivery": None if cpu is None else round(cpu * 10_000 / rate, 1),
     }
 
 
@@ -183,12 +192,18 @@ def _all_of(due: dict[str, int]) -> Callable[[list[Delivery]], bool]:
 
 def ceiling_table(figures: dict[str, Any]) -> str:
     """The ceiling's steps as a text table."""
-    lines = ["offered/s  written/s  delivered  p50 ms  p99 ms  max ms  committer CPU %"]
+    lines = [
+        "offered/s  written/s  delivered  p50 ms  p99 ms  max ms  committer CPU %"
+        "  (python / librdkafka)  us a delivery"
+    ]
     for step in figures["steps"]:
         late = step["lateness_ms"]
+        threads = step.get("cpu_pct_by_thread", {})
         lines.append(
             f"{step['offered_per_s']:>9,}  {step['written_per_s']:>9,}  {step['delivered']:>9,}"
             f"  {late['p50']:>6}  {late['p99']:>6}  {late['max']:>6}  {step['cpu_pct']}"
+            f"  ({threads.get('python')} / {threads.get('librdkafka')})"
+            f"  {step.get('cpu_us_per_delivery')}"
         )
     lines.append(
         f"on time (p99 <= {figures['on_time_ms']} ms) up to {figures['on_time_per_s']:,}/s; "

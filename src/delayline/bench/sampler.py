@@ -184,6 +184,31 @@ def cpu_by_role(root: int) -> dict[str, float]:
     return out
 
 
+THREAD_KINDS = ("python", "librdkafka")
+"""What each thread of a Python process is: librdkafka's own (named ``rdk:...``), or any
+other (the interpreter's threads, which in Python 3.11 keep the process's name)."""
+
+
+def cpu_by_thread(pid: int) -> dict[str, float]:
+    """CPU seconds by thread kind (:data:`THREAD_KINDS`) of the live threads of ``pid``.
+    The difference of two calls is what the process used between them, as long as its
+    threads live (a thread that exits takes its time with it); empty if ``pid`` is gone."""
+    out = dict.fromkeys(THREAD_KINDS, 0.0)
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return {}
+    for task in tasks:
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended between the listing and the read
+        kind = "librdkafka" if name.startswith("rdk:") else "python"
+        out[kind] += (int(fields[11]) + int(fields[12])) / _TICKS
+    return out
+
+
 _ROLE_OF: dict[tuple[int, str], str] = {}
 """Roles seen, by (pid, start time): a JVM or Python process keeps its role (a reused pid
 does not); "other" is never kept, as a launcher script may still exec into Java."""

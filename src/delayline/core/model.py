@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from delayline.core.frozen import fills_slots
 from delayline.errors import InvalidScheduleError
 
 Header = tuple[str, bytes | None]
@@ -41,6 +42,7 @@ class SourceRef(NamedTuple):
         return f"{self.topic}/{self.partition}/{self.offset}"
 
 
+@fills_slots
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """A message to deliver later.
@@ -77,6 +79,7 @@ class Schedule:
         return self.source
 
 
+@fills_slots
 @dataclass(frozen=True, slots=True)
 class Cancel:
     """A request to forget the pending schedule with this id (a tombstone).
@@ -93,6 +96,7 @@ class Cancel:
     source: SourceRef | None = field(default=None, compare=False)
 
 
+@fills_slots
 @dataclass(frozen=True, slots=True)
 class Invalid:
     """A record that is neither a schedule nor a cancel.

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from delayline.bench import ladder
+from delayline.bench import committers, ladder
 from delayline.bench import sampler as s
 from delayline.bench.due_rung import delivered
 from delayline.bench.ladder import RungRun, costliest, size_total, table
@@ -111,9 +111,10 @@ def test_the_due_rung_counts_what_the_pipelines_metrics_say_was_delivered() -> N
     assert ladder.RUNGS.index("due") == ladder.RUNGS.index("full") + 1, "it adds to full"
 
 
-def test_cpu_by_thread_tells_librdkafka_s_threads_from_the_interpreter_s() -> None:
-    """A child burns half a second in its main thread and a quarter in a thread it names
-    as librdkafka names its own (``rdk:...``): each lands in its kind."""
+def test_cpu_by_thread_kind_tells_librdkafka_s_threads_from_the_interpreter_s() -> None:
+    """A child burns half a second in its main thread, a quarter in a thread it names as
+    librdkafka names its own (``rdk:...``) and a fifth in one that then ends: each lands
+    in its kind."""
     code = (
         "import threading, time\n"
         "def burn(s):\n"
@@ -124,6 +125,9 @@ def test_cpu_by_thread_tells_librdkafka_s_threads_from_the_interpreter_s() -> No
         "    burn(0.25)\n"
         "    time.sleep(30)\n"
         "threading.Thread(target=rdk, daemon=True).start()\n"
+        "ended = threading.Thread(target=burn, args=(0.2,))\n"
+        "ended.start()\n"
+        "ended.join()\n"
         "burn(0.5)\n"
         "time.sleep(30)\n"
     )
@@ -131,14 +135,36 @@ def test_cpu_by_thread_tells_librdkafka_s_threads_from_the_interpreter_s() -> No
     try:
         deadline = time.monotonic() + 20
         while True:
-            kinds = s.cpu_by_thread(child.pid)
-            if kinds["python"] >= 0.45 and kinds["librdkafka"] >= 0.2:  # ticks round
+            kinds = s.cpu_by_thread_kind(child.pid)
+            if kinds["python"] >= 0.45 and kinds["librdkafka"] >= 0.2 and kinds["exited"] >= 0.15:
                 break
             assert time.monotonic() < deadline, f"not seen in 20 s: {kinds}"
             time.sleep(0.05)
         assert set(kinds) == set(s.THREAD_KINDS)
-        assert kinds["librdkafka"] < 0.45  # the main thread's burn is not librdkafka's
+        # ticks round; the main thread's burn is neither librdkafka's nor an ended one's
+        assert kinds["librdkafka"] < 0.45
+        assert kinds["exited"] < 0.4
     finally:
         child.kill()
         child.wait()
-    assert s.cpu_by_thread(child.pid) == {}
+    assert s.cpu_by_thread_kind(child.pid) == {}
+
+
+def test_the_committer_s_steady_cpu_is_per_kind_and_per_delivery() -> None:
+    before = {"python": 10.0, "librdkafka": 4.0, "exited": 0.5}
+    after = {"python": 12.4, "librdkafka": 4.8, "exited": 0.5}
+    steady = committers._steady(before, after, 8.0, 4_000)
+    assert steady == {
+        "seconds": 8.0,
+        "cpu_pct": 40.0,
+        "cpu_pct_by_thread": {"python": 30.0, "librdkafka": 10.0, "exited": 0.0},
+        "cpu_us_per_delivery": 100.0,  # 3.2 CPU-s over 32,000 deliveries
+    }
+    assert committers._steady({}, after, 8.0, 4_000) is None
+    step = {"offered_per_s": 4_000, "written_per_s": 3_990, "delivered": 40_000,
+            "lateness_ms": {"p50": 5, "p99": 30, "max": 40}, "cpu_pct": 38.5}  # fmt: skip
+    figures = {"steps": [{**step, "steady": steady}, step], "on_time_ms": 50,
+               "on_time_per_s": 4_000, "broker_transactional_per_s": 60_000}  # fmt: skip
+    rows = committers.ceiling_table(figures).splitlines()
+    assert "40.0 (30.0 / 10.0)  100.0" in rows[1]
+    assert rows[2].endswith("None (None / None)  None")  # a result from before the split

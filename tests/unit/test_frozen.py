@@ -4,6 +4,7 @@ generated one promises."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import FrozenInstanceError, dataclass, field
 from typing import Any
 
@@ -41,6 +42,12 @@ def test_it_takes_what_the_generated_init_takes(
     plain, filled = Plain(*args, **kwargs), Filled(*args, **kwargs)
     assert dataclasses.astuple(filled) == dataclasses.astuple(plain)
     assert repr(filled).replace("Filled", "Plain") == repr(plain)
+
+
+def test_its_init_is_in_place_with_the_generated_signature() -> None:
+    for cls in (Filled, Schedule, Cancel, Invalid):
+        assert cls.__init__.__code__.co_filename == f"<fills_slots {cls.__qualname__}>"
+    assert inspect.signature(Filled) == inspect.signature(Plain)
 
 
 def test_it_refuses_what_the_generated_init_refuses() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from delayline.bench.run import BenchEnv, progress
-from delayline.bench.sampler import GroupSampler, cpu_by_thread
+from delayline.bench.sampler import GroupSampler, cpu_by_thread_kind
 from delayline.contract import OutgoingRecord
 from delayline.core.identifiers import committer_group, inflight_topic, transactional_id
 from delayline.core.model import Schedule, SourceRef
@@ -123,17 +123,21 @@ def _step(
 ) -> dict[str, Any]:
     """Hand over ``rate`` schedules a second for :data:`STEP_S` s, 50 ms of them a
     transaction, each due :data:`DUE_AFTER_MS` after it is written; wait for every
-    delivery. The committer's CPU is that of the writing (deliveries lag it by
-    :data:`DUE_AFTER_MS`, so it is their steady state), split by thread kind too:
-    the interpreter's and librdkafka's."""
+    delivery. ``cpu_pct`` is the committer's over the writing; ``steady`` over its last
+    ``STEP_S - DUE_AFTER_MS``, when the committer reads and delivers at the rate both
+    (split by thread kind: the interpreter's, librdkafka's, any that exited), and per
+    delivery over that time."""
     due: dict[str, int] = {}
     total = rate * STEP_S
     chunk = max(rate // 20, 10)
+    steady_from = float("inf")
+    threads_before: dict[str, float] = {}
     with DeliveryCollector(env.bootstrap, [env.target_topic]) as seen:
         began = time.time()
-        threads_before = cpu_by_thread(pid)
         for start in range(0, total, chunk):
             _pace(began, start, rate)
+            if not threads_before and time.time() >= began + DUE_AFTER_MS / 1000:
+                steady_from, threads_before = time.time(), cpu_by_thread_kind(pid)
             now_ms = time.time_ns() // 1_000_000
             writer.begin_transaction()
             for i in range(start, min(start + chunk, total)):
@@ -145,7 +149,7 @@ def _step(
                 produce(writer, record, None)
             writer.commit_transaction(30)
         ended = time.time()
-        threads = cpu_by_thread(pid)
+        threads = cpu_by_thread_kind(pid)
         deliveries = seen.wait_for(_all_of(due), timeout_s=120 + total / 500)
         cpu = sampler.cpu_percent(began, ended)
     lateness = [d.arrival_ms - due[d.schedule_id or ""] for d in deliveries if d.schedule_id in due]
@@ -155,11 +159,25 @@ def _step(
         "delivered": len({d.schedule_id for d in deliveries if d.schedule_id in due}),
         "lateness_ms": summary(lateness),
         "cpu_pct": None if cpu is None else round(cpu, 1),
-        "cpu_pct_by_thread": {
-            kind: round(100 * (cpu_s - threads_before.get(kind, 0.0)) / (ended - began), 1)
-            for kind, cpu_s in threads.items()
-        },
-        "cpu_us_per_delivery": None if cpu is None else round(cpu * 10_000 / rate, 1),
+        "steady": _steady(threads_before, threads, ended - steady_from, rate),
+    }
+
+
+def _steady(
+    before: dict[str, float], after: dict[str, float], span_s: float, rate: int
+) -> dict[str, Any] | None:
+    """The committer's CPU between two :func:`cpu_by_thread_kind` readings ``span_s``
+    apart while it read and delivered ``rate`` a second: % of a core in all and by
+    thread kind, and microseconds per delivery. ``None`` if a reading is missing."""
+    if not before or not after or span_s <= 0:
+        return None
+    used = {kind: max(0.0, after[kind] - before[kind]) for kind in after}
+    cpu_s = sum(used.values())
+    return {
+        "seconds": round(span_s, 1),
+        "cpu_pct": round(100 * cpu_s / span_s, 1),
+        "cpu_pct_by_thread": {kind: round(100 * s / span_s, 1) for kind, s in used.items()},
+        "cpu_us_per_delivery": round(cpu_s * 1e6 / (span_s * rate), 1),
     }
 
 
@@ -194,16 +212,16 @@ def ceiling_table(figures: dict[str, Any]) -> str:
     """The ceiling's steps as a text table."""
     lines = [
         "offered/s  written/s  delivered  p50 ms  p99 ms  max ms  committer CPU %"
-        "  (python / librdkafka)  us a delivery"
+        "  steady CPU % (python / librdkafka)  us a delivery"
     ]
     for step in figures["steps"]:
-        late = step["lateness_ms"]
-        threads = step.get("cpu_pct_by_thread", {})
+        late, steady = step["lateness_ms"], step.get("steady") or {}
+        threads = steady.get("cpu_pct_by_thread", {})
         lines.append(
             f"{step['offered_per_s']:>9,}  {step['written_per_s']:>9,}  {step['delivered']:>9,}"
-            f"  {late['p50']:>6}  {late['p99']:>6}  {late['max']:>6}  {step['cpu_pct']}"
-            f"  ({threads.get('python')} / {threads.get('librdkafka')})"
-            f"  {step.get('cpu_us_per_delivery')}"
+            f"  {late['p50']:>6}  {late['p99']:>6}  {late['max']:>6}  {step['cpu_pct']!s:>15}"
+            f"  {steady.get('cpu_pct')!s:>12} ({threads.get('python')} / "
+            f"{threads.get('librdkafka')})  {steady.get('cpu_us_per_delivery')}"
         )
     lines.append(
         f"on time (p99 <= {figures['on_time_ms']} ms) up to {figures['on_time_per_s']:,}/s; "

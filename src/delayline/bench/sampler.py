@@ -184,29 +184,38 @@ def cpu_by_role(root: int) -> dict[str, float]:
     return out
 
 
-THREAD_KINDS = ("python", "librdkafka")
-"""What each thread of a Python process is: librdkafka's own (named ``rdk:...``), or any
-other (the interpreter's threads, which in Python 3.11 keep the process's name)."""
+THREAD_KINDS = ("python", "librdkafka", "exited")
+"""What each thread of a Python process is: librdkafka's own (named ``rdk:...``), any
+other live one (the interpreter's threads, which in Python 3.11 keep the process's name),
+or one that exited (what the process used less what its live threads did)."""
 
 
-def cpu_by_thread(pid: int) -> dict[str, float]:
-    """CPU seconds by thread kind (:data:`THREAD_KINDS`) of the live threads of ``pid``.
-    The difference of two calls is what the process used between them, as long as its
-    threads live (a thread that exits takes its time with it); empty if ``pid`` is gone."""
+def cpu_by_thread_kind(pid: int) -> dict[str, float]:
+    """CPU seconds of ``pid`` by thread kind (:data:`THREAD_KINDS`); they add up to the
+    process's. The difference of two calls is what each kind used between them, but for
+    a thread that exited meanwhile: all of its time counts as "exited" then. Empty if
+    ``pid`` is gone."""
     out = dict.fromkeys(THREAD_KINDS, 0.0)
     try:
+        total = _cpu_s(Path(f"/proc/{pid}/stat").read_text())
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
         return {}
     for task in tasks:
         try:
-            name = (task / "comm").read_text().strip()
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            name = (task / "comm").read_bytes()
+            used = _cpu_s((task / "stat").read_text())
         except OSError:
-            continue  # the thread ended between the listing and the read
-        kind = "librdkafka" if name.startswith("rdk:") else "python"
-        out[kind] += (int(fields[11]) + int(fields[12])) / _TICKS
+            continue  # the thread ended between the listing and the read: "exited"
+        out["librdkafka" if name.startswith(b"rdk:") else "python"] += used
+    out["exited"] = max(0.0, total - out["python"] - out["librdkafka"])
     return out
+
+
+def _cpu_s(stat: str) -> float:
+    """utime + stime of a /proc ``stat`` line, in seconds."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 _ROLE_OF: dict[tuple[int, str], str] = {}

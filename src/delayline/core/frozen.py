@@ -9,6 +9,7 @@ each slot through its descriptor instead takes a third of that.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -18,15 +19,17 @@ def fills_slots(cls: type[T]) -> type[T]:
     """Give ``cls``, a frozen dataclass with ``slots=True``, an ``__init__`` that sets
     each slot through its descriptor. Apply it above ``@dataclass``.
 
-    Guarantees: the same parameters in the same order with the same defaults (positional
-    or by name, as the generated one takes them); every field set; the instance as frozen
-    as before (assigning to it afterwards still raises ``FrozenInstanceError``); equality,
-    hashing and ``repr`` untouched.
+    Guarantees: the same signature as the generated ``__init__`` (checked when applied:
+    names, order, kinds, defaults, annotations), so the same calls succeed and fail;
+    every field set; the instance as frozen as before (assigning to it afterwards still
+    raises ``FrozenInstanceError``); equality, hashing, ``repr`` and ``dataclasses.replace``
+    untouched. The class must be imported where it is used (pickled by reference, never
+    shipped by value: its setters are its own descriptors).
 
     Raises:
         TypeError: ``cls`` is not a frozen slotted dataclass, or has what this ``__init__``
             would skip: a ``__post_init__``, a field out of ``__init__``, a default
-            factory, or a keyword-only field.
+            factory, a keyword-only field; or the signatures differ.
     """
     if not dataclasses.is_dataclass(cls) or "__slots__" not in cls.__dict__:
         raise TypeError(f"{cls.__name__} is not a slotted dataclass")
@@ -41,18 +44,24 @@ def fills_slots(cls: type[T]) -> type[T]:
             raise TypeError(f"{cls.__name__}.{f.name} is not a plain positional field")
     scope: dict[str, Any] = {}
     names = []
-    for f in fields:
-        scope[f"_set_{f.name}"] = cls.__dict__[f.name].__set__
+    for i, f in enumerate(fields):
+        scope[f"__set_{i}"] = getattr(cls, f.name).__set__  # the slot's member descriptor
         if f.default is dataclasses.MISSING:
             names.append(f.name)
         else:
-            scope[f"_default_{f.name}"] = f.default
-            names.append(f"{f.name}=_default_{f.name}")
-    body = "".join(f"    _set_{f.name}(self, {f.name})\n" for f in fields)
+            scope[f"__default_{i}"] = f.default
+            names.append(f"{f.name}=__default_{i}")
+    body = "".join(f"    __set_{i}(self, {f.name})\n" for i, f in enumerate(fields))
+    source = f"def __init__(self, {', '.join(names)}):\n{body}"
     made: dict[str, Any] = {}
-    exec(f"def __init__(self, {', '.join(names)}):\n{body}", scope, made)  # noqa: S102
-    init = made["__init__"]
+    exec(compile(source, f"<fills_slots {cls.__qualname__}>", "exec"), scope, made)  # noqa: S102
+    generated, init = cls.__init__, made["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
+    init.__annotations__ = dict(generated.__annotations__)
+    if inspect.signature(init) != inspect.signature(generated):
+        raise TypeError(
+            f"{cls.__name__}: the fast __init__ would not take what the generated one does"
+        )
     cls.__init__ = init  # type: ignore[method-assign]
     return cls

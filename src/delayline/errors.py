@@ -34,6 +34,11 @@ class FormatVersionError(DelaylineError):
     and run the release that wrote it, or a later one. Not a bad record to skip."""
 
 
+class DefinitionError(DelaylineError, TypeError):
+    """A class of delayline's is declared in a way a decorator of it cannot serve (see
+    :func:`delayline.core.frozen.fills_slots`): a programming error, raised on import."""
+
+
 class WaitTimeoutError(DelaylineError, TimeoutError):
     """Something waited for did not come in time (the test and bench harnesses)."""
 

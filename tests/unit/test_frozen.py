@@ -12,6 +12,7 @@ import pytest
 
 from delayline.core.frozen import fills_slots
 from delayline.core.model import Cancel, Invalid, Schedule, SourceRef
+from delayline.errors import DefinitionError
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,5 +113,5 @@ def test_it_refuses_classes_whose_fields_it_would_skip() -> None:
         a: int
 
     for cls in (Factory, Post, KwOnly, NoSlots, NotFrozen):
-        with pytest.raises(TypeError):
+        with pytest.raises(DefinitionError):
             fills_slots(cls)

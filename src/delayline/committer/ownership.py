@@ -237,9 +237,12 @@ class Slots:
         config = self._config
         inputs = frozenset(() if config.topology is None else config.topology.input_topics)
         txn = committer_transactional_id(config.transactional_id, partition, lane)
-        fire = FireConfig(
-            config.bootstrap_servers, config.commits_topic, txn, linger_ms=0, last_topics=inputs
-        )
+        # The default linger: a group's records queue into one request per partition,
+        # and the flush before each commit sends them at once (librdkafka's flush does
+        # not wait out linger.ms). With none, librdkafka's threads sent as the records
+        # came and took a quarter to a half more CPU (bench --scenario committer,
+        # 2,000-8,000/s; lateness no worse).
+        fire = FireConfig(config.bootstrap_servers, config.commits_topic, txn, last_topics=inputs)
         return TransactionalFirer(fire, topics=self.topics)
 
 

@@ -12,6 +12,8 @@ import dataclasses
 import inspect
 from typing import Any, TypeVar
 
+from delayline.errors import DefinitionError
+
 T = TypeVar("T")
 
 
@@ -27,21 +29,23 @@ def fills_slots(cls: type[T]) -> type[T]:
     shipped by value: its setters are its own descriptors).
 
     Raises:
-        TypeError: ``cls`` is not a frozen slotted dataclass, or has what this ``__init__``
+        DefinitionError: ``cls`` is not a frozen slotted dataclass, or has what this ``__init__``
             would skip: a ``__post_init__``, a field out of ``__init__``, a default
             factory, a keyword-only field; or the signatures differ.
     """
     if not dataclasses.is_dataclass(cls) or "__slots__" not in cls.__dict__:
-        raise TypeError(f"{cls.__name__} is not a slotted dataclass")
+        raise DefinitionError(f"{cls.__name__} is not a slotted dataclass")
     params = cls.__dataclass_params__  # type: ignore[attr-defined]
     if not params.frozen:
-        raise TypeError(f"{cls.__name__} is not frozen: its generated __init__ is fast already")
+        raise DefinitionError(
+            f"{cls.__name__} is not frozen: its generated __init__ is fast already"
+        )
     if hasattr(cls, "__post_init__"):
-        raise TypeError(f"{cls.__name__} has a __post_init__")
+        raise DefinitionError(f"{cls.__name__} has a __post_init__")
     fields = dataclasses.fields(cls)
     for f in fields:
         if not f.init or f.kw_only or f.default_factory is not dataclasses.MISSING:
-            raise TypeError(f"{cls.__name__}.{f.name} is not a plain positional field")
+            raise DefinitionError(f"{cls.__name__}.{f.name} is not a plain positional field")
     scope: dict[str, Any] = {}
     names = []
     for i, f in enumerate(fields):
@@ -60,7 +64,7 @@ def fills_slots(cls: type[T]) -> type[T]:
     init.__module__ = cls.__module__
     init.__annotations__ = dict(generated.__annotations__)
     if inspect.signature(init) != inspect.signature(generated):
-        raise TypeError(
+        raise DefinitionError(
             f"{cls.__name__}: the fast __init__ would not take what the generated one does"
         )
     cls.__init__ = init  # type: ignore[method-assign]

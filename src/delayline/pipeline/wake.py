@@ -253,8 +253,9 @@ class Waker:
         """
         with self._cond:
             now = self.clock.now_ms()
-            if self._next_ms(now) > now:
-                return self._next_ms(now)
+            at = self._next_ms(now)  # a walk of the plan's window: once a tick
+            if at > now:
+                return at
             self._plan.take_due(now)
             self._exact.take_due(now)
         try:

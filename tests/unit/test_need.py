@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
+import pytest
 from confluent_kafka import OFFSET_INVALID, KafkaError, Message, TopicPartition
 
 from delayline.committer.arrivals import STALE_MS, Arrivals, Arrived
@@ -18,6 +20,7 @@ from delayline.core.clock import ManualClock
 from delayline.core.model import Schedule
 from delayline.fire.report import HANDED, BatchReport
 from delayline.kafka.reader import to_consumed_record
+from delayline.pipeline import wake
 from delayline.pipeline.need import (
     BURST_TIMERS,
     DEFAULT_RAISE_US,
@@ -416,3 +419,36 @@ def test_a_batch_reads_as_many_records_as_its_input_events() -> None:
     )  # fmt: skip
     report = BatchReport(1, counts)
     assert (report.read, report.raised) == (14, 10)
+
+
+def test_the_waker_walks_its_timers_again_only_once_they_or_its_margin_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    walks: list[int | None] = []  # what each walk of the plan's window gave
+
+    def counted(*args: Any) -> int | None:
+        walks.append(timers_wake_ms(*args))
+        return walks[-1]
+
+    monkeypatch.setattr(wake, "timers_wake_ms", counted)
+    clock, arrivals, gate = ManualClock(T0), Arrivals(), Gate()
+    waker = gated_waker(clock, arrivals, gate, [])
+    waker.add([], complete=True)
+    arrivals.add(0, None, T0)
+    waker.tick()
+    waker.add({T0 + 10_000 + 100 * i: 2_000 for i in range(10)})  # a burst
+    waker.tick()
+    walked, burst = len(walks), walks[-1]
+    assert burst is not None
+    for _ in range(5):  # arrivals each plan the next wake again; the timers are the same
+        clock.advance(10)
+        arrivals.add(1, T0 + 60_000, clock.now_ms())
+        waker.tick()
+    assert len(walks) == walked
+    waker.add({T0 + 9_000: 3_000})  # an earlier timer: walked again, woken earlier
+    waker.tick()
+    assert len(walks) == walked + 1
+    assert (walks[-1] or burst) < burst
+    waker.batch_done(T0 + 2_000)  # the margin widens: walked again
+    waker.tick()
+    assert len(walks) == walked + 2

@@ -138,6 +138,7 @@ class Waker:
         self._arrivals = arrivals if need is not None else None
         self._open_gate = open_gate
         self._margin = Margin()
+        self._timers_memo: tuple[tuple[int, int, int, float], int | None] | None = None
         # When each wake no finished batch read yet was written, oldest first.
         self._unserved: deque[int] = deque()
         self._failing_since_ms: int | None = None  # the first of failing writes
@@ -304,11 +305,7 @@ class Waker:
         margin = self._margin.ms()
         # Timers are planned at their raise times; each wake raises every timer due by
         # then, so the earliest one decides when, and how many ride along with it.
-        raise_at = self._plan.next_ms()
-        planned = None
-        if raise_at is not None:
-            window = self._plan.window(timer_wake_ms(raise_at, need.lead_ms, margin))
-            planned = timers_wake_ms(window, need.lead_ms, margin, self._margin.raise_us())
+        planned = self._timers_wake_ms(need.lead_ms, margin)
         at = next_wake_ms(earliest_ms(planned, exact), now_ms, last, beat, poll)
         if poll is None and (fed := arrivals.fed_ms()) is not None:
             at = min(at, max(now_ms, fed + STALE_MS + 1))  # notice the feed going quiet
@@ -317,6 +314,22 @@ class Waker:
             wake = arrivals_wake_ms(arrived, need, margin, read_us=self._margin.read_us())
             at = min(at, max(now_ms, wake))
         return at
+
+    def _timers_wake_ms(self, lead_ms: int, margin_ms: int) -> int | None:
+        """:func:`timers_wake_ms` of the plan's timers: the plan's window is walked again
+        only once the plan, the margin or a raise's cost changed (each arrival the watch
+        tells of plans the next wake again, many times a second)."""
+        raise_us = self._margin.raise_us()
+        key = (self._plan.version, lead_ms, margin_ms, raise_us)
+        if self._timers_memo is not None and self._timers_memo[0] == key:
+            return self._timers_memo[1]
+        raise_at = self._plan.next_ms()
+        planned = None
+        if raise_at is not None:
+            window = self._plan.window(timer_wake_ms(raise_at, lead_ms, margin_ms))
+            planned = timers_wake_ms(window, lead_ms, margin_ms, raise_us)
+        self._timers_memo = (key, planned)
+        return planned
 
     def _run(self) -> None:
         while True:

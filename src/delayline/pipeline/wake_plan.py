@@ -17,6 +17,9 @@ class WakePlan:
     def __init__(self) -> None:
         self._slots: list[int] = []  # ascending
         self._counts: dict[int, int] = {}
+        self.version = 0
+        """Changes whenever the plan does: what was computed from it at one version
+        holds as long as the version is the same."""
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -27,6 +30,7 @@ class WakePlan:
 
     def add_all(self, due_ms: Mapping[int, int]) -> None:
         """Plan a wake at or just after each of ``due_ms``, for so many timers."""
+        self.version += 1
         new: set[int] = set()
         counts = self._counts
         for due, count in due_ms.items():
@@ -54,6 +58,8 @@ class WakePlan:
     def take_due(self, now_ms: int) -> int:
         """Remove the wake times at or before ``now_ms``; return how many there were."""
         end = bisect.bisect_right(self._slots, now_ms)
+        if end:
+            self.version += 1
         for slot in self._slots[:end]:
             del self._counts[slot]
         del self._slots[:end]

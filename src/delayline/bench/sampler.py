@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from delayline.infra.procs import proc_stats, tree
+from delayline.infra.procs import proc_stats, stat_fields, tree
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -214,7 +214,7 @@ def cpu_by_thread_kind(pid: int) -> dict[str, float]:
 
 def _cpu_s(stat: str) -> float:
     """utime + stime of a /proc ``stat`` line, in seconds."""
-    fields = stat.rsplit(")", 1)[1].split()
+    fields = stat_fields(stat)
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 

@@ -28,8 +28,14 @@ def proc_stats() -> dict[int, list[str]]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        stats[int(entry.name)] = stat.rsplit(")", 1)[1].split()
+        stats[int(entry.name)] = stat_fields(stat)
     return stats
+
+
+def stat_fields(stat: str) -> list[str]:
+    """The fields of a /proc ``stat`` line (a process's or a thread's) after the command
+    name, indexed as :func:`proc_stats` says."""
+    return stat.rsplit(")", 1)[1].split()
 
 
 def tree(root: int, stats: dict[int, list[str]] | None = None) -> list[int]:

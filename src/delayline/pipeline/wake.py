@@ -254,7 +254,7 @@ class Waker:
         """
         with self._cond:
             now = self.clock.now_ms()
-            at = self._next_ms(now)  # a walk of the plan's window: once a tick
+            at = self._next_ms(now)  # once a tick
             if at > now:
                 return at
             self._plan.take_due(now)

@@ -264,6 +264,20 @@ def test_a_refused_firing_is_its_dead_letter_and_tombstone() -> None:
     assert (tomb.topic, tomb.partition, tomb.key, tomb.value) == ("sched", 1, b"id-1", None)
 
 
+class Placement:
+    """Where the toy broker put a record (a delivered message's partition and offset)."""
+
+    def __init__(self, record: OutgoingRecord, offset: int) -> None:
+        self._partition = record.partition or 0
+        self._offset = offset
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+
 class FakeProducer:
     """A transactional producer over a toy broker: topics in ``denied`` fail the
     transaction (their records are purged, as when the coordinator refuses to add the
@@ -337,7 +351,7 @@ class FakeProducer:
                     self.failed += 1
                 if callback is not None:  # librdkafka reports only where asked
                     self.reported += 1
-                    callback(err, None)
+                    callback(err, None if err else Placement(record, len(self.open) - 1))
         return 0
 
     def commit_transaction(self, _timeout: float) -> None:
@@ -526,6 +540,48 @@ def test_records_to_the_last_topics_are_written_after_the_others_are_acknowledge
     assert acknowledged == first_last, "a tombstone was written before the rest was acknowledged"
     out = committed(firer)
     assert [o.key for o in out if o.topic == "sched"] == [b"s0", b"s1", b"s2"]  # in order
+
+
+def test_a_refusal_found_at_the_held_flush_is_retried_not_judged_before_commit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A target refused after its check (write rights revoked meanwhile), found only
+    when the transaction is flushed before the input topics' records: the re-arm after
+    it fails with the transaction's error, unplaced. Nothing waits for the commit time
+    or checks re-arms in a doomed transaction; it is written again with reports and the
+    refused firing dead-lettered."""
+    monkeypatch.setattr(transactions, "Producer", FakeProducer)
+    monkeypatch.setattr(FakeProducer, "denied", {"revoked"})
+    monkeypatch.setattr(FakeProducer, "eager", True)
+    cluster = FakeDescribe({"revoked": TopicFacts(), "good": TopicFacts()})
+    config = FireConfig("kafka:9092", "commits", "tx", last_topics=frozenset({"sched"}))
+    firer = TransactionalFirer(config, cluster)
+    rearm = OutgoingRecord("sched", b"every-1", b"rearmed")
+    calls: list[tuple[int, int]] = []
+
+    def before_commit(placed: Mapping[OutgoingRecord, tuple[int, int]]) -> None:
+        calls.append(placed[rearm])
+
+    batch: list[OutgoingRecord | Firing] = [
+        Firing(schedule("late-1", "good"), "dlq"),
+        Firing(schedule("gone-1", "revoked"), "dlq"),
+        rearm,
+    ]
+    revoke = FakeProducer.flush
+
+    def flush_then_revoke(self: FakeProducer, timeout: float = 0) -> int:
+        cluster.facts["revoked"] = TopicFacts(writable=False)  # found by the reread
+        return revoke(self, timeout)
+
+    monkeypatch.setattr(FakeProducer, "flush", flush_then_revoke)
+    refused = firer.deliver(batch, label="group", before_commit=before_commit, track=[rearm])
+    assert set(refused) == {1}
+    assert "TOPIC_AUTHORIZATION_FAILED" in refused[1]
+    assert len(calls) == 1, "before_commit ran in a doomed transaction"
+    out = committed(firer)
+    assert [o.key for o in out if o.topic == "dlq"] == [b"gone-1"]
+    assert [o.key for o in out if o.topic == "good"] == [b"k"]
+    assert rearm in out
 
 
 @given(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
@@ -270,7 +269,8 @@ class TransactionalFirer:
             label: Names the transaction in logs and errors.
             before_commit: Called once everything is written and acknowledged, right
                 before the commit (the committer waits for the due time there), with
-                the partition and offset of each record of ``track`` written.
+                the partition and offset of each record of ``track`` written. Not
+                called for an attempt a record is known to have failed.
             track: Records whose place ``before_commit`` is told.
 
         Returns:
@@ -385,17 +385,19 @@ class TransactionalFirer:
                 producer.flush(timeout_s)
             # With records purged only, the transaction failed and the commit says why
             # (librdkafka fails the commit of a transaction with any failed delivery).
+            # Such a doomed transaction neither waits nor checks its records' places
+            # (a record failed with it was never placed): it fails at once.
             if all(e.code in COLLATERAL for e in errors.values()):
-                self._commit(
-                    label, None if before_commit is None else partial(before_commit, placed)
-                )
+                self._commit(label, None if errors else before_commit, placed)
                 if not errors:
                     return None
         except KafkaException as exc:
             txn_error = self._failed(exc)
         return fates(plan, owners, alone, errors), txn_error
 
-    def _commit(self, label: str, before_commit: Callable[[], None] | None) -> None:
+    def _commit(
+        self, label: str, before_commit: Callable[[Placed], None] | None, placed: Placed
+    ) -> None:
         # No consumer offsets go with the transaction: librdkafka's
         # send_offsets_to_transaction can block past its timeout once the group
         # coordinator restarts (confluentinc/librdkafka#5456); here it hung the
@@ -403,7 +405,7 @@ class TransactionalFirer:
         timeout_s = self.config.timeout_ms / 1000
         if before_commit is not None:
             try:
-                before_commit()
+                before_commit(placed)
             except Exception:
                 # Not Kafka's failure (the group before failed): left open, this
                 # transaction would hold back read_committed readers until it timed out.

@@ -6,21 +6,20 @@ the broker's limit for the same writes beside it."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import Producer
 
-from delayline.bench.run import BenchEnv, progress
+from delayline.bench.run import BenchEnv, committers_owning, progress
 from delayline.bench.sampler import GroupSampler, cpu_by_thread_kind
 from delayline.contract import OutgoingRecord
-from delayline.core.identifiers import committer_group, inflight_topic, transactional_id
+from delayline.core.identifiers import inflight_topic, transactional_id
 from delayline.core.model import Schedule, SourceRef
 from delayline.core.stats import summary
 from delayline.dev.harness import Delivery, DeliveryCollector, PipelineProcess
 from delayline.fire.inflight import render_inflight
 from delayline.kafka.config import kafka_client_config
-from delayline.kafka.groups import group_members
 from delayline.kafka.produce import produce
 from delayline.kafka.topics import ensure_inflight_topic
 
@@ -62,9 +61,9 @@ def start_committers(env: BenchEnv, count: int) -> None:
         process.wait_ready(60, f"committer {name} ready")
         assert process.proc is not None
         env.committers.append((process, GroupSampler(process.proc.pid).start()))
-    group = committer_group(transactional_id(f"bench-{env.run}"))
+    txn = transactional_id(f"bench-{env.run}")
     deadline = time.monotonic() + 60
-    while len([m for m in group_members(env.bootstrap, group, 10) if m.partitions]) <= count:
+    while len([p for p in committers_owning(env.bootstrap, txn).values() if p]) <= count:
         if time.monotonic() > deadline:
             progress("committers: the group did not give every committer partitions in 60 s")
             return
@@ -90,10 +89,10 @@ def ceiling(env: BenchEnv, quick: bool) -> dict[str, Any]:
         process.wait_ready(60, "committer ceiling ready")
         assert process.proc is not None
         sampler = GroupSampler(process.proc.pid).start()
-        writer = _writer(env.bootstrap)
+        producer = writer(env.bootstrap)
         try:
             for rate in CEILING_RATES[: 2 if quick else None]:
-                steps.append(_step(env, writer, inflight, rate, sampler, process.proc.pid))
+                steps.append(_step(env, producer, inflight, rate, sampler, process.proc.pid))
                 progress(f"committer ceiling: {steps[-1]}")
         finally:
             sampler.stop()
@@ -108,7 +107,8 @@ def ceiling(env: BenchEnv, quick: bool) -> dict[str, Any]:
     }
 
 
-def _writer(bootstrap: str) -> Producer:
+def writer(bootstrap: str) -> Producer:
+    """A transactional producer of hand-overs (its transactions initialised)."""
     producer = Producer(
         kafka_client_config(
             bootstrap, **{"transactional.id": f"bench-handover-{time.time_ns()}", "linger.ms": 5}
@@ -119,7 +119,7 @@ def _writer(bootstrap: str) -> Producer:
 
 
 def _step(
-    env: BenchEnv, writer: Producer, inflight: str, rate: int, sampler: GroupSampler, pid: int
+    env: BenchEnv, producer: Producer, inflight: str, rate: int, sampler: GroupSampler, pid: int
 ) -> dict[str, Any]:
     """Hand over ``rate`` schedules a second for :data:`STEP_S` s, 50 ms of them a
     transaction, each due :data:`DUE_AFTER_MS` after it is written; wait for every
@@ -138,16 +138,8 @@ def _step(
             _pace(began, start, rate)
             if not threads_before and time.time() >= began + DUE_AFTER_MS / 1000:
                 steady_from, threads_before = time.time(), cpu_by_thread_kind(pid)
-            now_ms = time.time_ns() // 1_000_000
-            writer.begin_transaction()
-            for i in range(start, min(start + chunk, total)):
-                sid = f"r{rate}-{i}"
-                due[sid] = now_ms + DUE_AFTER_MS
-                source = SourceRef(env.schedules_topic, 0, i, now_ms)
-                schedule = Schedule(sid, due[sid], env.target_topic, None, b"x" * 100, (), source)
-                record = render_inflight(schedule, inflight, partitions=env.inflight_partitions)
-                produce(writer, record, None)
-            writer.commit_transaction(30)
+            ids = [f"r{rate}-{i}" for i in range(start, min(start + chunk, total))]
+            due.update(hand_over(producer, env, inflight, ids, DUE_AFTER_MS, start))
         ended = time.time()
         threads = cpu_by_thread_kind(pid)
         deliveries = seen.wait_for(_all_of(due), timeout_s=120 + total / 500)
@@ -161,6 +153,31 @@ def _step(
         "cpu_pct": None if cpu is None else round(cpu, 1),
         "steady": _steady(threads_before, threads, ended - steady_from, rate),
     }
+
+
+def hand_over(
+    producer: Producer,
+    env: BenchEnv,
+    inflight: str,
+    ids: Sequence[str],
+    due_after_ms: int,
+    first_offset: int,
+) -> dict[str, int]:
+    """Hand ``ids`` over in one transaction, as the pipeline's fire stage would: each a
+    schedule to the bench's target topic due ``due_after_ms`` from now (100-byte payload,
+    no key), read from the schedules topic's partition 0 at offsets from
+    ``first_offset`` on. Returns each one's due time."""
+    now_ms = time.time_ns() // 1_000_000
+    due: dict[str, int] = {}
+    producer.begin_transaction()
+    for offset, sid in enumerate(ids, first_offset):
+        due[sid] = now_ms + due_after_ms
+        source = SourceRef(env.schedules_topic, 0, offset, now_ms)
+        schedule = Schedule(sid, due[sid], env.target_topic, None, b"x" * 100, (), source)
+        record = render_inflight(schedule, inflight, partitions=env.inflight_partitions)
+        produce(producer, record, None)
+    producer.commit_transaction(30)
+    return due
 
 
 def _steady(
@@ -184,7 +201,7 @@ def _steady(
 def _broker_limit(env: BenchEnv, count: int) -> int:
     """Deliveries a second the broker takes as the committer writes them (a delivery and
     an in-flight tombstone each, transactions of 2,000), one producer, no waiting."""
-    producer = _writer(env.bootstrap)
+    producer = writer(env.bootstrap)
     inflight = inflight_topic(f"bench-{env.run}")
     began = time.perf_counter()
     for start in range(0, count, 2_000):

@@ -464,6 +464,15 @@ def cpu_per_schedule(env: BenchEnv, count: int, start_s: float, end_s: float) ->
     }
 
 
+def committers_owning(bootstrap: str, txn: str) -> dict[str, list[int]]:
+    """Each member of the committers' group of the pipeline ``txn`` (by its ``--name``)
+    to the in-flight partitions the group gave it."""
+    return {
+        committer_name(txn, m.instance_id): [p for _, p in m.partitions]
+        for m in group_members(bootstrap, committer_group(txn), 10)
+    }
+
+
 def committer_shares(
     env: BenchEnv, deliveries: list[Delivery], due: dict[str, int], load: tuple[float, float]
 ) -> dict[str, Any]:
@@ -472,10 +481,9 @@ def committer_shares(
     txn = transactional_id(f"bench-{env.run}")
     owner: dict[int, str] = {}
     shares: dict[str, Any] = {}
-    for member in group_members(env.bootstrap, committer_group(txn), 10):
-        name = committer_name(txn, member.instance_id)
-        shares[name] = {"partitions": [p for _, p in member.partitions]}
-        owner.update((p, name) for _, p in member.partitions)
+    for name, partitions in committers_owning(env.bootstrap, txn).items():
+        shares[name] = {"partitions": partitions}
+        owner.update((p, name) for p in partitions)
     late: dict[str, list[int]] = {name: [] for name in shares}
     for d in deliveries:
         sid = d.schedule_id or ""

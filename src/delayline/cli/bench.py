@@ -28,6 +28,7 @@ from delayline.bench.scenarios import (
     Size,
     warm_up,
 )
+from delayline.bench.takeover import takeover, takeover_table
 from delayline.cli._common import (
     say,
 )
@@ -69,8 +70,8 @@ def _bench(args: argparse.Namespace) -> int:
         return _catalog(args)
     if args.scenario == "ladder":
         return _ladder(args)
-    if args.scenario == "committer":
-        return _committer_ceiling(args)
+    if args.scenario in ("committer", "takeover"):
+        return _committers_alone(args)
     if args.master is not None:
         check_master(args.master)
     started = time.time()
@@ -152,24 +153,28 @@ def _measure(args: argparse.Namespace, size: Size) -> dict[str, Any]:
     return measured
 
 
-def _committer_ceiling(args: argparse.Namespace) -> int:
+def _committers_alone(args: argparse.Namespace) -> int:
+    """``committer`` (one committer's ceiling) or ``takeover`` (two, one SIGKILLed)."""
     started = time.time()
     env = open_env(args.bootstrap_servers, args.work_dir)
     env.inflight_partitions = args.inflight_partitions
     try:
-        figures = ceiling(env, args.quick)
+        if args.scenario == "committer":
+            figures = ceiling(env, args.quick)
+        else:
+            figures = takeover(env, args.quick)
     finally:
         close_env(env)
     result = {
-        "scenario": "committer",
+        "scenario": args.scenario,
         "quick": args.quick,
-        "inflight_partitions": args.inflight_partitions,
+        "inflight_partitions": env.inflight_partitions,
         "started_at": datetime.fromtimestamp(started, UTC).isoformat(),
         "wall_s": round(time.time() - started, 1),
         "machine": report.machine(),
         "figures": figures,
     }
-    say(ceiling_table(figures))
+    say(ceiling_table(figures) if args.scenario == "committer" else takeover_table(figures))
     if args.json_path:
         report.write_json(result, args.json_path)
         say(f"wrote {args.json_path}")

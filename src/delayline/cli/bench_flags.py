@@ -36,6 +36,8 @@ PENDING_SCENARIOS = ("backlog", "restart", "idle")
 """The scenarios that hold far-future schedules (``--pending`` sets how many)."""
 RATE_SCENARIOS = ("steady", "trickle", "retry-storm")
 """The scenarios that write at a rate (``--rate`` sets it)."""
+PIPELINELESS = ("catalog", "committer", "takeover")
+"""Scenarios that run no pipeline: the catalog alone, or `delayline committer`s alone."""
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
@@ -45,7 +47,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         "--scenario",
         env="DELAYLINE_BENCH_SCENARIO",
         default="steady",
-        choices=[*sorted(SCENARIOS), "catalog", "committer", "ladder"],
+        choices=[*sorted(SCENARIOS), *PIPELINELESS, "ladder"],
         help="what to measure",
     )
     p.add_argument(
@@ -91,7 +93,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         type=positive_int,
         help="committers delivering what the pipeline hands over: its own and this many "
         "less one `delayline committer`s beside it (the figures show each one's share); "
-        "--scenario committer measures one committer's ceiling alone",
+        "--scenario committer measures one committer's ceiling alone, --scenario takeover "
+        "two committers, one SIGKILLed",
     )
     env_flag(
         p,
@@ -100,7 +103,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_INFLIGHT_PARTITIONS,
         type=positive_int,
         help="the pipeline's --inflight-partitions: each committer delivers a partition "
-        "with producers of its own, one transaction per group",
+        "with producers of its own, one transaction per group (--scenario takeover: 4 "
+        "unless set above 1)",
     )
     env_flag(
         p,
@@ -272,7 +276,7 @@ def check_jit_and_warm_up(args: argparse.Namespace) -> None:
     """
     if args.scenario == "ladder":
         return
-    if args.scenario in ("catalog", "committer") and (args.jit or args.warm_up_ms):
+    if args.scenario in PIPELINELESS and (args.jit or args.warm_up_ms):
         raise ConfigError(f"--scenario {args.scenario} runs no pipeline: --jit and --warm-up "
                           "do not apply")  # fmt: skip
     if args.jit is not None and len(args.jit) > 1:
@@ -300,7 +304,7 @@ def scenario_size(args: argparse.Namespace) -> Size:
             f"--committers {args.committers}: set --inflight-partitions to at least that "
             "(each committer delivers whole partitions)"
         )
-    if args.scenario in ("catalog", "committer", "ladder"):
+    if args.scenario in (*PIPELINELESS, "ladder"):
         if args.committers > 1:
             raise ConfigError(f"--committers: the {args.scenario} scenario runs no pipeline")
         return Size()

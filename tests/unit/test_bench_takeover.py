@@ -1,14 +1,8 @@
-"""The take-over scenario's figures, from deliveries made up for the purpose; the
-scenarios the bench takes."""
+"""The take-over scenario's figures, from deliveries made up for the purpose."""
 
 from __future__ import annotations
 
-import argparse
-import re
-from pathlib import Path
-
 from delayline.bench.takeover import Seen, takeover_figures, takeover_table
-from delayline.cli.bench_flags import add_flags
 from delayline.fire.inflight import inflight_partition
 
 PARTITIONS = 4
@@ -84,16 +78,3 @@ def test_an_early_delivery_is_counted_by_its_arrival_or_its_timestamp() -> None:
     assert early["kill_to_takeover_ms"] is None
     assert "lateness_ms" not in early
     assert "None ms after the SIGKILL" in takeover_table(early)
-
-
-def test_every_scenario_the_benchmarks_readme_lists_is_one_the_bench_takes() -> None:
-    """The README's table of scenarios and ``--scenario``'s choices are the same set."""
-    readme = (Path(__file__).parents[2] / "benchmarks" / "README.md").read_text()
-    table = readme.split("\n## Scenarios\n", 1)[1].split("\n## ", 1)[0]
-    listed = set(re.findall(r"^\| `([a-z-]+)` \|", table, re.MULTILINE))
-    parser = argparse.ArgumentParser()
-    add_flags(parser)
-    (action,) = [a for a in parser._actions if a.dest == "scenario"]
-    assert set(action.choices or ()) == listed
-    for name in listed:
-        assert parser.parse_args(["--scenario", name]).scenario == name

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka.admin import AdminClient
+
 from delayline.bench.sampler import GroupSampler
 from delayline.client import ClientConfig, Scheduler
 from delayline.committer.config import RUN_COMMITTER_NAME
@@ -464,12 +466,14 @@ def cpu_per_schedule(env: BenchEnv, count: int, start_s: float, end_s: float) ->
     }
 
 
-def committers_owning(bootstrap: str, txn: str) -> dict[str, list[int]]:
+def committers_owning(
+    bootstrap: str, txn: str, admin: AdminClient | None = None
+) -> dict[str, list[int]]:
     """Each member of the committers' group of the pipeline ``txn`` (by its ``--name``)
-    to the in-flight partitions the group gave it."""
+    to the in-flight partitions the group gave it (asked with ``admin`` when given)."""
     return {
         committer_name(txn, m.instance_id): [p for _, p in m.partitions]
-        for m in group_members(bootstrap, committer_group(txn), 10)
+        for m in group_members(bootstrap, committer_group(txn), 10, admin)
     }
 
 

@@ -16,6 +16,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from confluent_kafka.admin import AdminClient
+
 from delayline.bench.committers import committer_args, hand_over, writer
 from delayline.bench.run import BenchEnv, committers_owning, progress
 from delayline.core.identifiers import inflight_topic, transactional_id
@@ -23,6 +25,7 @@ from delayline.core.stats import summary
 from delayline.dev.harness import DeliveryCollector, PipelineProcess
 from delayline.errors import KafkaUnavailableError, WaitTimeoutError
 from delayline.fire.inflight import inflight_partition
+from delayline.kafka.config import kafka_client_config
 from delayline.kafka.topics import ensure_inflight_topic
 
 RATE_PER_S = (1_000, 300)
@@ -235,10 +238,11 @@ class _TakeOver:
         return self._taken_ms
 
     def _run(self) -> None:
+        admin = AdminClient(kafka_client_config(self._bootstrap))  # one, asked every 50 ms
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                owned = committers_owning(self._bootstrap, self._txn)
+                owned = committers_owning(self._bootstrap, self._txn, admin)
             except KafkaUnavailableError:  # asked again
                 continue
             if len(owned.get(SURVIVOR, ())) == self._partitions:

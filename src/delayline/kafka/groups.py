@@ -30,14 +30,18 @@ class GroupMember:
     partitions: tuple[tuple[str, int], ...]
 
 
-def group_members(bootstrap_servers: str, group: str, timeout_s: float) -> list[GroupMember]:
+def group_members(
+    bootstrap_servers: str, group: str, timeout_s: float, admin: AdminClient | None = None
+) -> list[GroupMember]:
     """The members of ``group`` (none when the group does not exist); retried while its
-    coordinator moves or loads, up to ``timeout_s``.
+    coordinator moves or loads, up to ``timeout_s``. ``admin``: a client to ask with (one
+    is made for the call when ``None``), for a caller that asks often.
 
     Raises:
         KafkaUnavailableError: no answer within ``timeout_s``.
     """
-    admin = AdminClient(kafka_client_config(bootstrap_servers))
+    if admin is None:
+        admin = AdminClient(kafka_client_config(bootstrap_servers))
     deadline = time.monotonic() + timeout_s
     while True:
         left = max(deadline - time.monotonic(), 0.1)

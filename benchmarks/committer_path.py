@@ -38,13 +38,17 @@ from delayline.committer.due_plan import DuePlan
 from delayline.committer.inflight_reader import InflightReader
 from delayline.committer.pacing import Pacer
 from delayline.committer.pending import Pending
+from delayline.committer.read_progress import ReadProgress
 from delayline.committer.turns import Rearmed
 from delayline.committer.writing import GroupWriter
 from delayline.core.clock import SystemClock
 from delayline.core.model import Schedule, SourceRef
 from delayline.fire.inflight import render_inflight
-from delayline.fire.refusals import TopicCatalog, TopicFacts
-from delayline.fire.transactional import FireConfig, Placed, TransactionalFirer
+from delayline.fire.producer import FireProducer
+from delayline.fire.refusals import TopicFacts
+from delayline.fire.topic_catalog import TopicCatalog
+from delayline.fire.transactional import FireConfig, TransactionalFirer
+from delayline.fire.write_attempt import Placed
 
 PARTITIONS = 4
 GROUP = 40
@@ -109,9 +113,10 @@ class NothingWithheld:
 def reader_of(plan: DuePlan) -> InflightReader:
     """An in-flight reader with no consumer: what :meth:`InflightReader._read` uses."""
     reader = object.__new__(InflightReader)
-    reader.plan, reader.clock, reader.owned, reader.targets = plan, SystemClock(), set(), {}
+    reader.plan, reader.clock, reader.targets, reader._dropped = plan, SystemClock(), {}, 0
+    reader._progress = ReadProgress("127.0.0.1:9", "inflight", plan)
+    reader.owned = reader._progress.owned
     reader.owned.update(range(PARTITIONS))
-    reader._dropped, reader._at_end, reader._position, reader._catching_up = 0, {}, {}, {}
     return reader
 
 
@@ -121,8 +126,10 @@ def firer() -> TransactionalFirer:
     out = object.__new__(TransactionalFirer)
     out.config = FireConfig("127.0.0.1:9", "commits", "bench")
     out._topics = TopicCatalog(lambda topics, _auth: dict.fromkeys(topics, facts))
-    out._producer = QueueOnly()  # type: ignore[assignment]
-    out._fatal, out._committed = False, {}
+    producer = object.__new__(FireProducer)
+    producer.producer = QueueOnly()  # type: ignore[assignment]
+    producer.fatal, producer.timeout_s = False, out.config.timeout_ms / 1000
+    out._producer, out._committed = producer, {}
     return out
 
 

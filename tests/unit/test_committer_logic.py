@@ -12,14 +12,14 @@ from hypothesis import strategies as st
 
 from delayline.committer import broker_clock as clock
 from delayline.committer.due_plan import BUCKET_MS, DuePlan, burst_start_ms, group_width_ms
-from delayline.committer.session import (
+from delayline.committer.tally import ITEM_MARGIN, ITEM_MS, Tally
+from delayline.committer.warming import (
     WARM_AHEAD_MS,
     WARM_COVERS_MS,
     WARM_MARGIN_MS,
     warm_plan,
     warm_within_ms,
 )
-from delayline.committer.tally import ITEM_MARGIN, ITEM_MS, Tally
 from delayline.contract import ConsumedRecord, OutgoingRecord
 from delayline.contract import events as r
 from delayline.contract.kinds import HoldEvent
@@ -36,8 +36,9 @@ from delayline.fire.inflight import (
     render_inflight_tombstone,
 )
 from delayline.fire.partition import fire_rows
-from delayline.fire.refusals import TopicCatalog, TopicFacts
+from delayline.fire.refusals import TopicFacts
 from delayline.fire.report import HANDED, REFUSED, Delivered
+from delayline.fire.topic_catalog import TopicCatalog
 from delayline.kafka.topics import INFLIGHT_MAX_BYTES
 from delayline.pipeline.config import MAX_LEAD_MS, PipelineConfig
 from tests.inflight import handed_of, read_into

@@ -19,7 +19,7 @@ from delayline.core.model import Schedule, SourceRef
 from delayline.fire.handover import POSITION, handed_mask
 from delayline.fire.inflight import decode_inflight
 from delayline.fire.partition import fire_rows
-from delayline.fire.refusals import batch_size
+from delayline.fire.record_size import batch_size
 from delayline.fire.tasks import split_events
 from delayline.holds.fold import BURST_LEAD_MS
 from delayline.kafka.topics import INFLIGHT_MAX_BYTES

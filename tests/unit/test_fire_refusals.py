@@ -17,16 +17,9 @@ from delayline.core.model import Schedule, SourceRef
 from delayline.fire import transactional as tx
 from delayline.fire.firing import Firing
 from delayline.fire.partition import to_records
-from delayline.fire.refusals import (
-    Failure,
-    Sent,
-    TopicCatalog,
-    TopicFacts,
-    batch_size,
-    classify,
-    precheck,
-    size_bound,
-)
+from delayline.fire.record_size import batch_size, size_bound
+from delayline.fire.refusals import Failure, Sent, TopicFacts, classify, precheck
+from delayline.fire.topic_catalog import TopicCatalog
 from delayline.fire.transactional import Committed, FireConfig, FireError, TransactionalFirer
 from delayline.kafka import transactions
 
@@ -382,7 +375,7 @@ def firer(monkeypatch: pytest.MonkeyPatch) -> TransactionalFirer:
 
 
 def committed(firer: TransactionalFirer) -> list[OutgoingRecord]:
-    producer: FakeProducer = firer._producer  # type: ignore[assignment]
+    producer: FakeProducer = firer._producer.producer  # type: ignore[assignment]
     (records,) = producer.committed
     return records
 
@@ -406,8 +399,8 @@ def test_one_batch_with_refused_deliveries_commits_the_rest_once(
     assert "UNKNOWN_TOPIC_OR_PART" in outcome.refused[2]
     assert "MSG_SIZE_TOO_LARGE" in outcome.refused[3]
     # Every refusal is known before producing (write authorisation included): one attempt.
-    assert firer._producer.attempts == 1  # type: ignore[attr-defined]
-    assert firer._producer.reported == 0  # type: ignore[attr-defined]  # no Python per record
+    assert firer._producer.producer.attempts == 1  # type: ignore[attr-defined]
+    assert firer._producer.producer.reported == 0  # type: ignore[attr-defined]  # no Python per record
     out = committed(firer)
     assert [(o.topic, o.key) for o in out if o.topic == "good"] == [("good", b"k")] * 2
     assert {o.key for o in out if o.topic == "hist"} == {b"good-1", b"good-2"}
@@ -443,7 +436,7 @@ def test_small_records_batched_over_a_topics_limit_are_retried_one_per_batch(
     assert firer.commit_batch("run", 5, batch) == Committed(replay=False)
     # Written without delivery reports, again with them (which record failed), then one
     # record per batch.
-    assert firer._producer.attempts == 3  # type: ignore[attr-defined]
+    assert firer._producer.producer.attempts == 3  # type: ignore[attr-defined]
     assert len([o for o in committed(firer) if o.topic == "small"]) == 6
     assert not [o for o in committed(firer) if o.topic == "dlq"]
 
@@ -460,7 +453,7 @@ def test_a_transient_failure_fails_the_batch_naming_schedule_and_topic(
     ) as err:
         firer.commit_batch("run", 5, batch)
     assert err.value.retriable
-    assert firer._producer.committed == []  # type: ignore[attr-defined]
+    assert firer._producer.producer.committed == []  # type: ignore[attr-defined]
     assert firer.last_committed("run") == 4
 
 
@@ -531,7 +524,7 @@ def test_records_to_the_last_topics_are_written_after_the_others_are_acknowledge
         Firing(schedule(f"s{i}", "good"), "dlq", "hist") for i in range(3)
     ]
     assert firer.commit_batch("run", 5, batch) == Committed(replay=False)
-    producer: OrderProducer = firer._producer  # type: ignore[assignment]
+    producer: OrderProducer = firer._producer.producer  # type: ignore[assignment]
     topics = [topic for topic, _ in producer.produced]
     first_last = topics.index("sched")
     assert set(topics[first_last:]) == {"sched"}, topics

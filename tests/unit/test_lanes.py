@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from delayline.committer.lanes import Lanes
-from delayline.fire.refusals import TopicCatalog
 from delayline.fire.report import Delivered
+from delayline.fire.topic_catalog import TopicCatalog
 
 
 class _Writer:

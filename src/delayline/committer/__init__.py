@@ -66,18 +66,22 @@ The parts, each a module of this package:
   :mod:`~delayline.committer.config`: its settings and status.
 * :mod:`~delayline.committer.ownership`: the in-flight partitions it owns and their
   producers; :mod:`~delayline.committer.inflight_reader`: reading the in-flight topic as
-  a member of the committers' group.
+  a member of the committers' group; :mod:`~delayline.committer.read_progress`: how far
+  each partition owned is read, and whether it is caught up.
 * :mod:`~delayline.committer.due_plan`: the schedules pending, grouped by due time;
   :mod:`~delayline.committer.broker_clock`: due times judged by the broker's clock.
 * :mod:`~delayline.committer.lanes` and :mod:`~delayline.committer.writing`: writing and
   committing groups; :mod:`~delayline.committer.turns`: what each schedule writes;
-  :mod:`~delayline.committer.tally`: what was delivered, how long writing took.
+  :mod:`~delayline.committer.tally`: what was delivered, how long writing took;
+  :mod:`~delayline.committer.warming`: target topics' facts read ahead of their
+  deliveries.
 * :mod:`~delayline.committer.withholding`, :mod:`~delayline.committer.watch`,
   :mod:`~delayline.committer.later` (its bulk in
   :mod:`~delayline.committer.later_columns`, their runs on disk in
   :mod:`~delayline.committer.later_runs`), :mod:`~delayline.committer.read_barrier`,
   :mod:`~delayline.committer.rearms`, :mod:`~delayline.committer.checkpoint_log`:
-  withholding what a later cancel or update ends.
+  withholding what a later cancel or update ends; :mod:`~delayline.committer.following`:
+  when the watch may forget (once the pipeline has read it).
 * :mod:`~delayline.committer.pacing` and :mod:`~delayline.committer.recurring`: target
   rates and windows, recurring schedules.
 """

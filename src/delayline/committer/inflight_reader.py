@@ -13,7 +13,8 @@ A partition assigned is first *caught up*: its owner fences the producers of the
 before (:meth:`Ownership.assigned`, in the background: the partitions already owned keep
 being delivered), then the partition is read to its end as of the fence
 (:meth:`InflightReader.fenced`), tombstones included, before anything of it is
-delivered.
+delivered. Where each partition is read to, and the ends it must reach, are kept by
+:class:`~delayline.committer.read_progress.ReadProgress`.
 """
 
 from __future__ import annotations
@@ -29,21 +30,16 @@ from confluent_kafka import (
     Message,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient
 
 from delayline.committer.due_plan import DuePlan
 from delayline.committer.ownership import Ownership
 from delayline.committer.pending import Pending
+from delayline.committer.read_progress import ReadProgress
 from delayline.core.clock import Clock
 from delayline.errors import CommitterNameTakenError
 from delayline.fire.inflight import InflightRecordError, decode_inflight
 from delayline.kafka.config import kafka_client_config
-from delayline.kafka.reader import (
-    acknowledged_ends,
-    earliest_offsets,
-    message_headers,
-    stable_ends,
-)
+from delayline.kafka.reader import message_headers
 
 log = logging.getLogger(__name__)
 
@@ -98,14 +94,11 @@ class InflightReader:
         self.targets: dict[str, int] = {}
         """Target topics of the schedules read since the caller last emptied this, each
         to the latest due time among them (broker time)."""
-        self.owned: set[int] = set()
+        self._progress = ReadProgress(bootstrap_servers, topic, plan)
+        self.owned = self._progress.owned
         """The partitions assigned to this committer."""
         self.rebalanced = False
         """Whether the group has assigned this committer its partitions (none, maybe)."""
-        self._catching_up: dict[int, int | None] = {}
-        """Partition: the end offset to read to (``None`` until it is fenced)."""
-        self._position: dict[int, int] = {}  # partition: the next offset to read
-        self._at_end: dict[int, int] = {}  # partition: the end offset it was read to
         self._stop_ends: dict[int, int] | None = None
         self._dropped = 0
         self._consumer = Consumer(
@@ -126,10 +119,6 @@ class InflightReader:
                 },
             )
         )
-        self._bootstrap_servers = bootstrap_servers
-        self._admin: AdminClient | None = None
-        """Made on the first :meth:`stable_ends` (only a committer with the pipeline's
-        checkpoint asks)."""
         try:
             metadata = self._consumer.list_topics(topic, timeout=30)
             found = metadata.topics.get(topic)
@@ -147,7 +136,7 @@ class InflightReader:
     def caught_up(self, partition: int) -> bool:
         """Whether ``partition`` is ours and read to its end as of its assignment (its
         schedules may be delivered)."""
-        return partition in self.owned and partition not in self._catching_up
+        return self._progress.caught_up(partition)
 
     def wait_for_partitions(
         self, give_up: Callable[[], bool], timeout_s: float, step: Callable[[], None]
@@ -157,10 +146,11 @@ class InflightReader:
         ``timeout_s`` (a committer that gets none waits that long); False when
         ``give_up()`` cut it short (then nothing may be delivered)."""
         deadline = time.monotonic() + timeout_s
+        progress = self._progress
         while not give_up():
-            if self.rebalanced and not self._catching_up:
+            if self.rebalanced and progress.all_caught_up():
                 break
-            if time.monotonic() >= deadline and not self._catching_up:
+            if time.monotonic() >= deadline and progress.all_caught_up():
                 break
             self.poll(0.05)
             step()
@@ -191,7 +181,7 @@ class InflightReader:
                 p: self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=5)[1]
                 for p in self.owned
             }
-        return all(self._read_to(p) >= end for p, end in self._stop_ends.items() if p in self.owned)
+        return self._progress.has_read(self._stop_ends)
 
     def stable_ends(self, timeout_s: float = 10.0) -> dict[int, int]:
         """Each owned partition's last stable offset now: every hand-over committed by
@@ -200,29 +190,12 @@ class InflightReader:
         Raises:
             KafkaUnavailableError: the offsets could not be read in time.
         """
-        places = [(self.topic, p) for p in sorted(self.owned)]
-        ends = stable_ends(self._admin_client(), places, timeout_s)
-        return {p: end for (_, p), end in ends.items()}
-
-    def _acknowledged_end(self, partition: int, timeout_s: float) -> int:
-        """``partition``'s high watermark now: open transactions included."""
-        ends = acknowledged_ends(self._admin_client(), [(self.topic, partition)], timeout_s)
-        return ends[(self.topic, partition)]
-
-    def _admin_client(self) -> AdminClient:
-        if self._admin is None:
-            self._admin = AdminClient(kafka_client_config(self._bootstrap_servers))
-        return self._admin
-
-    def _read_to(self, partition: int) -> int:
-        """The next offset to read in ``partition``: past its records read (and the
-        markers after them, by the consumer's position) and its end seen."""
-        return max(self._position.get(partition, 0), self._at_end.get(partition, -1))
+        return self._progress.stable_ends(timeout_s)
 
     def has_read(self, ends: dict[int, int]) -> bool:
         """Whether every partition of ``ends`` still owned is read (into the plan) up to
         its offset there."""
-        return all(self._read_to(p) >= end for p, end in ends.items() if p in self.owned)
+        return self._progress.has_read(ends)
 
     def offsets(self, partitions: set[int] | None = None) -> list[TopicPartition]:
         """The offsets a restart may resume from, as of now (see :meth:`commit`), of
@@ -263,34 +236,15 @@ class InflightReader:
         mine = sorted(tp.partition for tp in partitions if tp.topic == self.topic)
         if not mine:
             return
-        self.owned.update(mine)
+        self._progress.assigned(mine)
         self._stop_ends = None
-        for p in mine:
-            self._catching_up[p] = None
         log.info("committer: assigned in-flight partition(s) %s", ",".join(map(str, mine)))
         self.owner.assigned(mine)
 
     def fenced(self, partition: int) -> None:
-        """``partition``'s earlier owners are fenced: read it to its end as of now before
-        delivering from it. The end counts transactions still open (the high watermark,
-        not the last stable offset): a fire task's transaction left open by a killed
-        pipeline, or one a live batch has not committed yet, may sit before delivery
-        tombstones an earlier owner committed, and a schedule whose tombstone was not read
-        would be delivered again. A read_committed reader gets there once every such
-        transaction has ended."""
-        if self._catching_up.get(partition, 0) is not None:
-            return  # not ours any more, or fenced already
-        # Asked through the admin client, retried while a just-created partition has no
-        # leader yet: the consumer's own request would wait behind the fetch it holds
-        # open (500 ms; each partition fenced at a start waited for one in turn).
-        deadline = time.monotonic() + 30
-        place = (self.topic, partition)
-        low = earliest_offsets(self._admin_client(), [place], deadline - time.monotonic())[place]
-        high = self._acknowledged_end(partition, max(0.1, deadline - time.monotonic()))
-        if high <= low or self._read_to(partition) >= high:
-            self._caught_up(partition)
-        else:
-            self._catching_up[partition] = high
+        """``partition``'s earlier owners are fenced: read it to its end as of now, open
+        transactions included, before delivering from it (why: :meth:`ReadProgress.fenced`)."""
+        self._progress.fenced(partition)
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._give_up(partitions, lost=False)
@@ -305,10 +259,7 @@ class InflightReader:
         if self.owner.revoked(mine, lost=lost):
             self.commit(self.offsets(set(mine)), wait=True)
         for p in mine:
-            self.owned.discard(p)
-            self._catching_up.pop(p, None)
-            self._at_end.pop(p, None)
-            self._position.pop(p, None)
+            self._progress.released(p)
             self.plan.drop_partition(p)
         # Released at every stop too: worth a line only when the group took them away.
         log.log(
@@ -318,14 +269,6 @@ class InflightReader:
             "lost (the group moved them on)" if lost else "released",
         )
 
-    def _caught_up(self, partition: int) -> None:
-        del self._catching_up[partition]
-        log.info(
-            "committer: in-flight partition %d read to its end: %d pending there",
-            partition,
-            self.plan.pending_in(partition),
-        )
-
     def _eof(self, msg: Message) -> bool:
         """Whether ``msg`` is no record: the end of a partition (noted), or an error
         (a fatal one raises; others, a broker away for a moment, are logged)."""
@@ -333,11 +276,7 @@ class InflightReader:
         if error is None:
             return False
         if error.code() == KafkaError._PARTITION_EOF:
-            partition = msg.partition() or 0
-            at = self._at_end[partition] = msg.offset() or 0
-            end = self._catching_up.get(partition)
-            if end is not None and at >= end:  # past the fence's end: an open one ended
-                self._caught_up(partition)
+            self._progress.at_end(msg.partition() or 0, msg.offset() or 0)
         elif error.code() == KafkaError._FATAL or error.fatal():
             if "group.instance.id" in error.str():
                 raise CommitterNameTakenError(
@@ -353,12 +292,12 @@ class InflightReader:
         """Take a batch of what the consumer returned into the plan: each record of an
         owned partition a schedule (:meth:`DuePlan.add`) or a tombstone
         (:meth:`DuePlan.tombstone`); ends of partitions and errors noted."""
-        plan, owned, targets = self.plan, self.owned, self.targets
+        plan, owned, targets, settle = self.plan, self.owned, self.targets, self._progress.settle
         now = self.clock.now_ms()
         touched: dict[int, int] = {}  # partition: the next offset to read
         for msg in msgs:
             if msg.error() is not None:
-                self._settle(touched)  # what was read before this end
+                settle(touched)  # what was read before this end
                 touched = {}
                 self._eof(msg)
                 continue
@@ -383,7 +322,7 @@ class InflightReader:
             target, due = schedule.target_topic, schedule.due_ms
             if targets.get(target, -1) < due:
                 targets[target] = due
-        self._settle(touched)
+        settle(touched)
 
     def _take_positions(self) -> None:
         """Note where the consumer stands in each owned partition: past what was taken,
@@ -391,19 +330,10 @@ class InflightReader:
         the partition reports only a fetch (the broker's hold, 500 ms) later."""
         if not self.owned:
             return
+        progress = self._progress
         ahead: dict[int, int] = {}
         for tp in self._consumer.position([TopicPartition(self.topic, p) for p in self.owned]):
-            if tp.error is None and tp.offset > self._read_to(tp.partition):
+            if tp.error is None and tp.offset > progress.read_to(tp.partition):
                 ahead[tp.partition] = tp.offset
         if ahead:
-            self._settle(ahead)
-
-    def _settle(self, read: dict[int, int]) -> None:
-        """Note where each partition of ``read`` (partition: the next offset to read) was
-        read to; one read to its end as of its fence is caught up."""
-        for partition, offset in read.items():
-            self._at_end.pop(partition, None)
-            self._position[partition] = offset
-            end = self._catching_up.get(partition)
-            if end is not None and offset >= end:
-                self._caught_up(partition)
+            progress.settle(ahead)

@@ -15,8 +15,8 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from delayline.fire.refusals import TopicCatalog
 from delayline.fire.report import Delivered
+from delayline.fire.topic_catalog import TopicCatalog
 from delayline.fire.transactional import TransactionalFirer
 
 Job = Callable[[TransactionalFirer, Callable[[], None]], Delivered]

@@ -25,8 +25,8 @@ from delayline.committer.config import CommitterConfig
 from delayline.committer.lanes import Job, Lanes
 from delayline.committer.pending import Group, Pending, id_of
 from delayline.core.identifiers import committer_transactional_id
-from delayline.fire.refusals import TopicCatalog
 from delayline.fire.report import Delivered
+from delayline.fire.topic_catalog import TopicCatalog
 from delayline.fire.transactional import FireConfig, TransactionalFirer
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from confluent_kafka import TopicPartition
@@ -23,49 +22,19 @@ from delayline.committer.broker_clock import BrokerTime
 from delayline.committer.config import CommitterConfig
 from delayline.committer.due_plan import DuePlan, burst_start_ms, group_width_ms
 from delayline.committer.inflight_reader import InflightReader
-from delayline.committer.lanes import Lanes
 from delayline.committer.ownership import Slot, Slots
 from delayline.committer.pacing import Pacer
 from delayline.committer.reviews import ReviewCounts
 from delayline.committer.tally import Tally
 from delayline.committer.turns import windowed
+from delayline.committer.warming import Warmer
 from delayline.committer.watch import POLL_MS
 from delayline.committer.withholding import Withholding
 from delayline.committer.writing import GroupWriter, may_write_ahead
 from delayline.core.identifiers import committer_group, committer_instance_id
-from delayline.fire.refusals import FACTS_TTL_MS, AdminDescriber, TopicCatalog
+from delayline.fire.topic_catalog import AdminDescriber, TopicCatalog
 
 log = logging.getLogger(__name__)
-
-WARM_AHEAD_MS = 20_000
-"""Target topic facts are read again when they would expire within this (they live
-:data:`~delayline.fire.refusals.FACTS_TTL_MS`), at least: a schedule read waits for its
-due time a lead, usually a few seconds, or more when its burst was raised early
-(:func:`warm_within_ms`)."""
-WARM_MARGIN_MS = 10_000
-"""Facts are read again when they would expire sooner than this after the latest due
-time of the schedules read to their topic; and never when read less than this ago."""
-WARM_COVERS_MS = FACTS_TTL_MS - WARM_MARGIN_MS
-"""How far ahead a due time may be for facts read now to outlive it (with the margin);
-a topic with a schedule due later is warmed again on later steps."""
-
-
-def warm_within_ms(due_ms: int, now_ms: int) -> int:
-    """How soon to expire may the facts of a target topic be and not be read again, when
-    the latest schedule read to it is due at ``due_ms`` (host time, as ``now_ms``): long
-    enough that they outlive that due time (facts that expired before it would be read
-    at delivery time, inside the group's write, making it late), but never so long that
-    facts read less than :data:`WARM_MARGIN_MS` ago are read again."""
-    return min(max(WARM_AHEAD_MS, due_ms - now_ms + WARM_MARGIN_MS), WARM_COVERS_MS)
-
-
-def warm_plan(due_ms: Mapping[str, int], now_ms: int) -> tuple[dict[str, int], dict[str, int]]:
-    """For target topics, each to the latest due time read to it (host time): each
-    one's :func:`warm_within_ms` now, and those to warm again on a later step (due
-    further ahead than :data:`WARM_COVERS_MS`)."""
-    within = {target: warm_within_ms(due, now_ms) for target, due in due_ms.items()}
-    later = {target: due for target, due in due_ms.items() if due - now_ms > WARM_COVERS_MS}
-    return within, later
 
 
 @dataclass(slots=True)
@@ -123,9 +92,7 @@ class Session:
             kept.reviews,
         )  # fmt: skip
         self._writer = GroupWriter(config, kept.time, kept.pacer, self.withholding)
-        self._warming: Future[None] | None = None
-        self._to_warm: dict[str, int] = {}
-        """Target topics to warm: the latest due time read to each (host time)."""
+        self._warmer = Warmer(kept.time, kept.lookups)
         self._reader = InflightReader(
             config.bootstrap_servers,
             config.inflight_topic,
@@ -266,7 +233,7 @@ class Session:
         self.withholding.check_new()
         self.withholding.follow_pipeline(reader)
         self.withholding.poll()
-        self._warm()
+        self._warmer.warm(self._reader.targets, [slot.lanes for slot in self.slots])
         for slot in self.slots:
             self._report_slot(slot)
         blocked = self._take_groups(self._deliverable())
@@ -388,29 +355,3 @@ class Session:
             self._kept.tally.add(delivered, len(group.items), len(self.plan))
         if offsets is not None and commit:
             self._reader.commit(offsets)
-
-    def _warm(self) -> None:
-        """Look up new target topics beside the deliveries (facts expire; a lookup at
-        delivery time would make that delivery late). A topic with a schedule due further
-        ahead than facts read now would last stays to be warmed again on later steps."""
-        if self._warming is not None and not self._warming.done():
-            return
-        read, to_warm = self._reader.targets, self._to_warm
-        for target, due in read.items():
-            at = self._time.host_ms(due)
-            if to_warm.get(target, -1) < at:
-                to_warm[target] = at
-        read.clear()
-        lanes = [slot.lanes for slot in self.slots]
-        if not to_warm or not lanes:
-            return
-        within, self._to_warm = warm_plan(to_warm, self._time.clock.now_ms())
-        self._warming = self._kept.lookups.submit(_warm_all, lanes, within)
-
-
-def _warm_all(lanes: list[Lanes], within_ms: dict[str, int]) -> None:
-    """Warm each topic of ``within_ms`` whose facts expire within its time there, in every
-    partition's producers (on the lookups thread: a lane closed meanwhile, its partition
-    revoked, fails only this lookup)."""
-    for lane in lanes:
-        lane.warm(within_ms)

@@ -15,12 +15,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
 
 from delayline.committer.arrivals import Arrivals
 from delayline.committer.checkpoint_log import checkpoint_positions, latest_logged_batch
 from delayline.committer.config import CommitterConfig
 from delayline.committer.due_plan import DuePlan
+from delayline.committer.following import PipelineFollower
 from delayline.committer.inflight_reader import InflightReader
 from delayline.committer.later import later_of
 from delayline.committer.ownership import Slots
@@ -33,12 +33,10 @@ from delayline.committer.watch import InputWatch
 from delayline.contract.contracts import InputParser
 from delayline.core.clock import Clock
 from delayline.errors import DelaylineError, KafkaUnavailableError
-from delayline.fire.transactional import Placed
+from delayline.fire.write_attempt import Placed
 
 log = logging.getLogger(__name__)
 
-TAKEN_LOOK_S = 1.0
-"""How often the committer looks for a new batch in the pipeline's checkpoint."""
 RESTART_MEMORY_MS = 90_000
 """After a restart, what the watch read of the input since the checkpoint is kept this
 long at most, until the replayed batch hands over again (a Spark start and a batch:
@@ -47,28 +45,6 @@ long at most, until the replayed batch hands over again (a Spark start and a bat
 
 class Withdrawn(DelaylineError):  # noqa: N818 - not an error: control flow inside a lane
     """A member of the group being written was withheld before its commit."""
-
-
-@dataclass(slots=True)
-class _Sure:
-    """What the watch has made sure of, beyond what it read.
-
-    Attributes:
-        taken: A batch newly in the checkpoint's offsets log, where it reads its input
-            to, and the in-flight topic's stable ends once it was seen: the watch may
-            forget what the batch reads once those ends are read
-            (:meth:`Withholding.follow_pipeline`).
-        taken_batch: The batch whose reads the watch may forget.
-        looked: When the checkpoint was last looked at (monotonic seconds).
-        read_for: The in-flight partitions whose pending schedules the watch has read
-            the input for: those caught up when it started, and each taken over since
-            (:meth:`Withholding.gained`).
-    """
-
-    taken: tuple[int, dict[tuple[str, int], int], dict[int, int]] | None = None
-    taken_batch: int | None = None
-    looked: float = 0.0
-    read_for: set[int] = field(default_factory=set)
 
 
 class Withholding:
@@ -113,7 +89,12 @@ class Withholding:
         self._read_to: dict[tuple[str, int], int] = {}
         """The watch's positions, published (under :attr:`_watched`) once what they read
         is noted and has withheld what it ends."""
-        self._sure = _Sure()
+        self._read_for: set[int] = set()
+        """The in-flight partitions whose pending schedules the watch has read the input
+        for: those caught up when it started, and each taken over since (:meth:`gained`)."""
+        self._follower = (
+            None if config.checkpoint_dir is None else PipelineFollower(config.checkpoint_dir)
+        )
         self._withheld: dict[bytes, str] = {}
         """In-flight key of each schedule withheld, not yet written off, to why (read by
         the lanes: a dict's get and set are atomic)."""
@@ -133,11 +114,11 @@ class Withholding:
     def read_for(self, partition: int) -> bool:
         """Whether the watch has read the input for ``partition``'s pending schedules
         (always, without a watch)."""
-        return self.watch is None or partition in self._sure.read_for
+        return self.watch is None or partition in self._read_for
 
     def given_up(self, partition: int) -> None:
         """``partition`` is no longer owned."""
-        self._sure.read_for.discard(partition)
+        self._read_for.discard(partition)
 
     def start(self, reader: InflightReader) -> bool:
         """Read the input topics from where the earliest batch that handed over a pending
@@ -165,7 +146,7 @@ class Withholding:
         if config.checkpoint_dir is not None:
             self._replayed = latest_logged_batch(config.checkpoint_dir)
         since, positions = self._watch_from(now, self._replayed, None)
-        self._sure.read_for = {p for p in self._slots.partitions() if reader.caught_up(p)}
+        self._read_for = {p for p in self._slots.partitions() if reader.caught_up(p)}
         if self._replayed is not None:  # a restart: the replay may hand over again
             watch.later.keep_until = now + RESTART_MEMORY_MS
         if config.checkpoint_dir is not None:
@@ -213,7 +194,7 @@ class Withholding:
         (:meth:`_watch_from`) and withhold what that ends."""
         if self.watch is None:
             return
-        read_for = self._sure.read_for
+        read_for = self._read_for
         gained = [p for p in self._slots.partitions() if reader.caught_up(p) and p not in read_for]
         if not gained:
             return
@@ -257,39 +238,11 @@ class Withholding:
                 )
 
     def follow_pipeline(self, reader: InflightReader) -> None:
-        """Let the watch forget what the pipeline has read (:meth:`LaterRecords.expire`).
-
-        A batch in the checkpoint's offsets log reads its input up to the offsets logged
-        there, and Spark logs a batch only once the one before it committed, so every
-        version handed over by a batch that did not read a record was committed to the
-        in-flight topic before the log named a batch that did. Once the in-flight
-        partitions are read up to their stable ends as of then, each such version has
-        been checked against what the watch remembers, and the records that batch reads
-        are the hold's to fold. Looked at once a second; a committer without the
-        checkpoint forgets by time alone."""
-        checkpoint = self._config.checkpoint_dir
-        if checkpoint is None or self.watch is None:
-            return
-        sure = self._sure
-        if sure.taken is None:
-            if time.monotonic() < sure.looked + TAKEN_LOOK_S:
-                return
-            sure.looked = time.monotonic()
-            batch = latest_logged_batch(checkpoint)
-            if batch is None or batch == sure.taken_batch:
-                return
-            positions = checkpoint_positions(checkpoint, batch)
-            try:
-                ends = reader.stable_ends()
-            except KafkaUnavailableError as exc:
-                log.debug("committer: in-flight ends unknown (%s); looked at again later", exc)
-                return
-            sure.taken = (batch, positions, ends)
-        batch, positions, ends = sure.taken
-        if reader.has_read(ends):
-            sure.taken = None
-            sure.taken_batch = batch
-            self.watch.taken = positions
+        """Let the watch forget what the pipeline has read
+        (:class:`~delayline.committer.following.PipelineFollower`); a committer without
+        the checkpoint forgets by time alone."""
+        if self._follower is not None and self.watch is not None:
+            self._follower.follow(reader, self.watch)
 
     def poll(self) -> None:
         """Read the input topics; withhold what a new record ends, pending or being

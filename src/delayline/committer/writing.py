@@ -29,9 +29,10 @@ from delayline.contract.kinds import EXPIRED
 from delayline.contract.topics import topic_matches
 from delayline.fire.firing import Firing
 from delayline.fire.inflight import render_inflight_tombstone
-from delayline.fire.refusals import TopicCatalog
 from delayline.fire.report import Delivered
-from delayline.fire.transactional import Placed, TransactionalFirer
+from delayline.fire.topic_catalog import TopicCatalog
+from delayline.fire.transactional import TransactionalFirer
+from delayline.fire.write_attempt import Placed
 
 log = logging.getLogger(__name__)
 

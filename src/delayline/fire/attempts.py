@@ -1,9 +1,10 @@
 """One attempt at a batch's transaction: what it writes, and what its failures say.
 
-Pure helpers of :class:`delayline.fire.transactional.TransactionalFirer`: the records an
-attempt writes in batch order (a refused delivery as its dead letter), each record's
-delivery callback, and how a Kafka failure is judged (fatal, unreachable, or a record's
-own error that delivery reports would name).
+Pure helpers of :class:`delayline.fire.transactional.TransactionalFirer` and
+:func:`delayline.fire.write_attempt.write_attempt`: the records an attempt writes in
+batch order (a refused delivery as its dead letter), each record's delivery callback,
+and how a Kafka failure is judged (fatal, unreachable, or a record's own error that
+delivery reports would name).
 """
 
 from __future__ import annotations

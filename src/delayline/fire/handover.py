@@ -28,7 +28,7 @@ from delayline.contract import events as r
 from delayline.contract import headers as h
 from delayline.contract.codec import decode_headers
 from delayline.fire.inflight import BINARY, HAS_BATCH, HEADER, LAYOUT
-from delayline.fire.refusals import RECORD_BATCH_OVERHEAD
+from delayline.fire.record_size import RECORD_BATCH_OVERHEAD
 from delayline.kafka.topics import INFLIGHT_MAX_BYTES
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from delayline.core.model import Schedule
 from delayline.fire.firing import Firing
 from delayline.fire.handover import POSITION, Handover
 from delayline.fire.inflight import render_inflight
-from delayline.fire.refusals import batch_size
+from delayline.fire.record_size import batch_size
 from delayline.fire.report import HANDED, REFUSED, BatchReport
 from delayline.fire.transactional import FireError, TransactionalFirer
 from delayline.holds.hold import RunSettings

@@ -17,48 +17,24 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 
 from delayline.contract import (
     OutgoingRecord,
 )
-from delayline.core.identifiers import partition_transactional_id
 from delayline.core.timing import warn_if_slow
-from delayline.errors import DelaylineError, KafkaUnavailableError
-from delayline.fire.attempts import (
-    Owners,
-    failure_of,
-    fates,
-    is_fatal,
-    record_unknown,
-    reporter,
-    sent_plan,
-    write_order,
-)
+from delayline.errors import DelaylineError
+from delayline.fire.attempts import record_unknown, sent_plan
 from delayline.fire.firing import Firing
 from delayline.fire.markers import marker_batch, render_marker
-from delayline.fire.refusals import (
-    COLLATERAL,
-    AdminDescriber,
-    Describe,
-    Failure,
-    Sent,
-    TopicCatalog,
-    classify,
-)
-from delayline.kafka.config import kafka_client_config
-from delayline.kafka.produce import produce
+from delayline.fire.producer import FireProducer
+from delayline.fire.refusals import classify
+from delayline.fire.topic_catalog import AdminDescriber, Describe, TopicCatalog
+from delayline.fire.write_attempt import Placed, write_attempt
 from delayline.kafka.reader import read_topic
-from delayline.kafka.topics import INFLIGHT_MAX_BYTES
-from delayline.kafka.transactions import transactional_producer
 
 log = logging.getLogger(__name__)
-
-
-Placed = Mapping[OutgoingRecord, tuple[int, int]]
-"""Records written in an open transaction, to their partition and offset."""
 
 
 class FireError(DelaylineError):
@@ -80,10 +56,6 @@ class Committed:
 
     replay: bool
     refused: Mapping[int, str] = field(default_factory=dict)
-
-
-REQUEST_FRAMING_BYTES = 64 * 1024
-"""Room for a produce request's framing beside its largest record batch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,41 +111,14 @@ class TransactionalFirer:
             describe or AdminDescriber(config.bootstrap_servers, config.timeout_ms),
             allowed=config.allowed_targets,
         )
-        self._fatal = False
-        self._producer = self._new_producer()
-        self._committed: dict[str, int] = {}
-
-    def _new_producer(self) -> Producer:
-        """A transactional producer with its transactions initialised (which fences, and
-        aborts the open transaction of, any earlier producer of the same id)."""
-        config = self.config
-        settings = kafka_client_config(
+        self._producer = FireProducer(
             config.bootstrap_servers,
-            **{
-                "transactional.id": config.transactional_id,
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": config.linger_ms,
-                # Java-compatible placement of keyed deliveries.
-                "partitioner": "murmur2_random",
-                "transaction.timeout.ms": config.transaction_timeout_ms,
-                # A transaction begun while the broker still writes the previous
-                # one's markers is refused (CONCURRENT_TRANSACTIONS) and retried
-                # after this: librdkafka's 100 ms default held a delivery after a
-                # restart 100 ms (seen once in six runs of the restart test, none
-                # in ten since); Java's producer waits 20 ms for this case.
-                "retry.backoff.ms": 10,
-                # A delivery to a missing topic is refused, never creates it.
-                "allow.auto.create.topics": False,
-                # The largest in-flight record, and a request's framing (what each
-                # topic takes is checked before, and by its broker).
-                "message.max.bytes": INFLIGHT_MAX_BYTES + REQUEST_FRAMING_BYTES,
-            },
+            config.transactional_id,
+            transaction_timeout_ms=config.transaction_timeout_ms,
+            timeout_ms=config.timeout_ms,
+            linger_ms=config.linger_ms,
         )
-        try:
-            return transactional_producer(settings, config.timeout_ms / 1000)
-        except KafkaException as exc:
-            raise KafkaUnavailableError(f"could not initialise transactions: {exc}") from exc
+        self._committed: dict[str, int] = {}
 
     def last_committed(self, *runs: str, refresh: bool = False) -> int:
         """Highest batch id committed for any of ``runs`` (-1 if none).
@@ -285,18 +230,26 @@ class TransactionalFirer:
         with warn_if_slow(log, f"{label}: checking target topics"):
             refused = self._topics.check(deliveries) if firings else {}
         serial: set[str] = set()
-        reports = False  # the usual way: no delivery report per record (see _attempt)
+        reports = False  # the usual way: no delivery report per record (see write_attempt)
         while True:
             plan, owners = sent_plan(records, refused, deliveries)
             plan.extend(extra)
-            failed = self._attempt(
-                label, plan, owners, serial, before_commit, frozenset(track), reports
+            failed = write_attempt(
+                self._producer,
+                label,
+                plan,
+                owners,
+                serial,
+                before_commit,
+                frozenset(track),
+                reports,
+                self.config.last_topics,
             )
             if failed is None:
                 return dict(refused)
             sent, txn_error = failed
-            fatal = self._fatal
-            self._abort()
+            fatal = self._producer.fatal
+            self._producer.abort()
             if not reports and not fatal and record_unknown(sent, txn_error):
                 # Which record failed is not known without reports: written again with them.
                 log.debug("%s: transaction aborted; written again with delivery reports", label)
@@ -324,7 +277,7 @@ class TransactionalFirer:
         lookup. Safe to call from another thread than the one delivering."""
         for topic in topics:
             try:
-                self._producer.list_topics(topic, timeout=self.config.timeout_ms / 1000)
+                self._producer.producer.list_topics(topic, timeout=self.config.timeout_ms / 1000)
             except KafkaException as exc:  # the delivery looks again and judges
                 log.debug("no metadata of topic %s: %s", topic, exc)
 
@@ -333,138 +286,6 @@ class TransactionalFirer:
         """What this writer knows about target topics."""
         return self._topics
 
-    def _attempt(
-        self,
-        label: str,
-        plan: list[OutgoingRecord],
-        owners: Owners,
-        serial: set[str],
-        before_commit: Callable[[Placed], None] | None,
-        track: frozenset[OutgoingRecord],
-        reports: bool,
-    ) -> tuple[list[Sent], Failure | None] | None:
-        """One transaction: ``None`` once committed, else each record's fate and the
-        transaction's own error. Records to ``serial`` topics go one per batch.
-
-        Without ``reports`` only the records of ``track`` get a delivery report (a Python
-        callback per record cost the committer a tenth of its time): a record that fails
-        then fails the commit (librdkafka fails the commit of a transaction with any
-        failed delivery), and the caller writes the transaction again with reports."""
-        errors: dict[int, Failure] = {}
-        alone: set[int] = set()
-        placed: dict[OutgoingRecord, tuple[int, int]] = {}
-        timeout_s = self.config.timeout_ms / 1000
-        producer = self._producer
-
-        def on_delivery(k: int, record: OutgoingRecord) -> Callable[[Any, Any], None] | None:
-            tracked = bool(track) and record in track
-            if not (reports or tracked):
-                return None
-            return reporter(k, record, errors, placed, tracked)
-
-        calls = reports or bool(track)
-        txn_error: Failure | None = None
-        order, held = write_order(plan, self.config.last_topics)
-        try:
-            producer.begin_transaction()
-            for i, k in enumerate(order):
-                record = plan[k]
-                if i == held and i:
-                    # The first record to an input topic waits for the others' acks.
-                    producer.flush(timeout_s)
-                try:
-                    produce(producer, record, on_delivery(k, record) if calls else None)
-                except KafkaException as exc:  # judged alone, before queueing
-                    errors[k] = failure_of(exc)
-                    alone.add(k)
-                    continue
-                if serial and record.topic in serial:
-                    alone.add(k)
-                    producer.flush(timeout_s)
-            with warn_if_slow(log, f"{label}: flushing {len(plan)} records"):
-                producer.flush(timeout_s)
-            # With records purged only, the transaction failed and the commit says why
-            # (librdkafka fails the commit of a transaction with any failed delivery).
-            # Such a doomed transaction neither waits nor checks its records' places
-            # (a record failed with it was never placed): it fails at once.
-            if all(e.code in COLLATERAL for e in errors.values()):
-                self._commit(label, None if errors else before_commit, placed)
-                if not errors:
-                    return None
-        except KafkaException as exc:
-            txn_error = self._failed(exc)
-        return fates(plan, owners, alone, errors), txn_error
-
-    def _commit(
-        self, label: str, before_commit: Callable[[Placed], None] | None, placed: Placed
-    ) -> None:
-        # No consumer offsets go with the transaction: librdkafka's
-        # send_offsets_to_transaction can block past its timeout once the group
-        # coordinator restarts (confluentinc/librdkafka#5456); here it hung the
-        # committer for minutes after a broker restart. Readers commit theirs after.
-        timeout_s = self.config.timeout_ms / 1000
-        if before_commit is not None:
-            try:
-                before_commit(placed)
-            except Exception:
-                # Not Kafka's failure (the group before failed): left open, this
-                # transaction would hold back read_committed readers until it timed out.
-                self._abort()
-                raise
-        with warn_if_slow(log, f"{label}: committing"):
-            self._producer.commit_transaction(timeout_s)
-
     def close(self) -> None:
         """Release the producer (nothing is left open between batches)."""
-        self._producer.flush(self.config.timeout_ms / 1000)
-
-    def _failed(self, exc: KafkaException) -> Failure:
-        """The transaction's error; notes a fatal one and reads the delivery reports
-        that arrived during the commit."""
-        self._fatal = self._fatal or is_fatal(exc)
-        try:
-            self._producer.poll(0)
-        except KafkaException as late:
-            self._fatal = self._fatal or is_fatal(late)
-        return failure_of(exc)
-
-    def _abort(self) -> None:
-        if not self._fatal:
-            try:
-                self._producer.abort_transaction(self.config.timeout_ms / 1000)
-                return
-            except KafkaException as exc:
-                self._fatal = is_fatal(exc)
-                if not self._fatal:  # the next init_transactions cleans up
-                    log.warning("abort failed: %s", exc)
-                    return
-        # A fatal error (e.g. INVALID_TXN_STATE on commit) leaves this producer unusable:
-        # a new one with the same transactional.id fences it and aborts what it left open.
-        log.warning("transactional producer hit a fatal error; starting a new one")
-        self._producer.flush(0)
-        self._producer = self._new_producer()
-        self._fatal = False
-
-
-def end_left_open(
-    bootstrap_servers: str, transactional_id: str, partitions: int, timeout_s: float = 30.0
-) -> None:
-    """Abort what a killed run's fire tasks left open: a producer of each partition's
-    transactional id (``partition_transactional_id``) initialised and closed. A
-    transaction left open in the in-flight topic holds every read_committed reader there
-    (the committer catching up after the restart) until it ends: otherwise when the
-    batch's replay makes its producer again, once Spark has started, or at the
-    transaction's timeout.
-
-    Raises:
-        KafkaUnavailableError: Kafka did not answer within ``timeout_s``.
-    """
-    for partition in range(partitions):
-        tx_id = partition_transactional_id(transactional_id, partition)
-        settings = kafka_client_config(bootstrap_servers, **{"transactional.id": tx_id})
-        try:
-            transactional_producer(settings, timeout_s).flush(0)
-        except KafkaException as exc:
-            raise KafkaUnavailableError(
-                f"could not end the transactions of {tx_id}: {exc.args[0].str()}"
-            ) from exc
+        self._producer.close()

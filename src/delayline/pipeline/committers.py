@@ -17,7 +17,7 @@ from delayline.committer.config import RUN_COMMITTER_NAME, CommitterConfig
 from delayline.committer.service import Committer
 from delayline.core.identifiers import committer_group, committer_name
 from delayline.errors import KafkaUnavailableError
-from delayline.fire.transactional import end_left_open
+from delayline.fire.left_open import end_left_open
 from delayline.kafka.groups import group_members
 from delayline.kafka.topics import ensure_inflight_topic, partition_count
 from delayline.pipeline.config import (

@@ -168,3 +168,22 @@ def test_the_committer_s_steady_cpu_is_per_kind_and_per_delivery() -> None:
     rows = committers.ceiling_table(figures).splitlines()
     assert "40.0 (30.0 / 10.0)  100.0" in rows[1]
     assert rows[2].endswith("None (None / None)  None")  # a result from before the split
+
+
+def test_the_committer_s_idle_cpu_is_read_by_kind_and_shown_after_the_steps() -> None:
+    before = {"python": 10.0, "librdkafka": 4.0, "exited": 0.5}
+    after = {"python": 10.1, "librdkafka": 4.04, "exited": 0.5}
+    split = committers._cpu_split(before, after, 20.0, digits=2)
+    assert split is not None
+    assert split["cpu_pct"] == 0.7  # 0.14 CPU-s over 20 s
+    assert split["cpu_pct_by_thread"] == {"python": 0.5, "librdkafka": 0.2, "exited": 0.0}
+    step = {"offered_per_s": 1_000, "written_per_s": 1_000, "delivered": 10_000,
+            "lateness_ms": {"p50": 5, "p99": 30, "max": 40}, "cpu_pct": 10.0}  # fmt: skip
+    figures = {"steps": [step], "on_time_ms": 50, "on_time_per_s": 1_000,
+               "broker_transactional_per_s": 60_000,
+               "idle": {"pending": 1_000, **split}}  # fmt: skip
+    last = committers.ceiling_table(figures).splitlines()[-1]
+    assert last == (
+        "idle, 1,000 pending and none due: 0.7% of a core over 20.0 s (python 0.5, librdkafka 0.2)"
+    )
+    assert "idle" not in committers.ceiling_table({**figures, "idle": None})

@@ -31,6 +31,14 @@ DUE_AFTER_MS = 2_000
 """Each in-flight record is due this long after it is written (a lead's worth)."""
 ON_TIME_MS = 50
 """A rate is kept up with while the lateness p99 stays under this."""
+IDLE_PENDING = 1_000
+"""Schedules pending, none due, while the committer's idle CPU is read."""
+IDLE_DUE_AFTER_MS = 600_000
+"""They are due this long after they are written: after the bench ends."""
+IDLE_SETTLE_S = 5
+"""Time to read them before the idle reading starts."""
+IDLE_S = 20
+"""How long the idle CPU is read."""
 
 
 def committer_args(env: BenchEnv, name: str) -> list[str]:
@@ -94,6 +102,8 @@ def ceiling(env: BenchEnv, quick: bool) -> dict[str, Any]:
             for rate in CEILING_RATES[: 2 if quick else None]:
                 steps.append(_step(env, producer, inflight, rate, sampler, process.proc.pid))
                 progress(f"committer ceiling: {steps[-1]}")
+            idle = _idle(env, producer, inflight, process.proc.pid)
+            progress(f"committer idle: {idle}")
         finally:
             sampler.stop()
     finally:
@@ -101,6 +111,7 @@ def ceiling(env: BenchEnv, quick: bool) -> dict[str, Any]:
     kept = [s["offered_per_s"] for s in steps if s["lateness_ms"]["p99"] <= ON_TIME_MS]
     return {
         "steps": steps,
+        "idle": idle,
         "on_time_per_s": max(kept, default=0),
         "on_time_ms": ON_TIME_MS,
         "broker_transactional_per_s": _broker_limit(env, 20_000 if quick else 100_000),
@@ -155,6 +166,19 @@ def _step(
     }
 
 
+def _idle(env: BenchEnv, producer: Producer, inflight: str, pid: int) -> dict[str, Any] | None:
+    """The committer's CPU with :data:`IDLE_PENDING` schedules pending and none due for
+    :data:`IDLE_S` s (read once it has had :data:`IDLE_SETTLE_S` s to read them): % of a
+    core in all and by thread kind. ``None`` if a reading is missing."""
+    ids = [f"idle-{i}" for i in range(IDLE_PENDING)]
+    hand_over(producer, env, inflight, ids, IDLE_DUE_AFTER_MS, 10_000_000)
+    time.sleep(IDLE_SETTLE_S)
+    before, began = cpu_by_thread_kind(pid), time.monotonic()
+    time.sleep(IDLE_S)
+    split = _cpu_split(before, cpu_by_thread_kind(pid), time.monotonic() - began, digits=2)
+    return None if split is None else {"pending": IDLE_PENDING, **split}
+
+
 def hand_over(
     producer: Producer,
     env: BenchEnv,
@@ -186,15 +210,28 @@ def _steady(
     """The committer's CPU between two :func:`cpu_by_thread_kind` readings ``span_s``
     apart while it read and delivered ``rate`` a second: % of a core in all and by
     thread kind, and microseconds per delivery. ``None`` if a reading is missing."""
+    split = _cpu_split(before, after, span_s, digits=1)
+    if split is None:
+        return None
+    cpu_s = split.pop("cpu_s")
+    return {**split, "cpu_us_per_delivery": round(cpu_s * 1e6 / (span_s * rate), 1)}
+
+
+def _cpu_split(
+    before: dict[str, float], after: dict[str, float], span_s: float, digits: int
+) -> dict[str, Any] | None:
+    """The CPU used between two :func:`cpu_by_thread_kind` readings ``span_s`` apart:
+    ``cpu_s``, and % of a core in all and by thread kind (rounded to ``digits``).
+    ``None`` if a reading is missing."""
     if not before or not after or span_s <= 0:
         return None
     used = {kind: max(0.0, after[kind] - before[kind]) for kind in after}
     cpu_s = sum(used.values())
     return {
         "seconds": round(span_s, 1),
-        "cpu_pct": round(100 * cpu_s / span_s, 1),
-        "cpu_pct_by_thread": {kind: round(100 * s / span_s, 1) for kind, s in used.items()},
-        "cpu_us_per_delivery": round(cpu_s * 1e6 / (span_s * rate), 1),
+        "cpu_s": cpu_s,
+        "cpu_pct": round(100 * cpu_s / span_s, digits),
+        "cpu_pct_by_thread": {kind: round(100 * s / span_s, digits) for kind, s in used.items()},
     }
 
 
@@ -244,4 +281,12 @@ def ceiling_table(figures: dict[str, Any]) -> str:
         f"on time (p99 <= {figures['on_time_ms']} ms) up to {figures['on_time_per_s']:,}/s; "
         f"the broker took the same writes at {figures['broker_transactional_per_s']:,}/s"
     )
+    idle = figures.get("idle")
+    if idle:
+        threads = idle["cpu_pct_by_thread"]
+        lines.append(
+            f"idle, {idle['pending']:,} pending and none due: {idle['cpu_pct']}% of a core "
+            f"over {idle['seconds']} s (python {threads.get('python')}, librdkafka "
+            f"{threads.get('librdkafka')})"
+        )
     return "\n".join(lines)

@@ -1,14 +1,18 @@
 """The committer reads target topics' facts ahead of their deliveries, one lookup at a
-time (how far ahead: ``warm_plan``'s tests in test_committer_logic.py)."""
+time, only when they would expire too soon, and has every partition's producers look
+the topic up (how far ahead: ``warm_plan``'s tests in test_committer_logic.py)."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from delayline.committer.warming import WARM_AHEAD_MS, WARM_COVERS_MS, Warmer
+from delayline.committer.warming import WARM_COVERS_MS, Warmer
 from delayline.core.clock import ManualClock
+from delayline.fire.refusals import TopicFacts
+from delayline.fire.topic_catalog import FACTS_TTL_MS, TopicCatalog
 
 NOW = 1_000_000
 
@@ -25,45 +29,106 @@ class _Time:
 
 
 class _Lane:
-    """Records what it was asked to warm; blocks until released when asked to."""
+    """One partition's lanes: records what its producers were asked to look up; the
+    first call blocks until ``gate`` is set, if given."""
 
     def __init__(self, gate: threading.Event | None = None) -> None:
-        self.asked: list[dict[str, int]] = []
+        self.looked_up: list[set[str]] = []
         self._gate = gate
 
-    def warm(self, within_ms: dict[str, int]) -> None:
-        self.asked.append(dict(within_ms))
+    def load_metadata(self, topics: Collection[str]) -> None:
+        self.looked_up.append(set(topics))
         if self._gate is not None:
             self._gate.wait(5)
+            self._gate = None
 
 
-def test_one_lookup_at_a_time_and_a_far_topic_is_kept_for_the_next() -> None:
+class _Cluster:
+    """Describes every topic as deliverable; counts what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[set[str]] = []
+
+    def __call__(self, topics: Collection[str], authorization: bool) -> dict[str, TopicFacts]:
+        self.asked.append(set(topics))
+        return {t: TopicFacts() for t in topics}
+
+
+class _Lookups(ThreadPoolExecutor):
+    """The lookups thread, counting the jobs it was given."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.jobs = 0
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        self.jobs += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def _done(lookups: ThreadPoolExecutor) -> None:
+    lookups.submit(lambda: None).result(5)  # every lookup submitted before is over
+
+
+def test_one_lookup_at_a_time_for_every_partition_and_none_while_the_facts_are_fresh() -> None:
     clock = ManualClock(NOW)
+    cluster = _Cluster()
+    catalog = TopicCatalog(cluster, clock=clock.now_ms)
     gate = threading.Event()
-    lane = _Lane(gate)
-    time: Any = _Time(clock, skew_ms=500)
-    with ThreadPoolExecutor(1) as lookups:
-        warmer = Warmer(time, lookups)
-        far_due = NOW + WARM_COVERS_MS + 10_000 + 500  # broker time
-        read = {"soon": NOW + 2_500, "far": far_due}
-        warmer.warm(read, [lane])  # type: ignore[list-item]
+    first, second = _Lane(gate), _Lane()
+    lanes: Any = [first, second]
+    with _Lookups() as lookups:
+        warmer = Warmer(_Time(clock, skew_ms=500), lookups, catalog)  # type: ignore[arg-type]
+        read = {"orders": NOW + 2_500}
+        warmer.warm(read, lanes)
         assert read == {}  # taken
-        read["other"] = NOW + 3_000
-        warmer.warm(read, [lane])  # type: ignore[list-item]  # the first still runs
-        assert read == {"other": NOW + 3_000}
+        read["refunds"] = NOW + 3_000
+        warmer.warm(read, lanes)  # the first lookup still runs: nothing taken
+        assert read == {"refunds": NOW + 3_000}
         gate.set()
-        lookups.submit(lambda: None).result(5)  # the first lookup is done
-        warmer.warm(read, [lane])  # type: ignore[list-item]
-        lookups.submit(lambda: None).result(5)
-    assert lane.asked[0] == {"soon": WARM_AHEAD_MS, "far": WARM_COVERS_MS}
-    # The far topic (host due NOW + WARM_COVERS_MS + 10_000) comes back with the new one.
-    assert lane.asked[1] == {"far": WARM_COVERS_MS, "other": WARM_AHEAD_MS}
-    assert len(lane.asked) == 2
+        _done(lookups)
+        warmer.warm(read, lanes)
+        _done(lookups)
+        assert cluster.asked == [{"orders"}, {"refunds"}]
+        assert first.looked_up == second.looked_up == [{"orders"}, {"refunds"}]
+        # Fresh facts are not read again, however often the committer steps: no job.
+        jobs = lookups.jobs
+        for _ in range(50):
+            clock.advance(100)
+            warmer.warm({"orders": clock.now_ms() + 2_000}, lanes)
+        assert lookups.jobs == jobs
+        assert len(cluster.asked) == 2
+        # Close to expiring under a schedule read to them, they are.
+        clock.advance(FACTS_TTL_MS)
+        warmer.warm({"orders": clock.now_ms() + 2_000}, lanes)
+        _done(lookups)
+    assert cluster.asked[2:] == [{"orders"}]
+    assert second.looked_up[2:] == [{"orders"}]
+
+
+def test_a_topic_due_beyond_what_facts_cover_is_kept_and_warmed_on_a_later_call() -> None:
+    clock = ManualClock(NOW)
+    cluster = _Cluster()
+    catalog = TopicCatalog(cluster, clock=clock.now_ms)
+    lanes: Any = [_Lane()]
+    far = NOW + 3 * WARM_COVERS_MS
+    with ThreadPoolExecutor(1) as lookups:
+        warmer = Warmer(_Time(clock), lookups, catalog)  # type: ignore[arg-type]
+        warmer.warm({"far": far}, lanes)
+        _done(lookups)
+        assert cluster.asked == [{"far"}]
+        clock.advance(2 * WARM_COVERS_MS)  # nothing more read to it meanwhile
+        warmer.warm({}, lanes)
+        _done(lookups)
+    assert cluster.asked == [{"far"}, {"far"}]  # still due ahead: read again
 
 
 def test_nothing_is_looked_up_without_a_lane() -> None:
+    cluster = _Cluster()
     lookups: Any = None  # submitting would fail
-    warmer = Warmer(_Time(ManualClock(NOW)), lookups)  # type: ignore[arg-type]
+    catalog = TopicCatalog(cluster)
+    warmer = Warmer(_Time(ManualClock(NOW)), lookups, catalog)  # type: ignore[arg-type]
     read = {"t": NOW + 1_000}
     warmer.warm(read, [])
     assert read == {}
+    assert cluster.asked == []

@@ -12,7 +12,7 @@ schedule of an earlier group that was not delivered.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from delayline.fire.report import Delivered
@@ -92,14 +92,10 @@ class Lanes:
         """What the lanes' writers know about target topics."""
         return self._topics
 
-    def warm(self, within_ms: Mapping[str, int]) -> None:
-        """Read the facts of each topic of ``within_ms`` that expire within its time
-        there, and have every lane's producer look them up. Safe beside running jobs."""
-        stale = {t for t, ms in within_ms.items() if self._topics.stale((t,), ms)}
-        if stale:
-            self._topics.confirm(stale)
-            for firer in self._firers:
-                firer.load_metadata(stale)
+    def load_metadata(self, topics: Collection[str]) -> None:
+        """Have every lane's producer look ``topics`` up now. Safe beside running jobs."""
+        for firer in self._firers:
+            firer.load_metadata(topics)
 
     def close(self) -> None:
         """Wait for the jobs, then release the writers."""

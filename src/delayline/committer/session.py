@@ -92,7 +92,7 @@ class Session:
             kept.reviews,
         )  # fmt: skip
         self._writer = GroupWriter(config, kept.time, kept.pacer, self.withholding)
-        self._warmer = Warmer(kept.time, kept.lookups)
+        self._warmer = Warmer(kept.time, kept.lookups, topics)
         self._reader = InflightReader(
             config.bootstrap_servers,
             config.inflight_topic,

@@ -1,9 +1,11 @@
 """Target topics' facts read ahead of their deliveries: a lookup at delivery time,
 inside a group's write, would make that delivery late.
 
-Facts that allow delivery live :data:`~delayline.fire.topic_catalog.FACTS_TTL_MS` in each
-producer's catalog; :class:`Warmer` reads them again, on the lookups thread, before they
-would expire under a schedule read to their topic.
+Facts that allow delivery live :data:`~delayline.fire.topic_catalog.FACTS_TTL_MS` in the
+catalog every partition's writers share; :class:`Warmer` reads them again, on the lookups
+thread, before they would expire under a schedule read to their topic, and has every
+partition's producers look the topic up (a producer's first delivery to a topic it has
+not looked up waits for the lookup).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from delayline.committer.broker_clock import BrokerTime
 from delayline.committer.lanes import Lanes
-from delayline.fire.topic_catalog import FACTS_TTL_MS
+from delayline.fire.topic_catalog import FACTS_TTL_MS, TopicCatalog
 
 WARM_AHEAD_MS = 20_000
 """Target topic facts are read again when they would expire within this (they live
@@ -48,25 +50,29 @@ def warm_plan(due_ms: Mapping[str, int], now_ms: int) -> tuple[dict[str, int], d
 
 class Warmer:
     """Warms the target topics the in-flight reader read schedules to, one lookup at a
-    time.
+    time, and only when some topic's facts would expire too soon.
 
     Args:
         time: The broker's clock (due times are broker time; facts expire by the host's).
         lookups: The thread lookups run on.
+        topics: The facts every partition's writers share.
     """
 
-    def __init__(self, time: BrokerTime, lookups: ThreadPoolExecutor) -> None:
+    def __init__(self, time: BrokerTime, lookups: ThreadPoolExecutor, topics: TopicCatalog) -> None:
         self._time = time
         self._lookups = lookups
+        self._topics = topics
         self._warming: Future[None] | None = None
         self._to_warm: dict[str, int] = {}
         """Target topics to warm: the latest due time read to each (host time)."""
 
     def warm(self, read: dict[str, int], lanes: list[Lanes]) -> None:
-        """Look up new target topics beside the deliveries. ``read``: each target topic
-        read since to its latest due time (broker time), emptied here. A topic with a
-        schedule due further ahead than facts read now would last stays to be warmed
-        again on later calls; nothing starts while the last lookup runs."""
+        """Look up the target topics whose facts expire too soon (:func:`warm_plan`)
+        beside the deliveries, in the catalog and in every partition's producers (of
+        ``lanes``). ``read``: each target topic read since to its latest due time
+        (broker time), emptied here. A topic with a schedule due further ahead than facts
+        read now would last stays to be warmed again on later calls; nothing starts while
+        the last lookup runs."""
         if self._warming is not None and not self._warming.done():
             return
         to_warm = self._to_warm
@@ -78,12 +84,15 @@ class Warmer:
         if not to_warm or not lanes:
             return
         within, self._to_warm = warm_plan(to_warm, self._time.clock.now_ms())
-        self._warming = self._lookups.submit(_warm_all, lanes, within)
+        stale = {t for t, ms in within.items() if self._topics.stale((t,), ms)}
+        if stale:
+            self._warming = self._lookups.submit(_warm_all, self._topics, lanes, stale)
 
 
-def _warm_all(lanes: list[Lanes], within_ms: dict[str, int]) -> None:
-    """Warm each topic of ``within_ms`` whose facts expire within its time there, in every
-    partition's producers (on the lookups thread: a lane closed meanwhile, its partition
-    revoked, fails only this lookup)."""
+def _warm_all(topics: TopicCatalog, lanes: list[Lanes], stale: set[str]) -> None:
+    """Read the facts of ``stale`` afresh and have every partition's producers look them
+    up (on the lookups thread: a lane closed meanwhile, its partition revoked, fails
+    only this lookup)."""
+    topics.confirm(stale)
     for lane in lanes:
-        lane.warm(within_ms)
+        lane.load_metadata(stale)

@@ -243,7 +243,8 @@ class InflightReader:
 
     def fenced(self, partition: int) -> None:
         """``partition``'s earlier owners are fenced: read it to its end as of now, open
-        transactions included, before delivering from it (why: :meth:`ReadProgress.fenced`)."""
+        transactions included, before delivering from it (why:
+        :meth:`~delayline.committer.read_progress.ReadProgress.fenced`)."""
         self._progress.fenced(partition)
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:

@@ -62,7 +62,8 @@ class TopicCatalog:
         self._cache: dict[str, tuple[int, TopicFacts]] = {}
 
     def check(self, deliveries: Mapping[int, OutgoingRecord]) -> dict[int, str]:
-        """The deliveries to dead-letter before producing anything (see :func:`precheck`)."""
+        """The deliveries to dead-letter before producing anything (see
+        :func:`~delayline.fire.refusals.precheck`)."""
         topics = {
             d.topic for d in deliveries.values() if name_problem(d.topic, self.allowed) is None
         }

@@ -76,7 +76,7 @@ def pipeline(
 ) -> Iterator[RunningPipeline]:
     """The session's one pipeline, shared by the e2e and browser modules that need no
     flags of their own (:func:`tests.support.shared_pipeline`): a pipeline start costs
-    25-50 s here."""
+    25-30 s here (about 50 on a Spark cluster)."""
     from tests.support import shared_pipeline  # noqa: PLC0415 - the e2e and browser tests'
 
     with shared_pipeline(kafka_bootstrap, tmp_path_factory) as running:

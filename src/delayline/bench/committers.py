@@ -1,5 +1,5 @@
 """Committers in the benchmark: more of them beside the pipeline (``--committers``; each
-one's share is :func:`delayline.bench.run.committer_shares`), and one committer's own
+one's share is :func:`delayline.bench.shares.committer_shares`), and one committer's own
 ceiling (``--scenario committer``): how many deliveries a second it commits on time, with
 the broker's limit for the same writes beside it."""
 
@@ -11,8 +11,9 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from delayline.bench.run import BenchEnv, committers_owning, progress
+from delayline.bench.run import BenchEnv, progress
 from delayline.bench.sampler import GroupSampler, cpu_by_thread_kind
+from delayline.bench.shares import committers_owning
 from delayline.contract import OutgoingRecord
 from delayline.core.identifiers import inflight_topic, transactional_id
 from delayline.core.model import Schedule, SourceRef

@@ -19,7 +19,8 @@ from typing import Any, NamedTuple
 from confluent_kafka.admin import AdminClient
 
 from delayline.bench.committers import committer_args, hand_over, writer
-from delayline.bench.run import BenchEnv, committers_owning, progress
+from delayline.bench.run import BenchEnv, progress
+from delayline.bench.shares import committers_owning
 from delayline.core.identifiers import inflight_topic, transactional_id
 from delayline.core.stats import summary
 from delayline.dev.harness import DeliveryCollector, PipelineProcess

@@ -6,7 +6,7 @@ the broker's limit for the same writes beside it."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Producer
@@ -36,6 +36,8 @@ IDLE_PENDING = 1_000
 """Schedules pending, none due, while the committer's idle CPU is read."""
 IDLE_DUE_AFTER_MS = 600_000
 """They are due this long after they are written: after the bench ends."""
+IDLE_FIRST_OFFSET = 10_000_000
+"""Their (made-up) source offsets start here, apart from the steps' ones."""
 IDLE_SETTLE_S = 5
 """Time to read them before the idle reading starts."""
 IDLE_S = 20
@@ -147,14 +149,14 @@ def _step(
     with DeliveryCollector(env.bootstrap, [env.target_topic]) as seen:
         began = time.time()
         for start in range(0, total, chunk):
-            _pace(began, start, rate)
+            pace(began, start, rate)
             if not threads_before and time.time() >= began + DUE_AFTER_MS / 1000:
                 steady_from, threads_before = time.time(), cpu_by_thread_kind(pid)
             ids = [f"r{rate}-{i}" for i in range(start, min(start + chunk, total))]
             due.update(hand_over(producer, env, inflight, ids, DUE_AFTER_MS, start))
         ended = time.time()
         threads = cpu_by_thread_kind(pid)
-        deliveries = seen.wait_for(_all_of(due), timeout_s=120 + total / 500)
+        deliveries = seen.wait_for(all_of(due), timeout_s=120 + total / 500)
         cpu = sampler.cpu_percent(began, ended)
     lateness = [d.arrival_ms - due[d.schedule_id or ""] for d in deliveries if d.schedule_id in due]
     return {
@@ -172,7 +174,7 @@ def _idle(env: BenchEnv, producer: Producer, inflight: str, pid: int) -> dict[st
     :data:`IDLE_S` s (read once it has had :data:`IDLE_SETTLE_S` s to read them): % of a
     core in all and by thread kind. ``None`` if a reading is missing."""
     ids = [f"idle-{i}" for i in range(IDLE_PENDING)]
-    hand_over(producer, env, inflight, ids, IDLE_DUE_AFTER_MS, 10_000_000)
+    hand_over(producer, env, inflight, ids, IDLE_DUE_AFTER_MS, IDLE_FIRST_OFFSET)
     time.sleep(IDLE_SETTLE_S)
     before, began = cpu_by_thread_kind(pid), time.monotonic()
     time.sleep(IDLE_S)
@@ -253,13 +255,15 @@ def _broker_limit(env: BenchEnv, count: int) -> int:
     return round(count / (time.perf_counter() - began))
 
 
-def _pace(began: float, sent: int, rate: int) -> None:
+def pace(began: float, sent: int, rate: int) -> None:
+    """Sleep until ``sent`` records at ``rate`` a second from ``began`` are due out."""
     ahead = began + sent / rate - time.time()
     if ahead > 0:
         time.sleep(ahead)
 
 
-def _all_of(due: dict[str, int]) -> Callable[[list[Delivery]], bool]:
+def all_of(due: Mapping[str, int]) -> Callable[[list[Delivery]], bool]:
+    """A :meth:`DeliveryCollector.wait_for` condition: every id of ``due`` delivered."""
     return lambda seen: len({d.schedule_id for d in seen if d.schedule_id in due}) >= len(due)
 
 

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from confluent_kafka.admin import AdminClient
 
-from delayline.bench.committers import committer_args, hand_over, writer
+from delayline.bench.committers import all_of, committer_args, hand_over, pace, writer
 from delayline.bench.run import BenchEnv, progress
 from delayline.bench.shares import committers_owning
 from delayline.core.identifiers import inflight_topic, transactional_id
@@ -88,9 +88,7 @@ def takeover(env: BenchEnv, quick: bool) -> dict[str, Any]:
             began = time.time()
             killed_ms = 0
             for start in range(0, total, chunk):
-                ahead = began + start / rate - time.time()
-                if ahead > 0:
-                    time.sleep(ahead)
+                pace(began, start, rate)
                 if not killed_ms and time.time() >= began + KILL_AFTER_S:
                     processes[VICTIM].kill()
                     killed_ms = time.time_ns() // 1_000_000
@@ -100,10 +98,7 @@ def takeover(env: BenchEnv, quick: bool) -> dict[str, Any]:
                 due.update(hand_over(producer, env, inflight, ids, DUE_AFTER_MS, start))
             progress(f"takeover: {total:,} handed over; waiting for every delivery")
             try:
-                collector.wait_for(
-                    lambda d: len({x.schedule_id for x in d} & due.keys()) >= len(due),
-                    timeout_s=120,
-                )
+                collector.wait_for(all_of(due), timeout_s=120)
             except WaitTimeoutError as exc:  # counted as lost below
                 progress(f"takeover: not everything was delivered: {exc}")
             time.sleep(3)  # a duplicate would show up by now

@@ -9,6 +9,8 @@ from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
+
 from delayline.committer.warming import WARM_COVERS_MS, Warmer
 from delayline.core.clock import ManualClock
 from delayline.fire.refusals import TopicFacts
@@ -30,17 +32,26 @@ class _Time:
 
 class _Lane:
     """One partition's lanes: records what its producers were asked to look up; the
-    first call blocks until ``gate`` is set, if given."""
+    first call blocks until ``gate`` is set, if given, and fails with ``failure``."""
 
-    def __init__(self, gate: threading.Event | None = None) -> None:
+    def __init__(
+        self, gate: threading.Event | None = None, failure: Exception | None = None
+    ) -> None:
         self.looked_up: list[set[str]] = []
         self._gate = gate
+        self._failure = failure
 
     def load_metadata(self, topics: Collection[str]) -> None:
         self.looked_up.append(set(topics))
         if self._gate is not None:
             self._gate.wait(5)
             self._gate = None
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure
+
+    def unseen(self, topics: Collection[str]) -> set[str]:
+        return set(topics).difference(*self.looked_up)
 
 
 class _Cluster:
@@ -132,3 +143,45 @@ def test_nothing_is_looked_up_without_a_lane() -> None:
     warmer.warm(read, [])
     assert read == {}
     assert cluster.asked == []
+
+
+def test_a_partition_whose_producers_never_looked_a_fresh_topic_up_does() -> None:
+    """Taken over (or a producer replaced after a fatal error) while the catalog's facts
+    are fresh: the new producers look the topic up, the catalog is not asked again, and
+    the producers that had looked it up are not asked again either."""
+    clock = ManualClock(NOW)
+    cluster = _Cluster()
+    catalog = TopicCatalog(cluster, clock=clock.now_ms)
+    old: Any = _Lane()
+    new: Any = _Lane()
+    with _Lookups() as lookups:
+        warmer = Warmer(_Time(clock), lookups, catalog)  # type: ignore[arg-type]
+        warmer.warm({"orders": NOW + 2_000}, [old])
+        _done(lookups)
+        clock.advance(1_000)
+        warmer.warm({"orders": NOW + 3_000}, [old, new])  # a partition taken over
+        _done(lookups)
+        jobs = lookups.jobs
+        warmer.warm({"orders": NOW + 4_000}, [old, new])  # both have: nothing to do
+        assert lookups.jobs == jobs
+    assert cluster.asked == [{"orders"}]
+    assert old.looked_up == [{"orders"}]
+    assert new.looked_up == [{"orders"}]
+
+
+def test_a_failed_lookup_is_logged_and_the_next_one_runs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = ManualClock(NOW)
+    catalog = TopicCatalog(_Cluster(), clock=clock.now_ms)
+    lane: Any = _Lane(failure=RuntimeError("broker gone"))
+    with ThreadPoolExecutor(1) as lookups:
+        warmer = Warmer(_Time(clock), lookups, catalog)  # type: ignore[arg-type]
+        warmer.warm({"orders": NOW + 2_000}, [lane])
+        _done(lookups)
+        warmer.warm({"refunds": NOW + 2_000}, [lane])
+        _done(lookups)
+    assert "looking target topics up ahead of their deliveries failed (broker gone)" in (
+        caplog.text
+    )
+    assert lane.looked_up == [{"orders"}, {"refunds"}]

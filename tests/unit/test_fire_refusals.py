@@ -291,8 +291,9 @@ class FakeProducer:
         self.open: list[OutgoingRecord] = []
         self.reported = 0  # delivery reports asked for
 
-    def list_topics(self, timeout: float) -> None:
-        pass
+    def list_topics(self, topic: str | None = None, *, timeout: float = -1) -> None:
+        if topic in self.broken:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "no answer"))
 
     def init_transactions(self, _timeout: float) -> None:
         pass
@@ -596,3 +597,18 @@ def test_the_quick_size_bound_is_never_below_the_record_batch_size(
         <= size_bound(record)
         <= batch_size(record) + 100 + 18 * len(headers) + 3 * sum(len(n) for n, _ in headers)
     )
+
+
+def test_the_topics_a_producer_looked_up_are_forgotten_with_the_producer(
+    firer: TransactionalFirer,
+) -> None:
+    """What the committer's warming asks: which topics this writer's producer has not
+    looked up; one that failed to answer, or a producer replaced after a fatal error,
+    has not."""
+    firer.load_metadata(["orders", "broken"])
+    assert firer.unseen(["orders", "refunds", "broken"]) == {"refunds", "broken"}
+    first = firer._producer.producer
+    firer._producer.fatal = True
+    firer._producer.abort()  # a new producer of the same transactional id
+    assert firer._producer.producer is not first
+    assert firer.unseen(["orders"]) == {"orders"}

@@ -20,12 +20,16 @@ class _Writer:
 
     def __init__(self) -> None:
         self.closed = False
+        self.looked_up: set[str] = set()
 
     def close(self) -> None:
         self.closed = True
 
     def load_metadata(self, topics: Any) -> None:
-        pass
+        self.looked_up |= set(topics)
+
+    def unseen(self, topics: Any) -> set[str]:
+        return set(topics) - self.looked_up
 
 
 def lanes_of(n: int) -> tuple[Lanes, list[_Writer]]:
@@ -106,3 +110,12 @@ def test_the_next_lane_is_ready_only_when_its_last_group_is_done() -> None:
     assert lanes.ready()
     assert len(drain(lanes, 2)) == 2
     lanes.close()
+
+
+def test_a_topic_is_unseen_while_any_lanes_producer_has_not_looked_it_up() -> None:
+    lanes, writers = lanes_of(3)
+    assert lanes.unseen(["orders"]) == {"orders"}
+    lanes.load_metadata(["orders"])
+    assert lanes.unseen(["orders", "refunds"]) == {"refunds"}
+    writers[1].looked_up.clear()  # as a producer replaced after a fatal error
+    assert lanes.unseen(["orders", "refunds"]) == {"orders", "refunds"}

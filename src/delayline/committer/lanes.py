@@ -97,6 +97,14 @@ class Lanes:
         for firer in self._firers:
             firer.load_metadata(topics)
 
+    def unseen(self, topics: Collection[str]) -> set[str]:
+        """Which of ``topics`` some lane's producer has not looked up (a new partition's
+        producers, or one replaced after a fatal error, looked up none)."""
+        unseen: set[str] = set()
+        for firer in self._firers:
+            unseen |= firer.unseen(topics)
+        return unseen
+
     def close(self) -> None:
         """Wait for the jobs, then release the writers."""
         for pool in self._pools:

@@ -233,7 +233,7 @@ class Session:
         self.withholding.check_new()
         self.withholding.follow_pipeline(reader)
         self.withholding.poll()
-        self._warmer.warm(self._reader.targets, [slot.lanes for slot in self.slots])
+        self._warmer.warm(self._reader.targets, (slot.lanes for slot in self.slots))
         for slot in self.slots:
             self._report_slot(slot)
         blocked = self._take_groups(self._deliverable())

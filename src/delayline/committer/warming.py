@@ -5,17 +5,21 @@ Facts that allow delivery live :data:`~delayline.fire.topic_catalog.FACTS_TTL_MS
 catalog every partition's writers share; :class:`Warmer` reads them again, on the lookups
 thread, before they would expire under a schedule read to their topic, and has every
 partition's producers look the topic up (a producer's first delivery to a topic it has
-not looked up waits for the lookup).
+not looked up waits for the lookup), including, while the facts are fresh, the producers
+that never did: a partition's taken over, or one replaced after a fatal error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from delayline.committer.broker_clock import BrokerTime
 from delayline.committer.lanes import Lanes
 from delayline.fire.topic_catalog import FACTS_TTL_MS, TopicCatalog
+
+log = logging.getLogger(__name__)
 
 WARM_AHEAD_MS = 20_000
 """Target topic facts are read again when they would expire within this (they live
@@ -66,33 +70,48 @@ class Warmer:
         self._to_warm: dict[str, int] = {}
         """Target topics to warm: the latest due time read to each (host time)."""
 
-    def warm(self, read: dict[str, int], lanes: list[Lanes]) -> None:
+    def warm(self, read: dict[str, int], lanes: Iterable[Lanes]) -> None:
         """Look up the target topics whose facts expire too soon (:func:`warm_plan`)
         beside the deliveries, in the catalog and in every partition's producers (of
-        ``lanes``). ``read``: each target topic read since to its latest due time
-        (broker time), emptied here. A topic with a schedule due further ahead than facts
-        read now would last stays to be warmed again on later calls; nothing starts while
-        the last lookup runs."""
-        if self._warming is not None and not self._warming.done():
-            return
+        ``lanes``), and those a partition's producers never looked up in theirs.
+        ``read``: each target topic read since to its latest due time (broker time),
+        emptied here. A topic with a schedule due further ahead than facts read now would
+        last stays to be warmed again on later calls; nothing starts while the last
+        lookup runs (what failed it is logged: the deliveries look up for themselves)."""
+        warming = self._warming
+        if warming is not None:
+            if not warming.done():
+                return
+            self._warming = None
+            failure = warming.exception()
+            if failure is not None:
+                log.warning(
+                    "committer: looking target topics up ahead of their deliveries failed "
+                    "(%s); a delivery to one looks it up itself",
+                    failure,
+                )
         to_warm = self._to_warm
         for target, due in read.items():
             at = self._time.host_ms(due)
             if to_warm.get(target, -1) < at:
                 to_warm[target] = at
         read.clear()
-        if not to_warm or not lanes:
+        lanes = list(lanes) if to_warm else []
+        if not lanes:
             return
         within, self._to_warm = warm_plan(to_warm, self._time.clock.now_ms())
         stale = {t for t, ms in within.items() if self._topics.stale((t,), ms)}
-        if stale:
-            self._warming = self._lookups.submit(_warm_all, self._topics, lanes, stale)
+        asks = [(lane, stale | lane.unseen(within)) for lane in lanes]
+        asks = [(lane, topics) for lane, topics in asks if topics]
+        if asks:
+            self._warming = self._lookups.submit(_warm_all, self._topics, stale, asks)
 
 
-def _warm_all(topics: TopicCatalog, lanes: list[Lanes], stale: set[str]) -> None:
-    """Read the facts of ``stale`` afresh and have every partition's producers look them
-    up (on the lookups thread: a lane closed meanwhile, its partition revoked, fails
-    only this lookup)."""
-    topics.confirm(stale)
-    for lane in lanes:
-        lane.load_metadata(stale)
+def _warm_all(topics: TopicCatalog, stale: set[str], asks: list[tuple[Lanes, set[str]]]) -> None:
+    """Read the facts of ``stale`` afresh and have each partition's producers look up
+    the topics asked of them (on the lookups thread: a lane closed meanwhile, its
+    partition revoked, fails only this lookup)."""
+    if stale:
+        topics.confirm(stale)
+    for lane, names in asks:
+        lane.load_metadata(names)

@@ -40,6 +40,8 @@ class FireProducer:
             each transaction).
         fatal: The producer hit a fatal error: :meth:`abort` replaces it.
         timeout_s: ``timeout_ms`` in seconds.
+        looked_up: Target topics :attr:`producer` looked up ahead of its deliveries
+            (emptied when the producer is replaced).
     """
 
     def __init__(
@@ -57,6 +59,7 @@ class FireProducer:
         self._linger_ms = linger_ms
         self.timeout_s = timeout_ms / 1000
         self.fatal = False
+        self.looked_up: set[str] = set()
         self.producer = self._new_producer()
 
     def _new_producer(self) -> Producer:
@@ -117,6 +120,7 @@ class FireProducer:
         log.warning("transactional producer hit a fatal error; starting a new one")
         self.producer.flush(0)
         self.producer = self._new_producer()
+        self.looked_up = set()
         self.fatal = False
 
     def close(self) -> None:

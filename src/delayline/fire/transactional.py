@@ -275,11 +275,19 @@ class TransactionalFirer:
     def load_metadata(self, topics: Collection[str]) -> None:
         """Have the producer look ``topics`` up now, so a delivery to them waits for no
         lookup. Safe to call from another thread than the one delivering."""
+        producer = self._producer
         for topic in topics:
             try:
-                self._producer.producer.list_topics(topic, timeout=self.config.timeout_ms / 1000)
+                producer.producer.list_topics(topic, timeout=self.config.timeout_ms / 1000)
             except KafkaException as exc:  # the delivery looks again and judges
                 log.debug("no metadata of topic %s: %s", topic, exc)
+            else:
+                producer.looked_up.add(topic)
+
+    def unseen(self, topics: Collection[str]) -> set[str]:
+        """Which of ``topics`` the producer (the one now: a new one after a fatal error)
+        has not looked up through :meth:`load_metadata`."""
+        return set(topics).difference(self._producer.looked_up)
 
     @property
     def topics(self) -> TopicCatalog:

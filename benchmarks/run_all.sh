@@ -4,7 +4,9 @@
 #   engine   the engine's scenarios, the soak and the cancels (about 80 minutes)
 #   holds    the Redis and the bucket holds (about 90 minutes: 10M pending for buckets)
 #   cluster  the burst on a standalone Spark cluster of this machine (about 15 minutes)
-# Usage: benchmarks/run_all.sh [engine|holds|cluster]...   (no argument: all three)
+#   committer  one committer alone, then a take-over after a SIGKILL (about 5 minutes)
+#   ladder   the ladder, warm, with the full JIT (about 35 minutes)
+# Usage: benchmarks/run_all.sh [engine|holds|cluster|committer|ladder]...   (no argument: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -74,12 +76,25 @@ cluster() {
   done
 }
 
+committer() {
+  # One committer fed at rising rates to its ceiling, then idle with 1,000 pending.
+  bench committer --scenario committer
+  # Two committers; one SIGKILLed mid-run, the other takes its partitions over.
+  bench takeover --scenario takeover
+}
+
+ladder() {
+  # Where a schedule's CPU goes, stage by stage: 200,000 schedules, each rung warm,
+  # the last (due) with every schedule raised, handed over and delivered.
+  bench ladder-full-jit --scenario ladder --jit full
+}
+
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(engine holds cluster)
+[ ${#parts[@]} -gt 0 ] || parts=(engine holds cluster committer ladder)
 for part in "${parts[@]}"; do
   case "$part" in
-    engine | holds | cluster) "$part" ;;
-    *) echo "unknown part '$part': engine, holds or cluster" >&2; exit 2 ;;
+    engine | holds | cluster | committer | ladder) "$part" ;;
+    *) echo "unknown part '$part': engine, holds, cluster, committer or ladder" >&2; exit 2 ;;
   esac
 done
 .venv/bin/python -m delayline.bench.summary

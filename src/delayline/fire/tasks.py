@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from delayline.contract import events as r
+from delayline.core.arrow_workers import refuse_pandas
 from delayline.core.clock import SystemClock, wake_slot
 from delayline.core.faults import FIRE_BEFORE_COMMIT, FIRE_COMMITTED, pause_at
 from delayline.core.identifiers import partition_transactional_id
@@ -90,6 +91,7 @@ def fire_on_executors(events: DataFrame, job: FireJob) -> list[PartitionReport]:
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        refuse_pandas()
         yield _fire_task(job, batches if job.events is None else job.events(batches))
 
     rows = events.mapInArrow(run, REPORT_DDL).collect()

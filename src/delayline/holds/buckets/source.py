@@ -26,6 +26,7 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 
+from delayline.core.arrow_workers import refuse_pandas
 from delayline.errors import TopicConfigError
 from delayline.holds.buckets.config import BucketsConfig
 from delayline.holds.buckets.read import SCHEMA_DDL, BucketRead, Span, plan_reads, read_spans
@@ -134,6 +135,7 @@ class BucketReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BucketRead)
+        refuse_pandas()
         return read_spans(partition)
 
     def commit(self, end: dict[str, int]) -> None:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from delayline.contract import ConsumedRecord
 from delayline.contract.contracts import InputParser
 from delayline.contract.topology import Topology
+from delayline.core.arrow_workers import refuse_pandas
 from delayline.core.clock import SystemClock
 from delayline.core.faults import REDIS_AFTER_RECORD, REDIS_BEFORE_RECORD, pause_at
 from delayline.core.identifiers import checkpoint_query_id, redis_txn_claim, run_id
@@ -141,6 +142,7 @@ class RedisHold(Hold):
         )
 
         def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            refuse_pandas()  # mapped alone (batch_events); in the fire task it is done
             yield from _run_task(job, batches)
 
         claimers = store.claimers(run, config.shuffle_partitions)

@@ -1,5 +1,5 @@
-"""A Python worker converts Python objects to Arrow without importing pandas (each case
-in a fresh interpreter)."""
+"""A Spark task's Python worker converts Python objects to Arrow without importing
+pandas; a driver keeps it (each case in a fresh interpreter)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,12 @@ for _ in range(2):
     pa.RecordBatch.from_pylist([{{"partition": 1, "notes": ["x"]}}])
 print("pandas" in sys.modules)
 """
-REFUSE = "from delayline.core.arrow_workers import refuse_pandas\nrefuse_pandas()"
+REFUSE = (
+    "from pyspark import TaskContext\n"
+    "TaskContext._setTaskContext(TaskContext())  # as Spark's worker does for a task\n"
+    "from delayline.core.arrow_workers import refuse_pandas\n"
+    "refuse_pandas()"
+)
 
 
 def _run(code: str) -> list[str]:
@@ -26,9 +31,11 @@ def _run(code: str) -> list[str]:
     return done.stdout.split()
 
 
-def test_converting_python_objects_imports_pandas_unless_refused() -> None:
+def test_converting_python_objects_imports_pandas_unless_refused_in_a_task() -> None:
     assert _run(CONVERT.format(before="")) == ["True"]  # what it saves
     assert _run(CONVERT.format(before=REFUSE)) == ["False"]
+    outside_a_task = REFUSE.replace("TaskContext._setTaskContext", "# ")
+    assert _run(CONVERT.format(before=outside_a_task)) == ["True"]
 
 
 def test_a_call_that_needs_pandas_fails_naming_why() -> None:

@@ -21,13 +21,19 @@ REFUSED = "pandas is not imported in delayline's Python workers (core/arrow_work
 
 
 def refuse_pandas() -> None:
-    """Make every later import of pandas in this process fail with ``ImportError``.
+    """In a Spark task's Python worker, make every later import of pandas fail with
+    ``ImportError``; elsewhere do nothing (a driver needs pandas: PySpark's
+    ``mapInArrow`` asks for it there).
 
-    For Spark's Python workers that run delayline's tasks, before their first Arrow
-    conversion: nothing there needs pandas (a call that does, ``Table.to_pandas``,
-    fails naming this). Calls after the first cost a look at the import path; nothing
-    happens once pandas was imported (it stays usable)."""
+    For delayline's tasks, before their first Arrow conversion: nothing they run needs
+    pandas (a call that does, ``Table.to_pandas``, fails naming this). Calls after the
+    first cost a look at the import path; nothing happens once pandas was imported (it
+    stays usable)."""
     if "pandas" in sys.modules or any(isinstance(f, _RefusePandas) for f in sys.meta_path):
+        return
+    from pyspark import TaskContext  # noqa: PLC0415 - Spark's side only
+
+    if TaskContext.get() is None:  # not in a task: a driver, a test calling a task's code
         return
     sys.meta_path.insert(0, _RefusePandas())
 

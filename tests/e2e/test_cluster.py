@@ -188,7 +188,7 @@ def test_a_secured_kafka_from_a_spark_cluster(
         running.start(env={KAFKA_CONFIG_ENV: str(files.delayline_properties)})
         running.wait_ready(timeout_s=240)
         now = time.time_ns() // 10**6
-        due = {f"sc-{i}": now + 5_000 + 50 * i for i in range(200)}
+        due = {f"sc-{i}": now + 5_000 + 10 * i for i in range(200)}
         with Scheduler(config) as client:
             for sid, at in due.items():
                 client.schedule(sid, b"p", target, at=ms_to_datetime(at))

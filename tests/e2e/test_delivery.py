@@ -220,8 +220,8 @@ def test_our_tombstone_never_cancels_a_newer_version(pipeline: RunningPipeline) 
         write(b"v1", [("scheduler-epoch", due(60)), ("scheduler-target-topic", target.encode())])
         # Held, not raised at once, when the tombstone hides it: the pipeline reads a new
         # schedule within --batch-wait (10 s) or a margin before its due time, so due
-        # well after the wait and the lead (5 s).
-        write(b"v2", [("scheduler-epoch", due(25)), ("scheduler-target-topic", target.encode())])
+        # after the wait and the lead (5 s), with 5 s to spare for the batch that reads it.
+        write(b"v2", [("scheduler-epoch", due(20)), ("scheduler-target-topic", target.encode())])
         write(None, [("delayline-fired-offset", str(offsets[0]).encode())])
         (d,) = seen.wait_for(lambda d: len(d) >= 1, timeout_s=50)
         assert d.value == b"v2"
@@ -384,10 +384,10 @@ def test_an_invalid_record_after_a_held_schedule_cannot_compact_it_away(
     topic = pipeline.topics.schedules
     since = ends_now(pipeline.bootstrap, topic)
     with DeliveryCollector(pipeline.bootstrap, [target]) as seen:
-        # Held when the junk lands: read within --batch-wait (10 s), due well after the
-        # wait and the lead (5 s).
+        # Held when the junk lands: read within --batch-wait (10 s), due after the wait
+        # and the lead (5 s), with 5 s to spare for the batch that reads it.
         with pipeline.client() as client:
-            client.schedule(sid, b"keep me", target, delay=timedelta(seconds=25))
+            client.schedule(sid, b"keep me", target, delay=timedelta(seconds=20))
         partition = partition_for(sid.encode(), 3)
         producer = Producer({"bootstrap.servers": pipeline.bootstrap})
         producer.produce(topic, key=sid.encode(), value=b"junk", partition=partition,

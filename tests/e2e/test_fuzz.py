@@ -49,7 +49,12 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:Generating overly large repr"),
 ]
 
-LEAD_S = 12  # due this far ahead at the earliest: a burst is read long before the lead
+LEAD_S = 9
+"""Due this far ahead at the earliest, so that a whole burst (20-60 records, written in
+well under a second) is read before anything in it is due: the waker has a new schedule
+read a margin (1.5 s at least) before its due time, or within --batch-wait (10 s) if that
+comes first, and what a batch raises within the lead (5 s) the committer commits at its
+due time, a later cancel or update withheld."""
 HEADERS, ENVELOPE, TIMER = "headers", "envelope", "timer"
 PARSERS = {HEADERS: parse_record, ENVELOPE: parse_envelope, TIMER: parse_timer_request}
 

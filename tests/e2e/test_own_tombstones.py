@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 import uuid
 
+import pytest
+
 from delayline.contract import ConsumedRecord, OutgoingRecord
 from delayline.contract import headers as h
 from delayline.dev.harness import DeliveryCollector
@@ -57,6 +59,15 @@ def _mark(pipeline: RunningPipeline, target: str, since: Since) -> bytes:
     return eventually(marked, 90, f"the hand-over's tombstone of {sid}")
 
 
+@pytest.fixture(scope="module")
+def mark(pipeline: RunningPipeline) -> bytes:
+    """The shared pipeline's start's mark, read once for the module's tests (one
+    hand-over, its tombstone read back)."""
+    return _mark(
+        pipeline, pipeline.target(), ends_now(pipeline.bootstrap, pipeline.topics.schedules)
+    )
+
+
 def _own_tombstone(
     pipeline: RunningPipeline, version: ConsumedRecord, *more: tuple[str, bytes]
 ) -> int:
@@ -67,7 +78,7 @@ def _own_tombstone(
 
 
 def test_a_version_written_before_its_ids_marked_tombstone_is_reviewed_and_rewritten(
-    pipeline: RunningPipeline,
+    pipeline: RunningPipeline, mark: bytes
 ) -> None:
     """v0, then v1 (an update), then the start's own tombstone of v0, as when v1 is
     written while the batch that raised v0 runs: the hold drops that tombstone, which
@@ -76,7 +87,6 @@ def test_a_version_written_before_its_ids_marked_tombstone_is_reviewed_and_rewri
     tombstone itself never reached the hold (it would have asked for a copy too)."""
     target = pipeline.target()
     since = ends_now(pipeline.bootstrap, pipeline.topics.schedules)
-    mark = _mark(pipeline, target, since)
     sid = f"review-{uuid.uuid4().hex[:8]}"
     with pipeline.client() as client:
         client.schedule(sid, b"v0", target, delay=3600)
@@ -100,14 +110,13 @@ def test_a_version_written_before_its_ids_marked_tombstone_is_reviewed_and_rewri
 
 
 def test_the_hold_skips_its_starts_own_tombstones_and_reads_any_other(
-    pipeline: RunningPipeline,
+    pipeline: RunningPipeline, mark: bytes
 ) -> None:
     """Two schedules due in 10 s, each followed at once by delayline's own tombstone of
     it: one marked by this start, which the hold never reads (the schedule goes out),
     one marked by another start, which the hold reads as it always did, ending it."""
     target = pipeline.target()
     since = ends_now(pipeline.bootstrap, pipeline.topics.schedules)
-    mark = _mark(pipeline, target, since)
     kept, ended = (f"{name}-{uuid.uuid4().hex[:8]}" for name in ("kept", "ended"))
     with DeliveryCollector(pipeline.bootstrap, [target]) as seen:
         with pipeline.client() as client:

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Message, Producer
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
@@ -27,18 +27,18 @@ from delayline.kafka.config import kafka_client_config
 from tests.support import ARTIFACTS, eventually, make_topics, pipeline_args
 
 
-def planned(checkpoint: Path, topic: str, records: int) -> int | None:
-    """The id of a micro-batch planned to read ``records`` records of ``topic``, if
-    any: Spark writes ``offsets/<id>`` (the end offsets per topic and partition) when it
-    starts a batch, ``commits/<id>`` when the batch is done."""
+def planned(checkpoint: Path, topic: str, ends: dict[int, int]) -> int | None:
+    """The id of a micro-batch planned to read ``topic`` up to ``ends`` (an end offset
+    per partition), if any: Spark writes ``offsets/<id>`` (the end offsets per topic and
+    partition) when it starts a batch, ``commits/<id>`` when the batch is done."""
     offsets = checkpoint / "offsets"
     for path in sorted(offsets.iterdir() if offsets.is_dir() else [], key=lambda p: p.name):
         if not path.name.isdigit():
             continue
         for line in path.read_text().splitlines()[2:]:  # version, metadata, one per source
             with contextlib.suppress(ValueError):
-                ends = json.loads(line).get(topic, {})
-                if sum(ends.values()) >= records:
+                planned_ends = json.loads(line).get(topic, {})
+                if all(planned_ends.get(str(p), -1) >= end for p, end in ends.items()):
                     return int(path.name)
     return None
 
@@ -97,25 +97,34 @@ def test_api_readyz_fails_while_kafka_is_away_and_recovers(tmp_path: Path) -> No
             broker.stop()
 
 
-def test_pipeline_readyz_and_a_quiet_ctrl_c(kafka_bootstrap: str, tmp_path: Path) -> None:
-    """The pipeline's own /readyz; its default log holds delayline's lines only; Ctrl-C
-    (SIGINT to the process group, as a terminal sends it) stops it after the batch in
-    flight, exit 0, no traceback."""
-    topics = make_topics(kafka_bootstrap)
-    log = ARTIFACTS / f"readiness-{topics.schedules}.log"
-    args = pipeline_args(topics, tmp_path / "checkpoint", "--metrics-port", "0")
-    process = PipelineProcess(kafka_bootstrap, args, log)
-    process.start()
+def readyz_and_a_quiet_ctrl_c(
+    process: PipelineProcess, bootstrap: str, schedules: str, checkpoint: Path
+) -> None:
+    """The pipeline's own /readyz (started with ``--metrics-port 0``); its default log
+    holds delayline's lines only; Ctrl-C (SIGINT to the process group, as a terminal
+    sends it) stops it after the batch in flight, exit 0, no traceback.
+
+    Checked at the end of a test that starts a pipeline anyway (a start costs 25-30 s):
+    :func:`tests.e2e.test_crash.test_what_was_handed_over_goes_out_on_time_while_a_killed_pipeline_restarts`,
+    on its restarted pipeline, whose log since its start (with a checkpoint a SIGKILL
+    left) is what is checked."""
     try:
-        process.wait_ready()
         metrics = process.metrics_url()
         eventually(lambda: readyz(metrics) == (200, {"status": "ready"}), 30, "pipeline ready")
-        producer = Producer(kafka_client_config(kafka_bootstrap))
+        producer = Producer(kafka_client_config(bootstrap))
+        ends: dict[int, int] = {}
+
+        def acked(err: KafkaError | None, msg: Message) -> None:
+            assert err is None, err
+            partition, offset = msg.partition(), msg.offset()
+            assert partition is not None
+            assert offset is not None
+            ends[partition] = max(ends.get(partition, 0), offset + 1)
+
         for i in range(200):  # invalid (no due time): dead-lettered, a batch to work on
-            producer.produce(topics.schedules, key=f"bad-{i}".encode(), value=b"x")
-        producer.flush(10)
-        checkpoint = tmp_path / "checkpoint"
-        batch = eventually(lambda: planned(checkpoint, topics.schedules, 200), 60, "batch planned")
+            producer.produce(schedules, key=f"bad-{i}".encode(), value=b"x", on_delivery=acked)
+        assert producer.flush(10) == 0
+        batch = eventually(lambda: planned(checkpoint, schedules, ends), 60, "batch planned")
         code = process.interrupt()  # at once: the batch is in flight (or just done)
     finally:
         if process.proc is not None:

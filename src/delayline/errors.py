@@ -19,6 +19,11 @@ class ConfigError(DelaylineError, ValueError):
     """A setting, flag or argument is invalid; fix it and try again."""
 
 
+class ImportRefusedError(DelaylineError, ImportError):
+    """A module delayline keeps out of a process was imported there (pandas in a Spark
+    task's Python worker: :mod:`delayline.core.arrow_workers`)."""
+
+
 class InvalidScheduleError(DelaylineError, ValueError):
     """The caller asked to write a schedule the contract would reject."""
 

@@ -16,14 +16,16 @@ from importlib.abc import MetaPathFinder
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
+from delayline.errors import ImportRefusedError
+
 REFUSED = "pandas is not imported in delayline's Python workers (core/arrow_workers.py)"
 """The message of a refused import."""
 
 
 def refuse_pandas() -> None:
     """In a Spark task's Python worker, make every later import of pandas fail with
-    ``ImportError``; elsewhere do nothing (a driver needs pandas: PySpark's
-    ``mapInArrow`` asks for it there).
+    :class:`~delayline.errors.ImportRefusedError` (an ``ImportError``); elsewhere do
+    nothing (a driver needs pandas: PySpark's ``mapInArrow`` asks for it there).
 
     For delayline's tasks, before their first Arrow conversion: nothing they run needs
     pandas (a call that does, ``Table.to_pandas``, fails naming this). Calls after the
@@ -45,5 +47,5 @@ class _RefusePandas(MetaPathFinder):
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
         if fullname.partition(".")[0] == "pandas":
-            raise ImportError(REFUSED)
+            raise ImportRefusedError(REFUSED)
         return None

@@ -44,7 +44,7 @@ def test_batches_and_progress_become_counters_histogram_and_gauge() -> None:
     progress = {
         "batchId": 3,
         "numInputRows": 8,
-        "durationMs": {"triggerExecution": 900},
+        "durationMs": {"triggerExecution": 1_900, "latestOffset": 1_000},  # 1 s at the gate
         "stateOperators": [{"numRowsTotal": 40}, {"numRowsTotal": 2}],
     }
     metrics.observe_progress([progress, progress])  # the same batch twice counts once
@@ -59,6 +59,7 @@ def test_batches_and_progress_become_counters_histogram_and_gauge() -> None:
     assert got["delayline_lateness_seconds_count"] == 2
     assert got["delayline_lateness_seconds_sum"] == 2.0
     assert got["delayline_batch_duration_seconds_count"] == 1
+    assert got["delayline_batch_duration_seconds_sum"] == 0.9  # the wait at the gate left out
 
 
 def test_server_answers_metrics_and_progress() -> None:

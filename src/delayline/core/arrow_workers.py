@@ -5,7 +5,9 @@ into an array (``pa.array`` of a list, ``RecordBatch.from_pylist``: its C++ conv
 looks for pandas' missing-value types, and tries again on every call while the import
 fails): about 47 MiB of a worker's memory (its peak RSS 68 -> 115 MiB here) and part of
 its start, for nothing delayline's workers use. :func:`refuse_pandas` makes every import
-of pandas fail in the worker that calls it; pyarrow then converts without it.
+of pandas fail in the worker that calls it; pyarrow then converts without it, each
+conversion trying the import once more (7 us here, against a conversion's 10: a worker
+converts a few columns a batch, never a row at a time).
 """
 
 from __future__ import annotations

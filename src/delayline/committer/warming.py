@@ -101,8 +101,7 @@ class Warmer:
             return
         within, self._to_warm = warm_plan(to_warm, self._time.clock.now_ms())
         stale = {t for t, ms in within.items() if self._topics.stale((t,), ms)}
-        asks = [(lane, stale | lane.unseen(within)) for lane in lanes]
-        asks = [(lane, topics) for lane, topics in asks if topics]
+        asks = [(lane, topics) for lane in lanes if (topics := stale | lane.unseen(within))]
         if asks:
             self._warming = self._lookups.submit(_warm_all, self._topics, stale, asks)
 

@@ -28,7 +28,7 @@ from delayline.core.stats import summary
 from delayline.dev.harness import DeliveryCollector
 from delayline.errors import WaitTimeoutError
 from delayline.kafka.topics import create_topic
-from delayline.pipeline.metrics import batch_work_ms
+from delayline.pipeline.config import batch_work_ms
 
 DAY_MS = 86_400_000
 WARM_UP_SCENARIOS = ("steady", "trickle", "burst", "burst-ahead", "cancels", "recurring",

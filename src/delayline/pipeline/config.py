@@ -327,3 +327,15 @@ def spark_progress_file(progress_file: Path) -> Path:
     line per batch, with ``durationMs`` (Spark's breakdown of the batch time) and the
     state operators' figures (rows, commit and update times)."""
     return progress_file.with_name(progress_file.name + ".spark")
+
+
+def batch_work_ms(duration_ms: dict[str, int]) -> int | None:
+    """What a micro-batch took (Spark's ``durationMs`` of its progress report): its
+    ``triggerExecution`` less the source's ``latestOffset``, where the gated source waits
+    up to :data:`~delayline.pipeline.source.GATE_WAIT_MS` for the waker to open its gate
+    (a trigger that began waiting before the gate opened would count that wait).
+    ``None`` when Spark gave no time."""
+    total = duration_ms.get("triggerExecution")
+    if total is None:
+        return None
+    return max(total - duration_ms.get("latestOffset", 0), 0)

@@ -27,6 +27,7 @@ from delayline.pipeline.collectors import (
     ReviewsCollector,
     WakerCollector,
 )
+from delayline.pipeline.config import batch_work_ms
 from delayline.pipeline.input_lag import InputLag, batch_ends
 from delayline.pipeline.wake import WakerStats
 
@@ -307,18 +308,6 @@ class PipelineMetrics:
         if waker is not None:
             answer["waker"] = asdict(waker())
         return answer
-
-
-def batch_work_ms(duration_ms: dict[str, int]) -> int | None:
-    """What a micro-batch took (Spark's ``durationMs`` of its progress report): its
-    ``triggerExecution`` less the source's ``latestOffset``, where the gated source waits
-    up to :data:`~delayline.pipeline.source.GATE_WAIT_MS` for the waker to open its gate
-    (a trigger that began waiting before the gate opened would count that wait).
-    ``None`` when Spark gave no time."""
-    total = duration_ms.get("triggerExecution")
-    if total is None:
-        return None
-    return max(total - duration_ms.get("latestOffset", 0), 0)
 
 
 def _summary(progress: dict[str, Any]) -> dict[str, Any]:

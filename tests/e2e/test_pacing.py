@@ -53,6 +53,10 @@ READER_MS = 150
 """What a reader's arrivals add to the commits they follow: a record's produce-to-read
 p99 on this machine, 15-153 ms in `delayline bench`'s raw figures (2026-11-30). A
 commit read that much late lands in the next whole second with the one after it."""
+BLIND_SHARE = 0.10
+"""The share of a burst the reader may take after being blind longer than
+:data:`READER_MS` (a busy host, a long garbage collection in the test process): those
+are left out of the per-second counts, as their second is not known."""
 EVEN = 0.20
 """Each second of the window within 20% of the mean."""
 
@@ -114,7 +118,7 @@ def test_a_burst_goes_out_at_the_targets_rate_in_due_order(run: Run) -> None:
     arrivals = sorted(d.arrival_ms for d in ours)
     span_ms = arrivals[-1] - arrivals[0]
     assert abs(span_ms - BURST / RATE * 1000) <= TOLERANCE * BURST / RATE * 1000, span_ms
-    _at_most_the_rate(arrivals)
+    _at_most_the_rate(ours)
     _in_due_order(ours)
     # What the metrics and /progress (the API's /info) say of it.
     this = httpx.get(f"{run.metrics_url}/progress").json()["committers"]["this"]
@@ -126,7 +130,11 @@ def test_a_burst_goes_out_at_the_targets_rate_in_due_order(run: Run) -> None:
     assert (
         f'delayline_paced_held_total{{committer="pipeline",target="{run.rated_topic}"}}' in metrics
     )
-    print(f"\nburst of {BURST} to a {RATE}/s target: delivered over {span_ms} ms; {pacing}")
+    longest = max(d.blind_ms for d in ours)
+    print(
+        f"\nburst of {BURST} to a {RATE}/s target: delivered over {span_ms} ms; {pacing}; "
+        f"the reader was blind up to {longest} ms"
+    )
 
 
 def test_a_window_spreads_a_burst_evenly(run: Run) -> None:
@@ -180,9 +188,10 @@ def test_a_sigkill_loses_and_repeats_nothing_and_the_rate_holds_after(run: Run) 
     time.sleep(3)  # a duplicate would show now
     ours = [d for d in run.rated.snapshot() if (d.schedule_id or "").startswith("k")]
     _exactly_once_none_early(ours, KILLED_BURST)
-    after = sorted(d.arrival_ms for d in ours if d.arrival_ms > killed_at)
-    assert len(after) >= 1_000, "the restart delivered too little to judge its rate"
-    _at_most_the_rate(after)
+    restarted = [d for d in ours if d.arrival_ms > killed_at]
+    assert len(restarted) >= 1_000, "the restart delivered too little to judge its rate"
+    _at_most_the_rate(restarted)
+    after = sorted(d.arrival_ms for d in restarted)
     span_ms = after[-1] - after[0]
     assert len(after) / max(span_ms, 1) * 1000 <= RATE * (1 + TOLERANCE)
     print(f"\nafter the SIGKILL: {len(after)} delivered over {span_ms} ms")
@@ -209,17 +218,28 @@ def _exactly_once_none_early(ours: list[Delivery], count: int) -> None:
     assert not early, f"{len(early)} delivered before due"
 
 
-def _at_most_the_rate(arrivals: list[int]) -> None:
+def _at_most_the_rate(ours: list[Delivery]) -> None:
     """No whole second (from the first arrival) holds more than the rate plus one step,
-    and what a reader's latency bunches (:data:`READER_MS`)."""
-    first = arrivals[0]
-    per_second = Counter((a - first) // 1000 for a in arrivals)
+    and what a reader's latency bunches (:data:`READER_MS`). A record the reader took
+    after being blind longer than that (:attr:`Delivery.blind_ms`) may belong to an
+    earlier second: it is left out of the count, and such records must stay few
+    (:data:`BLIND_SHARE`)."""
+    first = min(d.arrival_ms for d in ours)
+    seen = [d.arrival_ms for d in ours if d.blind_ms <= READER_MS]
+    blind = len(ours) - len(seen)
+    longest = max(d.blind_ms for d in ours)
+    assert blind <= BLIND_SHARE * len(ours), (
+        f"the reader was blind too long to judge the rate: {blind} records read after "
+        f"more than {READER_MS} ms, the longest {longest} ms"
+    )
+    per_second = Counter((a - first) // 1000 for a in seen)
     busiest = max(per_second.values())
     second = max(per_second, key=lambda k: per_second[k])
-    tenths = Counter((a - first - second * 1000) // 100 for a in arrivals)
+    tenths = Counter((a - first - second * 1000) // 100 for a in seen)
     assert busiest <= RATE + STEP + RATE * READER_MS // 1000, (
         f"{busiest} in one second: {sorted(per_second.items())}; by tenth of second "
-        f"{second}: {[tenths.get(i, 0) for i in range(10)]}"
+        f"{second}: {[tenths.get(i, 0) for i in range(10)]}; {blind} left out, read after "
+        f"the reader was blind up to {longest} ms"
     )
 
 

@@ -183,6 +183,11 @@ class Delivery:
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
+    blind_ms: int = 0
+    """How long the reader had not looked before it read this one (since it last took
+    records): the record became readable at most that long before ``arrival_ms``, plus
+    the fetch's own latency. A reader held up (a busy host, a long garbage collection)
+    shows here, not as a burst."""
 
     @property
     def schedule_id(self) -> str | None:
@@ -225,7 +230,7 @@ class DeliveryCollector:
             overrides={"topic.metadata.refresh.interval.ms": 1000},
         )
         self._consumer.subscribe(list(topics))
-        self._arrived: list[tuple[list[Any], int]] = []
+        self._arrived: list[tuple[list[Any], int, int]] = []
         self._seen: list[Delivery] = []
         self._positions: set[tuple[str, int, int]] = set()
         self._lock = threading.Lock()
@@ -250,7 +255,7 @@ class DeliveryCollector:
         with self._converting:
             with self._lock:
                 arrived, self._arrived = self._arrived, []
-            for messages, arrival in arrived:
+            for messages, arrival, blind in arrived:
                 for msg in messages:
                     if msg.error() is not None:
                         continue
@@ -260,7 +265,7 @@ class DeliveryCollector:
                         continue
                     self._positions.add(at)
                     self._seen.append(
-                        Delivery(*at, r.timestamp_ms, arrival, r.key, r.value, r.headers)
+                        Delivery(*at, r.timestamp_ms, arrival, r.key, r.value, r.headers, blind)
                     )
             return list(self._seen)
 
@@ -277,13 +282,16 @@ class DeliveryCollector:
         raise WaitTimeoutError(f"condition not met in {timeout_s} s; {len(self.snapshot())} seen")
 
     def _run(self) -> None:
+        looked = self.clock.now_ms()
         while not self._stop.is_set():
             first = self._consumer.poll(0.1)
             if first is None:
+                looked = self.clock.now_ms()
                 continue
             # Then what is already there, without waiting (consume waits for a whole
             # batch).
             messages = [first, *self._consumer.consume(COLLECT_BATCH, 0)]
             arrival = self.clock.now_ms()
             with self._lock:
-                self._arrived.append((messages, arrival))
+                self._arrived.append((messages, arrival, arrival - looked))
+            looked = self.clock.now_ms()

@@ -33,6 +33,7 @@ def test_the_pipeline_of_the_flags_needs_its_topics_groups_and_transactional_ids
     assert {"Create", "Alter"} <= set(acls[(TOPIC, "orders-inflight", "literal")])
     assert "Create" in acls[(TOPIC, "orders-wake", "literal")]
     assert "Alter" not in acls[(TOPIC, "orders-wake", "literal")], "never grown"
+    assert {"Create", "Read", "Write"} <= set(acls[(TOPIC, "orders-notice", "literal")])
     assert "Create" not in acls[(TOPIC, "delayline-commits", "literal")], "made by an admin"
     assert acls[(TOPIC, "billing", "literal")] == ("Write", "Describe", "DescribeConfigs")
     assert "Read" not in acls[(TOPIC, "billing", "literal")]

@@ -97,6 +97,7 @@ def test_a_start_whose_committer_fails_releases_the_lock_and_the_lease(
     monkeypatch.setattr(pipeline, "claim_checkpoint", pipeline._lock.acquire)
     monkeypatch.setattr(pipeline._lease, "hold", lambda _topic: None)
     monkeypatch.setattr(pipeline._lease, "release", lambda: released.append(True))
+    monkeypatch.setattr("delayline.pipeline.job.run_notice", lambda _config: None)
 
     def refuse() -> None:
         raise RuntimeError("the broker's clock is 9 s away")

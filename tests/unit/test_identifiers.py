@@ -26,6 +26,7 @@ def test_the_formats_are_pinned() -> None:
     assert ids.redis_txn_claim(txn) == "txn:delayline-orders"
     assert ids.inflight_topic("orders") == "orders-inflight"
     assert ids.wake_topic("orders") == "orders-wake"
+    assert ids.notice_topic("orders") == "orders-notice"
 
 
 def test_the_pipeline_config_uses_them() -> None:

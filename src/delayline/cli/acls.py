@@ -61,7 +61,7 @@ def needs_of(args: argparse.Namespace) -> AclNeeds:
     own = [topology.dead_letter_topic, topology.commits_topic]
     if topology.history_topic:
         own.append(topology.history_topic)
-    made = [config.inflight_topic_name, config.wake_topic_name]
+    made = [config.inflight_topic_name, config.wake_topic_name, config.notice_topic_name]
     return AclNeeds(
         input_topics=topology.input_topics,
         own_topics=own,

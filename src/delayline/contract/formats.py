@@ -80,8 +80,7 @@ REDIS_TASK = Format("Redis task record", current=1, oldest=1)
 BUCKET_COPY = Format("bucket copy", current=1, oldest=1)
 CATALOG = Format("API catalog", current=3, oldest=1)
 NOTICE_RULES = Format("short-notice rules", current=1, oldest=1)
-"""The rules of :mod:`delayline.contract.notice` (listed in :data:`FORMATS` once a
-release writes them)."""
+"""The rules of :mod:`delayline.contract.notice`, in the pipeline's notice topic."""
 
 FORMATS = (
     CHECKPOINT,
@@ -91,5 +90,6 @@ FORMATS = (
     REDIS_TASK,
     BUCKET_COPY,
     CATALOG,
+    NOTICE_RULES,
 )
 """Every versioned format, as ``docs/operations.md`` lists them."""

@@ -93,3 +93,9 @@ def inflight_topic(query_name: str) -> str:
 def wake_topic(query_name: str) -> str:
     """The pipeline's own wake topic."""
     return f"{query_name}-wake"
+
+
+def notice_topic(query_name: str) -> str:
+    """The topic of the pipeline's notice rules (:mod:`delayline.contract.notice`): which
+    schedule versions its committers hand over themselves."""
+    return f"{query_name}-notice"

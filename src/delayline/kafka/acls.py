@@ -57,7 +57,7 @@ class AclNeeds:
     Attributes:
         input_topics: The schedules, envelope and timer-request topics.
         own_topics: Dead letters, commits, history (topics made by an administrator).
-        made_topics: The pipeline's in-flight and wake topics (it creates them).
+        made_topics: The pipeline's in-flight, wake and notice topics (it creates them).
         grown_topics: Those of them it may grow (the in-flight topic, to
             ``--inflight-partitions``).
         transactional_id: The prefix of every transactional id it uses.
@@ -97,7 +97,7 @@ def required_acls(needs: AclNeeds) -> list[Acl]:
             ops = ("Create", "Alter", "AlterConfigs", *READ_WRITE)
             why = "created (grown, its record limit raised) at start; hand-over"
         else:
-            ops, why = ("Create", *READ_WRITE), "created at start; hand-over, wake-up"
+            ops, why = ("Create", *READ_WRITE), "created at start; wake-up, notice rules"
         acls.append(Acl(TOPIC, t, LITERAL, ops, why))
     delivery = ("Write", "Describe", "DescribeConfigs")
     why = "deliveries (its configuration decides how a refused one is dead-lettered)"

@@ -273,6 +273,22 @@ def ensure_wake_topic(bootstrap_servers: str, name: str, timeout_s: float = 30.0
     return _ensure_internal_topic(bootstrap_servers, name, "wake", config, timeout_s)
 
 
+def ensure_notice_topic(bootstrap_servers: str, name: str, timeout_s: float = 30.0) -> str:
+    """Create the pipeline's notice topic unless it exists
+    (:mod:`delayline.kafka.notice_store`): one partition, compacted (its one key's latest
+    record is the rules, kept however long ago it was written).
+
+    Returns and raises as :func:`ensure_wake_topic`; also raises TopicConfigError when
+    it exists but is not compacted.
+    """
+    config = {"cleanup.policy": "compact"}
+    outcome = _ensure_internal_topic(bootstrap_servers, name, "notice", config, timeout_s)
+    if outcome == "exists":
+        admin = AdminClient(kafka_client_config(bootstrap_servers))
+        _check_policy(admin, name, "compact", timeout_s)
+    return outcome
+
+
 def ensure_oscillator_topic(bootstrap_servers: str, name: str, timeout_s: float = 30.0) -> str:
     """Create an oscillator's topic unless it exists: one partition, deleted after a day
     (a consumer that is down for less still finds every second).

@@ -9,7 +9,12 @@ from typing import Any
 from delayline.contract.pacing import TargetRates
 from delayline.contract.topics import allowed_targets_problem
 from delayline.contract.topology import Topology
-from delayline.core.identifiers import inflight_topic, transactional_id, wake_topic
+from delayline.core.identifiers import (
+    inflight_topic,
+    notice_topic,
+    transactional_id,
+    wake_topic,
+)
 from delayline.errors import ConfigError
 from delayline.holds.registry import hold_kind
 from delayline.pipeline.need import DEFAULT_RECORDS, DEFAULT_WAIT_MS
@@ -284,6 +289,11 @@ class PipelineConfig:
     def inflight_topic_name(self) -> str:
         """The topic schedules handed to the committer go to (:mod:`delayline.fire.inflight`)."""
         return inflight_topic(self.query_name)
+
+    @property
+    def notice_topic_name(self) -> str:
+        """The topic of the notice rules (:mod:`delayline.kafka.notice_store`)."""
+        return notice_topic(self.query_name)
 
     @property
     def source_topics(self) -> tuple[str, ...]:

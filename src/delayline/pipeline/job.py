@@ -35,6 +35,7 @@ from delayline.pipeline.lease import QueryLease
 from delayline.pipeline.lock import CheckpointLock, clear_checkpoint
 from delayline.pipeline.metrics import PipelineMetrics
 from delayline.pipeline.metrics_server import MetricsServer
+from delayline.pipeline.notice import run_notice
 from delayline.pipeline.placement import check_checkpoint, check_master
 from delayline.pipeline.progress import ProgressFeed, log_batch
 from delayline.pipeline.recovery import (
@@ -147,6 +148,7 @@ class Pipeline:
             raise
         self._lease.hold(config.topology.commits_topic)
         try:
+            self.hold.notice = run_notice(config)  # with the lease: its only writer
             # Before Spark (4-5 s here): what an earlier run handed over goes out at its
             # due time while the session starts; the committer needs no Spark.
             self._committer, fresh = self._start_committer()

@@ -1,0 +1,130 @@
+"""Which short-notice versions a committer takes, and where a new owner of an in-flight
+partition must read the input again from (:mod:`delayline.committer.short_notice`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from delayline.committer.short_notice import ShortVersions
+from delayline.contract.notice import Epoch, NoticeRules
+from delayline.contract.records import build_schedule
+from delayline.core.model import Schedule, SourceRef
+from delayline.fire.inflight import inflight_partition
+
+TOPIC = "orders"
+PARTITIONS = 4
+RULES = NoticeRules((Epoch(5_000, PARTITIONS, {TOPIC: {0: 10, 1: 0}}),))
+"""Versions due less than 5 s after written are short, from offset 10 of partition 0
+and all of partition 1."""
+
+
+def _id_in(partition: int, n: int = 0) -> str:
+    """The ``n``-th schedule id whose in-flight partition is ``partition``."""
+    ids = (f"s{i}" for i in range(10_000))
+    found = [i for i in ids if inflight_partition(i, PARTITIONS) == partition]
+    return found[n]
+
+
+def _version(sid: str, offset: int, due_in_ms: int, partition: int = 0) -> Schedule:
+    written = 1_000_000
+    schedule = build_schedule(sid, b"x", "target", written + due_in_ms)
+    return replace(schedule, source=SourceRef(TOPIC, partition, offset, written))
+
+
+def test_an_owned_short_version_is_taken_once_and_no_other() -> None:
+    mine, theirs = _id_in(1), _id_in(2)
+    shorts = ShortVersions(owned={1})
+    short = _version(mine, 10, due_in_ms=4_999)
+    shorts.read_version(short)
+    shorts.read_version(_version(mine + "-far", 11, due_in_ms=5_000))  # not short
+    shorts.read_version(_version(theirs, 12, due_in_ms=100))  # short, not this one's
+    shorts.read_version(_version(mine, 9, due_in_ms=100))  # before the epoch
+    shorts.read_to({(TOPIC, 0): 13})
+    given = shorts.judge(RULES)
+    assert [(s.inflight_partition, s.schedule) for s in given] == [(1, short)]
+    assert shorts.judge(RULES) == [], "each version given once"
+    assert shorts.open() == given
+
+
+def test_pending_rules_judge_nothing_until_settled() -> None:
+    """What was read while the rules were pending may be governed by an epoch not yet
+    written: it waits, and the position stays where the last judging left it."""
+    sid = _id_in(0)
+    shorts = ShortVersions(owned={0})
+    shorts.read_to({(TOPIC, 1): 0})
+    assert shorts.judge(RULES) == []
+    shorts.read_version(_version(sid, 3, due_in_ms=100, partition=1))
+    shorts.read_to({(TOPIC, 1): 4})
+    assert shorts.judge(replace(RULES, pending=True)) == []
+    assert shorts.positions(0) == {(TOPIC, 1): 0}
+    given = shorts.judge(RULES)
+    assert [s.offset for s in given] == [3]
+    assert shorts.positions(0) == {(TOPIC, 1): 3}, "read again from the open version"
+
+
+def test_a_version_delivered_before_is_not_taken_again() -> None:
+    """Read again after a restart, a short version followed by delayline's own tombstone
+    naming it was delivered; one naming another version (a hand-over's) changes
+    nothing."""
+    sid = _id_in(3)
+    shorts = ShortVersions(owned={3})
+    shorts.read_version(_version(sid, 20, due_in_ms=100))
+    shorts.read_own_tombstone((TOPIC, 0), sid, 20)
+    other = _version(sid, 21, due_in_ms=100)
+    shorts.read_version(other)
+    shorts.read_own_tombstone((TOPIC, 0), sid, 7)
+    shorts.read_own_tombstone((TOPIC, 1), sid, 21)  # another partition's
+    shorts.read_to({(TOPIC, 0): 25})
+    assert [s.schedule for s in shorts.judge(RULES)] == [other]
+    shorts.read_own_tombstone((TOPIC, 0), sid, 21)  # its delivery, read back
+    shorts.read_to({(TOPIC, 0): 26})
+    assert shorts.judge(RULES) == []
+    assert shorts.open() == []
+    assert shorts.positions(3) == {(TOPIC, 0): 26}
+
+
+def test_positions_hold_at_each_in_flight_partitions_earliest_open_version() -> None:
+    a, b, c = _id_in(0), _id_in(1), _id_in(0, 1)
+    shorts = ShortVersions(owned={0, 1})
+    for sid, offset in ((a, 30), (b, 31), (c, 33)):
+        shorts.read_version(_version(sid, offset, due_in_ms=100))
+    shorts.read_to({(TOPIC, 0): 40, (TOPIC, 1): 5})
+    given = {s.offset: s for s in shorts.judge(RULES)}
+    assert shorts.positions(0) == {(TOPIC, 0): 30, (TOPIC, 1): 5}
+    assert shorts.positions(1) == {(TOPIC, 0): 31, (TOPIC, 1): 5}
+    shorts.done(given[30])
+    assert shorts.positions(0) == {(TOPIC, 0): 33, (TOPIC, 1): 5}
+    shorts.done(given[33])
+    assert shorts.positions(0) == {(TOPIC, 0): 40, (TOPIC, 1): 5}
+    assert shorts.positions(1)[(TOPIC, 0)] == 31, "another partition's stays"
+
+
+def test_a_released_partitions_versions_are_dropped_and_no_longer_taken() -> None:
+    a, b = _id_in(0), _id_in(1)
+    shorts = ShortVersions(owned={0, 1})
+    shorts.read_version(_version(a, 50, due_in_ms=100))
+    shorts.read_version(_version(b, 51, due_in_ms=100))
+    shorts.read_to({(TOPIC, 0): 52})
+    shorts.judge(RULES)
+    dropped = shorts.release([1])
+    assert [s.schedule.id for s in dropped] == [b]
+    assert [s.schedule.id for s in shorts.open()] == [a]
+    shorts.read_version(_version(b, 52, due_in_ms=100))
+    shorts.read_to({(TOPIC, 0): 53})
+    assert shorts.judge(RULES) == []
+
+
+def test_a_short_version_follows_its_epochs_partition_count() -> None:
+    """After the in-flight topic grew, a version keeps the partition its epoch says."""
+    grown = RULES.then(Epoch(5_000, 8, {TOPIC: {0: 100, 1: 0}}))
+    sid = next(
+        f"g{i}"
+        for i in range(10_000)
+        if inflight_partition(f"g{i}", 4) == 1 and inflight_partition(f"g{i}", 8) == 5
+    )
+    shorts = ShortVersions(owned={1})
+    old, new = _version(sid, 60, due_in_ms=100), _version(sid, 100, due_in_ms=100)
+    shorts.read_version(old)
+    shorts.read_version(new)
+    shorts.read_to({(TOPIC, 0): 101})
+    assert [s.schedule for s in shorts.judge(grown)] == [old]

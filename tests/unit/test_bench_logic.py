@@ -401,3 +401,19 @@ def test_jit_and_warm_up_are_refused_where_the_figures_would_not_hold(
     else:
         with pytest.raises(ConfigError, match=refused):
             check_jit_and_warm_up(args)
+
+
+def test_the_jvms_idle_cpu_is_split_by_thread_kind() -> None:
+    """RocksDB's compactions, the JIT, the collector and the rest, from two readings of
+    each thread: a thread that started meanwhile counts whole, one that ended is left out."""
+    assert [s._jvm_kind(n) for n in ("rocksdb:low", "C2 CompilerThre", "G1 Conc#0",
+                                      "VM Periodic Tas", "stream executio")] == [
+        "rocksdb", "jit", "gc", "gc", "other"]  # fmt: skip
+    before = {(1, 10): ("rocksdb", 5.0), (1, 11): ("jit", 2.0), (1, 12): ("other", 9.0)}
+    after = {(1, 10): ("rocksdb", 5.6), (1, 11): ("jit", 2.1), (1, 13): ("other", 0.2)}
+    assert s.jvm_kinds_between(before, after, 10.0) == {
+        "rocksdb": 6.0, "jit": 1.0, "gc": 0.0, "other": 2.0}  # fmt: skip
+    split = {"rocksdb": 6.0, "jit": 1.0, "gc": 0.0, "other": 2.0}
+    report = table(result("backlog", False, cpu_idle_pct_by_jvm_thread=split))
+    assert "idle, JVM: rocksdb/jit/gc/other" in report
+    assert "6.0/1.0/0.0/2.0" in report

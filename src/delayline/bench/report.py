@@ -9,6 +9,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from delayline.bench.sampler import JVM_THREAD_KINDS
 from delayline.holds.registry import hold_kind
 
 TARGETS: dict[str, list[tuple[str, str, float, str]]] = {
@@ -188,6 +189,8 @@ def table(result: dict[str, Any]) -> str:
         ("broker peak RSS (MiB)", f.get("broker_peak_rss_mb"), None, ""),
         ("pipeline CPU idle / load (% core)", _pair(f, "cpu_idle_pct", "cpu_load_pct"), None, ""),
         ("  idle: JVM/driver/workers (% core)", _roles(f.get("cpu_idle_pct_by_role")), None, ""),
+        ("  idle, JVM: rocksdb/jit/gc/other", _jvm_kinds(f.get("cpu_idle_pct_by_jvm_thread")),
+         None, ""),
     ]  # fmt: skip
     for key in (
         "broker_cpu_idle_pct",
@@ -231,6 +234,13 @@ def _roles(by_role: dict[str, Any] | None) -> str | None:
     if not by_role:
         return None
     return "/".join(fmt(by_role.get(role)) for role in ("jvm", "driver", "python workers"))
+
+
+def _jvm_kinds(by_kind: dict[str, Any] | None) -> str | None:
+    """The JVM's CPU by thread kind as ``rocksdb/jit/gc/other``."""
+    if not by_kind:
+        return None
+    return "/".join(fmt(by_kind.get(kind)) for kind in JVM_THREAD_KINDS)
 
 
 def _p50_p99_max(values: dict[str, Any] | None) -> str | None:

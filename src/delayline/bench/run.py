@@ -62,6 +62,9 @@ class BenchEnv:
     accepted_after_ms: int = 0
     """Batches that finished before this are not the scenario's (a warm-up's):
     :func:`accepted_timeline` leaves them out."""
+    idle_by_jvm_thread: dict[str, float] | None = None
+    """The JVM's share of the scenario's idle window by thread kind
+    (:data:`~delayline.bench.sampler.JVM_THREAD_KINDS`), % of one core."""
 
     @property
     def schedules_topic(self) -> str:
@@ -418,6 +421,8 @@ def scenario_figures(
     if accepted_ms is not None:
         figures["ingest_per_s"] = ingest_per_s(count, load_from, accepted_ms)
     figures["cpu_idle_pct"] = idle_pct
+    if env.idle_by_jvm_thread is not None:
+        figures["cpu_idle_pct_by_jvm_thread"] = env.idle_by_jvm_thread
     figures["cpu_load_pct"] = _round1(env.sampler.cpu_percent(load_from, load_to))
     figures.update(cpu_per_schedule(env, count, load_from, load_to))
     figures["peak_rss_mb"] = round(env.sampler.peak_rss_bytes() / 2**20)

@@ -212,6 +212,60 @@ def cpu_by_thread_kind(pid: int) -> dict[str, float]:
     return out
 
 
+JVM_THREAD_KINDS = ("rocksdb", "jit", "gc", "other")
+"""What each thread of Spark's JVM is: RocksDB's background flushes and compactions of the
+state (``rocksdb:...``), the JIT compilers (``C1``/``C2 CompilerThread``), the garbage
+collector and the VM's own (``G1 ...``, ``GC Thread``, ``VM ...``), anything else (the
+query's and the tasks' threads, Kafka's clients, the network)."""
+
+
+def jvm_cpu_by_thread_kind(root: int) -> dict[tuple[int, int], tuple[str, float]]:
+    """CPU seconds of every live thread of the JVMs descending from ``root``, by (pid,
+    thread id), with its kind (:data:`JVM_THREAD_KINDS`); :func:`jvm_kinds_between` turns
+    two readings into each kind's share."""
+    stats = proc_stats()
+    out: dict[tuple[int, int], tuple[str, float]] = {}
+    for pid in tree(root, stats):
+        if _role(pid, root, stats[pid][19]) != "jvm":
+            continue
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                name = (task / "comm").read_text()
+                used = _cpu_s((task / "stat").read_text())
+            except OSError:
+                continue
+            out[(pid, int(task.name))] = (_jvm_kind(name), used)
+    return out
+
+
+def jvm_kinds_between(
+    before: dict[tuple[int, int], tuple[str, float]],
+    after: dict[tuple[int, int], tuple[str, float]],
+    seconds: float,
+) -> dict[str, float]:
+    """Each kind's CPU between two :func:`jvm_cpu_by_thread_kind` readings ``seconds``
+    apart, as % of one core: by the threads alive at the second (one that started
+    meanwhile counts whole; one that ended is left out)."""
+    out = dict.fromkeys(JVM_THREAD_KINDS, 0.0)
+    for key, (kind, used) in after.items():
+        out[kind] += used - before.get(key, (kind, 0.0))[1]
+    return {kind: round(100 * cpu_s / seconds, 2) for kind, cpu_s in out.items()}
+
+
+def _jvm_kind(name: str) -> str:
+    if name.startswith("rocksdb"):
+        return "rocksdb"
+    if name.startswith(("C1 Compiler", "C2 Compiler")):
+        return "jit"
+    if name.startswith(("G1 ", "GC Thread", "VM ")):
+        return "gc"
+    return "other"
+
+
 def _cpu_s(stat: str) -> float:
     """utime + stime of a /proc ``stat`` line, in seconds."""
     fields = stat_fields(stat)

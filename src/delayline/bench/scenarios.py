@@ -24,6 +24,7 @@ from delayline.bench.run import (
     wait_delivered,
     write_schedules,
 )
+from delayline.bench.sampler import jvm_cpu_by_thread_kind, jvm_kinds_between
 from delayline.core.stats import summary
 from delayline.dev.harness import DeliveryCollector
 from delayline.errors import WaitTimeoutError
@@ -281,6 +282,7 @@ def idle(env: BenchEnv, size: Size) -> dict[str, Any]:
         "cpu_idle_pct": window,
         # Where it goes: each process's share, % of one core.
         "cpu_idle_pct_by_role": {role: round(pct, 2) for role, pct in by_role.items()},
+        "cpu_idle_pct_by_jvm_thread": env.idle_by_jvm_thread,
         "peak_rss_mb": round(env.sampler.peak_rss_bytes() / 2**20),
         "rss_at_peak_mb": env.sampler.rss_at_peak_mb(),
     }
@@ -340,12 +342,19 @@ def warm_up(env: BenchEnv, seconds: float) -> dict[str, Any]:
 
 
 def _idle_window(env: BenchEnv, seconds: int) -> float | None:
-    """Let the pipeline sit with nothing due; return its CPU % of one core."""
+    """Let the pipeline sit with nothing due; return its CPU % of one core (and keep the
+    JVM's share by thread kind in :attr:`BenchEnv.idle_by_jvm_thread`)."""
     assert env.sampler is not None
     progress(f"measuring idle CPU for {seconds} s")
+    proc = None if env.pipeline is None else env.pipeline.proc
+    threads_before = {} if proc is None else jvm_cpu_by_thread_kind(proc.pid)
     began = time.time()
     time.sleep(seconds)
-    return _round(env.sampler.cpu_percent(began, time.time()))
+    ended = time.time()
+    if proc is not None:
+        threads = jvm_cpu_by_thread_kind(proc.pid)
+        env.idle_by_jvm_thread = jvm_kinds_between(threads_before, threads, ended - began)
+    return _round(env.sampler.cpu_percent(began, ended))
 
 
 def _sent(total: int) -> Callable[[int], None]:

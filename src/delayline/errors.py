@@ -92,6 +92,11 @@ class TopicMissingError(TopicConfigError):
     often a misspelt name than a topic about to appear)."""
 
 
+class TopicDeniedError(TopicConfigError):
+    """The principal may not describe or read a topic delayline needs (its ACLs):
+    ``delayline acls`` says which it needs. Retrying does not help."""
+
+
 class NoSuchTopicError(TopicConfigError):
     """A topic named in a request does not exist, nor is anything about to make it (a
     consumer group's dead-letter topic: the API answers 404)."""

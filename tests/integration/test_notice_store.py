@@ -4,17 +4,25 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 import pytest
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 from tests.support import ends_now
 
 from delayline.contract.notice import Epoch, NoticeRules
 from delayline.contract.topology import Topology
 from delayline.dev.testing import create_topic, unique_topic
-from delayline.errors import TopicConfigError
+from delayline.errors import TopicConfigError, TopicDeniedError
 from delayline.kafka.notice_store import NoticeFollower, read_notice_rules, write_notice_rules
 from delayline.kafka.topics import ensure_notice_topic
 from delayline.pipeline.config import PipelineConfig
@@ -139,6 +147,33 @@ def test_a_notice_topic_that_is_not_compacted_is_refused(kafka_bootstrap: str) -
     topic = create_topic(kafka_bootstrap, unique_topic("notice"))
     with pytest.raises(TopicConfigError, match="must be compacted"):
         settle_notice(kafka_bootstrap, topic, 5_000, 2, _never)
+
+
+def test_a_principal_denied_the_notice_topic_runs_without_rules(
+    kafka_bootstrap: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """ACLs made by an earlier ``delayline acls`` name no notice topic: the follower says
+    so, and a run of this release (no notice of its own) starts anyway, warning."""
+    schedules = create_topic(kafka_bootstrap, unique_topic("notice-sched"))
+    config = PipelineConfig(
+        Topology(bootstrap_servers=kafka_bootstrap, schedules_topics=(schedules,)),
+        query_name=unique_topic("notice-denied"),
+    )
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    deny = AclBinding(ResourceType.TOPIC, config.notice_topic_name, ResourcePatternType.LITERAL,
+                      "User:ANONYMOUS", "*", AclOperation.ALL, AclPermissionType.DENY)  # fmt: skip
+    try:
+        for future in admin.create_acls([deny], request_timeout=10).values():
+            future.result()
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.SECURITY_DISABLED:
+            pytest.skip("the broker enforces no ACLs ($DELAYLINE_TEST_BOOTSTRAP)")
+        raise
+    with pytest.raises(TopicDeniedError, match="delayline acls"):
+        read_notice_rules(kafka_bootstrap, config.notice_topic_name)
+    with caplog.at_level(logging.WARNING, logger="delayline.pipeline.notice"):
+        assert run_notice(config) is None
+    assert "running without notice rules" in caplog.text
 
 
 @pytest.mark.parametrize("value", [b"{}", b"not json"])

@@ -106,12 +106,26 @@ def test_a_released_partitions_versions_are_dropped_and_no_longer_taken() -> Non
     shorts.read_version(_version(b, 51, due_in_ms=100))
     shorts.read_to({(TOPIC, 0): 52})
     shorts.judge(RULES)
-    dropped = shorts.release([1])
-    assert [s.schedule.id for s in dropped] == [b]
+    assert shorts.release([1]) == {1: {(TOPIC, 0): 51}}, "read again from the open one"
     assert [s.schedule.id for s in shorts.open()] == [a]
     shorts.read_version(_version(b, 52, due_in_ms=100))
     shorts.read_to({(TOPIC, 0): 53})
     assert shorts.judge(RULES) == []
+
+
+def test_a_version_read_again_is_not_given_again() -> None:
+    """A committer reading the input again (from :meth:`positions`) meets the versions
+    it holds open: each is given once."""
+    sid = _id_in(2)
+    shorts = ShortVersions(owned={2})
+    version = _version(sid, 70, due_in_ms=100)
+    shorts.read_version(version)
+    shorts.read_to({(TOPIC, 0): 71})
+    (given,) = shorts.judge(RULES)
+    shorts.read_version(_version(sid, 70, due_in_ms=100))
+    assert shorts.judge(RULES) == []
+    shorts.done(given)
+    assert shorts.open() == []
 
 
 def test_a_short_version_follows_its_epochs_partition_count() -> None:

@@ -249,10 +249,13 @@ def jvm_kinds_between(
 ) -> dict[str, float]:
     """Each kind's CPU between two :func:`jvm_cpu_by_thread_kind` readings ``seconds``
     apart, as % of one core: by the threads alive at the second (one that started
-    meanwhile counts whole; one that ended is left out)."""
+    meanwhile counts whole; one that ended is left out, so the kinds may add up to less
+    than the JVM used)."""
     out = dict.fromkeys(JVM_THREAD_KINDS, 0.0)
     for key, (kind, used) in after.items():
-        out[kind] += used - before.get(key, (kind, 0.0))[1]
+        was = before.get(key)
+        # A thread id used again by a new thread: less than the old one had, counted whole.
+        out[kind] += used if was is None or was[1] > used else used - was[1]
     return {kind: round(100 * cpu_s / seconds, 2) for kind, cpu_s in out.items()}
 
 

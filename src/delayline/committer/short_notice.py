@@ -66,6 +66,10 @@ class ShortVersions:
         * :meth:`positions` never passes a version of an in-flight partition that is
           open (given and neither :meth:`done` nor seen delivered) or not judged yet:
           read again from there, nothing of it is missed.
+
+    Each input partition is told forward only (:meth:`read_to` never moves back): a
+    committer that reads one again from earlier (a take-over) tells only what lies past
+    where this one had read, and a version read again while open is not given again.
     """
 
     def __init__(self, owned: Iterable[int] = ()) -> None:
@@ -110,8 +114,9 @@ class ShortVersions:
         for item in self._unjudged:
             if isinstance(item, Schedule):
                 short = self._short(item, rules)
-                if short is not None:
-                    self._open[(short.place[0], item.id)] = short
+                key = (item.require_source().topic, item.id)
+                if short is not None and not _same(self._open.get(key), short):
+                    self._open[key] = short
                     given.append(short)
             else:
                 (topic, _), schedule_id, fired = item
@@ -130,19 +135,20 @@ class ShortVersions:
         if self._open.get(key) is short:
             del self._open[key]
 
-    def release(self, partitions: Iterable[int]) -> list[Short]:
+    def release(self, partitions: Iterable[int]) -> dict[int, dict[Place, int]]:
         """The in-flight ``partitions`` are no longer owned: what was open there is
-        dropped (their next owner reads the input again from :meth:`positions`).
+        dropped.
 
         Returns:
-            What was dropped.
+            Where each one's next owner must read the input again from
+            (:meth:`positions`, as they were before the drop).
         """
         gone = set(partitions)
+        before = {p: self.positions(p) for p in gone}
         self.owned -= gone
-        dropped = [s for s in self._open.values() if s.inflight_partition in gone]
-        for s in dropped:
+        for s in [s for s in self._open.values() if s.inflight_partition in gone]:
             del self._open[(s.place[0], s.schedule.id)]
-        return dropped
+        return before
 
     def positions(self, inflight_partition: int) -> dict[Place, int]:
         """Per input partition, where a new owner of ``inflight_partition`` must read
@@ -160,6 +166,7 @@ class ShortVersions:
         return list(self._open.values())
 
     def _short(self, schedule: Schedule, rules: NoticeRules) -> Short | None:
+        """The version as a :class:`Short` of this committer's, if it is one."""
         source = schedule.require_source()
         epoch = rules.short(
             source.topic, source.partition, source.offset, source.timestamp_ms, schedule.due_ms
@@ -168,3 +175,8 @@ class ShortVersions:
             return None
         partition = inflight_partition(schedule.id, epoch.inflight_partitions)
         return Short(partition, schedule) if partition in self.owned else None
+
+
+def _same(given: Short | None, short: Short) -> bool:
+    """Whether ``given`` is ``short``'s version (read again: given once already)."""
+    return given is not None and given.place == short.place and given.offset == short.offset

@@ -185,8 +185,8 @@ class Delivery:
     headers: tuple[tuple[str, bytes | None], ...]
     blind_ms: int = 0
     """How long the reader had not looked before it read this one (since it last took
-    records): the record became readable at most that long before ``arrival_ms``, plus
-    the fetch's own latency. A reader held up (a busy host, a long garbage collection)
+    all there was): the record became readable at most that long before ``arrival_ms``,
+    plus the fetch's own latency. A reader held up (a busy host, a long garbage collection)
     shows here, not as a burst."""
 
     @property
@@ -294,4 +294,7 @@ class DeliveryCollector:
             arrival = self.clock.now_ms()
             with self._lock:
                 self._arrived.append((messages, arrival, arrival - looked))
-            looked = self.clock.now_ms()
+            if len(messages) <= COLLECT_BATCH:
+                # All taken: what comes next arrived after now. A full batch left more
+                # behind, as blind as this one (``looked`` stays).
+                looked = self.clock.now_ms()

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 from delayline.contract import OutgoingRecord
 from delayline.contract.notice import NoticeRules
-from delayline.errors import KafkaUnavailableError, TopicConfigError
+from delayline.errors import KafkaUnavailableError, TopicDeniedError
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.produce import produce_one
 from delayline.kafka.reader import acknowledged_ends, private_consumer, read_topic
@@ -72,6 +72,9 @@ class NoticeFollower:
         self._rules = NoticeRules()
         self._next = 0
         """The first offset not read yet."""
+        self._seen = False
+        """Whether the topic was found once: then a broker's metadata saying it is not
+        there is out of date (it is never deleted while the rules matter)."""
 
     def rules(self, timeout_s: float = 10.0) -> NoticeRules:
         """The rules now (see the class). Costs a metadata request and an offset request
@@ -79,7 +82,7 @@ class NoticeFollower:
 
         Raises:
             KafkaUnavailableError: Kafka did not answer in time.
-            TopicConfigError: the topic is there but may not be read (not authorised).
+            TopicDeniedError: the topic may not be described or read (ACLs).
             RecordFormatError, FormatVersionError: the latest record is not rules this
                 release reads.
         """
@@ -102,10 +105,12 @@ class NoticeFollower:
         return self._rules
 
     def close(self) -> None:
-        """Let go of the connections."""
+        """Close the metadata consumer."""
         self._metadata.close()
 
     def _exists(self, timeout_s: float) -> bool:
+        if self._seen:
+            return True
         try:
             topics = self._metadata.list_topics(self.topic, timeout=timeout_s).topics
         except KafkaException as exc:
@@ -113,11 +118,17 @@ class NoticeFollower:
                 f"Kafka at {self.bootstrap_servers} did not answer: {exc}"
             ) from exc
         found = topics.get(self.topic)
-        if found is None or found.error is None:
-            return found is not None and bool(found.partitions)
-        if found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+        code = None if found is None or found.error is None else found.error.code()
+        if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            raise TopicDeniedError(
+                f"notice topic {self.topic}: not authorised to describe it (run "
+                "`delayline acls` for the pipeline's principal)"
+            )
+        if found is None or code == KafkaError.UNKNOWN_TOPIC_OR_PART:
             return False
-        raise TopicConfigError(f"notice topic {self.topic}: {found.error.str()}")
+        # Found, or about to be (no leader yet): the offsets request waits for a leader.
+        self._seen = True
+        return True
 
 
 def read_notice_rules(bootstrap_servers: str, topic: str, timeout_s: float = 30.0) -> NoticeRules:

@@ -11,7 +11,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from delayline.contract.notice import Epoch, NoticeRules
-from delayline.errors import KafkaUnavailableError
+from delayline.errors import KafkaUnavailableError, TopicDeniedError
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.notice_store import read_notice_rules, write_notice_rules
 from delayline.kafka.reader import acknowledged_ends
@@ -32,12 +32,18 @@ rules a newer release wrote, from that start on."""
 
 def run_notice(config: PipelineConfig) -> NoticeRules | None:
     """The rules a run of ``config`` holds by (:func:`settle_notice`), for its hold;
-    ``None`` when no rules were ever written."""
+    ``None`` when no rules were ever written, or, with a warning, when the principal may
+    not describe the notice topic (ACLs made by an earlier ``delayline acls``): a release
+    with a notice needs those ACLs to write its rules, and this one has none."""
     bootstrap = config.topology.bootstrap_servers
     ends = input_ends(bootstrap, config.topology.input_topics)
-    rules = settle_notice(
-        bootstrap, config.notice_topic_name, NOTICE_MS, config.inflight_partitions, ends
-    )
+    try:
+        rules = settle_notice(
+            bootstrap, config.notice_topic_name, NOTICE_MS, config.inflight_partitions, ends
+        )
+    except TopicDeniedError as exc:
+        log.warning("%s; running without notice rules", exc)
+        return None
     return rules if rules.epochs else None
 
 

@@ -11,7 +11,15 @@ from typing import TypeVar
 
 import httpx
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from delayline.api.config import ApiConfig
 from delayline.api.server import ApiServer
@@ -151,6 +159,28 @@ def ends_now(bootstrap: str, topic: str) -> dict[int, int]:
     partitions = topic_partitions(admin, topic, bootstrap, 10)
     ends = acknowledged_ends(admin, [(topic, p) for p in partitions], 10)
     return {p: end for (_, p), end in ends.items()}
+
+
+def topic_acls(
+    bootstrap: str, topic: str, rules: list[tuple[AclOperation, AclPermissionType]]
+) -> bool:
+    """Put ACLs on the literal ``topic`` for User:ANONYMOUS (every client of the test
+    broker): each rule an operation allowed or denied (an ACL on a topic denies whatever
+    it does not allow). False when the broker has no authorizer
+    (``$DELAYLINE_TEST_BOOTSTRAP``); the caller waits until the broker enforces them."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    bindings = [
+        AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:ANONYMOUS", "*", op, kind)
+        for op, kind in rules
+    ]  # fmt: skip
+    try:
+        for future in admin.create_acls(bindings, request_timeout=10).values():
+            future.result()
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.SECURITY_DISABLED:
+            return False
+        raise
+    return True
 
 
 def eventually(check: Callable[[], T | None], timeout_s: float, what: str) -> T:

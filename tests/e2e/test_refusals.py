@@ -7,14 +7,11 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka import Producer, TopicCollection
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AclBinding,
     AclOperation,
     AclPermissionType,
     AdminClient,
-    ResourcePatternType,
-    ResourceType,
 )
 
 from delayline.contract.headers import format_epoch
@@ -22,7 +19,14 @@ from delayline.core.model import Schedule
 from delayline.dev.harness import Delivery, DeliveryCollector
 from delayline.dev.testing import create_topic, unique_topic
 from delayline.kafka.reader import read_topic
-from tests.support import ALLOWED, LATENESS_TOLERANCE_MS, RunningPipeline, ends_now, eventually
+from tests.support import (
+    ALLOWED,
+    LATENESS_TOLERANCE_MS,
+    RunningPipeline,
+    ends_now,
+    eventually,
+    topic_acls,
+)
 
 
 def now_ms() -> int:
@@ -33,18 +37,12 @@ def deny_writes(bootstrap: str, topic: str) -> bool:
     """Deny User:ANONYMOUS (every client of the test broker) writes to ``topic``, and
     wait until the broker enforces it. False when the broker has no authorizer."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    # An ACL on a topic denies whatever it does not allow: allow all but writes.
-    acls = [
-        AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:ANONYMOUS", "*", op, kind)
-        for op, kind in [(AclOperation.ALL, AclPermissionType.ALLOW), (AclOperation.WRITE, AclPermissionType.DENY)]
-    ]  # fmt: skip
-    try:
-        for future in admin.create_acls(acls, request_timeout=10).values():
-            future.result()
-    except KafkaException as exc:
-        if exc.args[0].code() == KafkaError.SECURITY_DISABLED:
-            return False
-        raise
+    allow_all_but_writes = [
+        (AclOperation.ALL, AclPermissionType.ALLOW),
+        (AclOperation.WRITE, AclPermissionType.DENY),
+    ]
+    if not topic_acls(bootstrap, topic, allow_all_but_writes):
+        return False
 
     def enforced() -> bool:
         (future,) = admin.describe_topics(

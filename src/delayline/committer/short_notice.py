@@ -123,7 +123,8 @@ class ShortVersions:
                 found = self._open.get((topic, schedule_id))
                 if found is not None and found.offset == fired and found.place == item[0]:
                     del self._open[(topic, schedule_id)]
-                    given = [s for s in given if s is not found]
+                    if found in given:
+                        given.remove(found)
         self._unjudged.clear()
         self._judged_to = dict(self._read_to)
         return given

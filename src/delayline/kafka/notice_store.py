@@ -64,7 +64,8 @@ class NoticeFollower:
     def __init__(self, bootstrap_servers: str, topic: str) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
-        self._admin = AdminClient(kafka_client_config(bootstrap_servers))
+        self._admin: AdminClient | None = None
+        """Made once the topic is found (a pipeline start without rules needs none)."""
         # Metadata through a consumer: an admin client's request for one topic creates
         # it on a broker that creates topics on use (not compacted: retention would
         # then delete the rules).
@@ -89,6 +90,8 @@ class NoticeFollower:
         deadline = time.monotonic() + timeout_s
         if not self._exists(timeout_s):
             return self._rules
+        if self._admin is None:
+            self._admin = AdminClient(kafka_client_config(self.bootstrap_servers))
         end = acknowledged_ends(self._admin, [(self.topic, 0)], timeout_s)[(self.topic, 0)]
         if end <= self._next:
             return self._rules

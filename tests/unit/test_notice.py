@@ -8,7 +8,7 @@ import json
 import pytest
 
 from delayline.contract.formats import NOTICE_RULES
-from delayline.contract.notice import Epoch, NoticeRules
+from delayline.contract.notice import MAX_NOTICE_MS, Epoch, NoticeRules
 from delayline.errors import ConfigError, FormatVersionError, RecordFormatError
 
 RULES = NoticeRules(
@@ -65,10 +65,14 @@ def test_epochs_out_of_order_or_out_of_range_are_refused() -> None:
         NoticeRules((Epoch(1, 1, {"s": {0: 10}}), Epoch(1, 1, {"s": {0: 5}})))
     with pytest.raises(ConfigError, match="out of order: s/0 starts at 10, then at 0"):
         NoticeRules((Epoch(1, 1, {"s": {0: 10}}), Epoch(1, 1)))
-    with pytest.raises(ConfigError, match="notice_ms >= 0 and inflight_partitions >= 1"):
-        Epoch(-1, 1)
-    with pytest.raises(ConfigError, match="notice_ms >= 0 and inflight_partitions >= 1"):
-        Epoch(1, 0)
+    needs = "notice_ms in 0..60000 and inflight_partitions >= 1"
+    for notice_ms, partitions in ((-1, 1), (1, 0), (MAX_NOTICE_MS + 1, 1)):
+        with pytest.raises(ConfigError, match=needs):
+            Epoch(notice_ms, partitions)
+    assert Epoch(MAX_NOTICE_MS, 1).notice_ms == MAX_NOTICE_MS
+    too_long = NoticeRules((Epoch(MAX_NOTICE_MS, 1),)).encode().replace(b"60000", b"60001")
+    with pytest.raises(RecordFormatError, match="d-direct/0@5: not notice rules"):
+        NoticeRules.decode(too_long, "d-direct/0@5")
     later = RULES.then(Epoch(1, 1, {"s": {0: 300, 1: 60}, "other.topic-2": {3: 7}}))
     assert later.epochs[-1].notice_ms == 1
     assert not later.pending

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from delayline.committer.short_notice import ShortVersions
+import pytest
+
+from delayline.committer.short_notice import ShortVersions, decode_positions, encode_positions
 from delayline.contract.notice import Epoch, NoticeRules
 from delayline.contract.records import build_schedule
 from delayline.core.model import Schedule, SourceRef
+from delayline.errors import FormatVersionError, RecordFormatError
 from delayline.fire.inflight import inflight_partition
 
 TOPIC = "orders"
@@ -35,10 +38,10 @@ def test_an_owned_short_version_is_taken_once_and_no_other() -> None:
     mine, theirs = _id_in(1), _id_in(2)
     shorts = ShortVersions(owned={1})
     short = _version(mine, 10, due_in_ms=4_999)
-    shorts.read_version(short)
-    shorts.read_version(_version(mine + "-far", 11, due_in_ms=5_000))  # not short
-    shorts.read_version(_version(theirs, 12, due_in_ms=100))  # short, not this one's
-    shorts.read_version(_version(mine, 9, due_in_ms=100))  # before the epoch
+    shorts.read_version(short, 0)
+    shorts.read_version(_version(mine + "-far", 11, due_in_ms=5_000), 0)  # not short
+    shorts.read_version(_version(theirs, 12, due_in_ms=100), 0)  # short, not this one's
+    shorts.read_version(_version(mine, 9, due_in_ms=100), 0)  # before the epoch
     shorts.read_to({(TOPIC, 0): 13})
     given = shorts.judge(RULES)
     assert [(s.inflight_partition, s.schedule) for s in given] == [(1, short)]
@@ -53,7 +56,7 @@ def test_pending_rules_judge_nothing_until_settled() -> None:
     shorts = ShortVersions(owned={0})
     shorts.read_to({(TOPIC, 1): 0})
     assert shorts.judge(RULES) == []
-    shorts.read_version(_version(sid, 3, due_in_ms=100, partition=1))
+    shorts.read_version(_version(sid, 3, due_in_ms=100, partition=1), 0)
     shorts.read_to({(TOPIC, 1): 4})
     assert shorts.judge(replace(RULES, pending=True)) == []
     assert shorts.positions(0) == {(TOPIC, 1): 0}
@@ -68,15 +71,19 @@ def test_a_version_delivered_before_is_not_taken_again() -> None:
     nothing."""
     sid = _id_in(3)
     shorts = ShortVersions(owned={3})
-    shorts.read_version(_version(sid, 20, due_in_ms=100))
-    shorts.read_own_tombstone((TOPIC, 0), sid, 20)
+    shorts.read_version(_version(sid, 20, due_in_ms=100), 0)
+    shorts.read_own_tombstone((TOPIC, 0), sid, 20, 0)
     other = _version(sid, 21, due_in_ms=100)
-    shorts.read_version(other)
-    shorts.read_own_tombstone((TOPIC, 0), sid, 7)
-    shorts.read_own_tombstone((TOPIC, 1), sid, 21)  # another partition's
+    shorts.read_version(other, 0)
+    shorts.read_own_tombstone((TOPIC, 0), sid, 7, 0)
+    shorts.read_own_tombstone((TOPIC, 1), sid, 21, 0)  # another partition's
     shorts.read_to({(TOPIC, 0): 25})
-    assert [s.schedule for s in shorts.judge(RULES)] == [other]
-    shorts.read_own_tombstone((TOPIC, 0), sid, 21)  # its delivery, read back
+    (given,) = shorts.judge(RULES)
+    assert given.schedule == other
+    assert shorts.take_delivered() == []
+    shorts.read_own_tombstone((TOPIC, 0), sid, 21, 0)  # its delivery, read back
+    assert shorts.take_delivered() == [given], "no longer open: at once"
+    assert shorts.take_delivered() == []
     shorts.read_to({(TOPIC, 0): 26})
     assert shorts.judge(RULES) == []
     assert shorts.open() == []
@@ -87,7 +94,7 @@ def test_positions_hold_at_each_in_flight_partitions_earliest_open_version() -> 
     a, b, c = _id_in(0), _id_in(1), _id_in(0, 1)
     shorts = ShortVersions(owned={0, 1})
     for sid, offset in ((a, 30), (b, 31), (c, 33)):
-        shorts.read_version(_version(sid, offset, due_in_ms=100))
+        shorts.read_version(_version(sid, offset, due_in_ms=100), 0)
     shorts.read_to({(TOPIC, 0): 40, (TOPIC, 1): 5})
     given = {s.offset: s for s in shorts.judge(RULES)}
     assert shorts.positions(0) == {(TOPIC, 0): 30, (TOPIC, 1): 5}
@@ -102,13 +109,13 @@ def test_positions_hold_at_each_in_flight_partitions_earliest_open_version() -> 
 def test_a_released_partitions_versions_are_dropped_and_no_longer_taken() -> None:
     a, b = _id_in(0), _id_in(1)
     shorts = ShortVersions(owned={0, 1})
-    shorts.read_version(_version(a, 50, due_in_ms=100))
-    shorts.read_version(_version(b, 51, due_in_ms=100))
+    shorts.read_version(_version(a, 50, due_in_ms=100), 0)
+    shorts.read_version(_version(b, 51, due_in_ms=100), 0)
     shorts.read_to({(TOPIC, 0): 52})
     shorts.judge(RULES)
     assert shorts.release([1]) == {1: {(TOPIC, 0): 51}}, "read again from the open one"
     assert [s.schedule.id for s in shorts.open()] == [a]
-    shorts.read_version(_version(b, 52, due_in_ms=100))
+    shorts.read_version(_version(b, 52, due_in_ms=100), 0)
     shorts.read_to({(TOPIC, 0): 53})
     assert shorts.judge(RULES) == []
 
@@ -119,10 +126,10 @@ def test_a_version_read_again_is_not_given_again() -> None:
     sid = _id_in(2)
     shorts = ShortVersions(owned={2})
     version = _version(sid, 70, due_in_ms=100)
-    shorts.read_version(version)
+    shorts.read_version(version, 0)
     shorts.read_to({(TOPIC, 0): 71})
     (given,) = shorts.judge(RULES)
-    shorts.read_version(_version(sid, 70, due_in_ms=100))
+    shorts.read_version(_version(sid, 70, due_in_ms=100), 0)
     assert shorts.judge(RULES) == []
     shorts.done(given)
     assert shorts.open() == []
@@ -138,7 +145,67 @@ def test_a_short_version_follows_its_epochs_partition_count() -> None:
     )
     shorts = ShortVersions(owned={1})
     old, new = _version(sid, 60, due_in_ms=100), _version(sid, 100, due_in_ms=100)
-    shorts.read_version(old)
-    shorts.read_version(new)
+    shorts.read_version(old, 0)
+    shorts.read_version(new, 0)
     shorts.read_to({(TOPIC, 0): 101})
     assert [s.schedule for s in shorts.judge(grown)] == [old]
+
+
+def test_rules_judge_only_what_was_read_before_they_were_asked() -> None:
+    """A mark taken before the rules are asked: what is read after it waits for the
+    next judging, and the position stays before it. A version given by one judging and
+    shown delivered by its own tombstone read before the next is handed back to
+    withhold."""
+    a, b = _id_in(0), _id_in(0, 1)
+    shorts = ShortVersions(owned={0})
+    first = _version(a, 80, due_in_ms=100)
+    assert shorts.oldest_ms() is None
+    shorts.read_version(first, 5)
+    shorts.read_to({(TOPIC, 0): 81})
+    mark = shorts.mark()
+    shorts.read_version(_version(b, 81, due_in_ms=100), 6)
+    shorts.read_own_tombstone((TOPIC, 0), a, 80, 7)  # told while the rules were asked
+    assert shorts.oldest_ms() == 5, "the watch forgets nothing read since, less its memory"
+    shorts.read_to({(TOPIC, 0): 83})
+    assert [s.schedule for s in shorts.judge(RULES, mark)] == [first]
+    assert shorts.take_delivered() == []
+    assert shorts.positions(0) == {(TOPIC, 0): 80}
+    assert shorts.waiting
+    assert shorts.oldest_ms() == 6
+    assert [s.schedule.id for s in shorts.judge(RULES, shorts.mark())] == [b]
+    assert [s.schedule for s in shorts.take_delivered()] == [first], "its tombstone came after"
+    assert not shorts.waiting
+    assert shorts.oldest_ms() is None
+    assert shorts.positions(0) == {(TOPIC, 0): 81}
+    assert shorts.judge(RULES) == []
+
+
+def test_positions_travel_as_offset_metadata() -> None:
+    positions = {(TOPIC, 0): 12, (TOPIC, 1): 0, ("other", 3): 7}
+    text = encode_positions(positions)
+    assert len(text) < 100
+    assert decode_positions(text, "m") == positions
+    assert decode_positions("", "m") is None, "no metadata: nothing known"
+    newer = text.replace('"format":1', '"format":2')
+    with pytest.raises(FormatVersionError, match="short-notice read positions in format 2"):
+        decode_positions(newer, "in-flight partition 3's metadata")
+    for garbage in ("x", "{}", '{"format":1,"read":[1]}'):
+        with pytest.raises(RecordFormatError, match="m: not short-notice read positions"):
+            decode_positions(garbage, "m")
+
+
+def test_what_is_read_again_is_judged_where_the_watch_was() -> None:
+    """A partition taken over: its last owner's versions read again are judged as if
+    read before what the watch read since the re-read began, so a tombstone read since
+    still follows the version it names."""
+    a, b = _id_in(0), _id_in(0, 1)
+    shorts = ShortVersions(owned={0})
+    shorts.read_version(_version(b, 40, due_in_ms=100), 1)
+    at = shorts.told
+    old = _version(a, 30, due_in_ms=100)
+    shorts.read_own_tombstone((TOPIC, 0), a, 30, 2)  # read since: delivered by the last owner
+    shorts.read_again(at, [(old, 3)])
+    assert [s.schedule.id for s in shorts.judge(RULES)] == [b]
+    assert shorts.take_delivered() == []
+    shorts.read_again(shorts.told, [(_version(a, 31, due_in_ms=100), 4)])
+    assert [s.offset for s in shorts.judge(RULES)] == [31], "one not delivered is taken"

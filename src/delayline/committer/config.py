@@ -92,6 +92,12 @@ class CommitterConfig:
             write withholds (its transaction is aborted and written again). ``None``:
             every group is written once due, after the watch has read the input to
             20 ms before it, so no reader sees anything early or cancelled.
+        notice_topic: The pipeline's notice rules topic
+            (:func:`~delayline.core.identifiers.notice_topic`): the committer delivers
+            itself the short-notice versions of its in-flight partitions, which the hold
+            never holds (:mod:`delayline.committer.short_intake`); needs ``topology``.
+            ``None``: it takes none (every committer of a pipeline whose rules give a
+            notice must take them).
     """
 
     bootstrap_servers: str
@@ -123,6 +129,7 @@ class CommitterConfig:
     first_assignment_timeout_s: float = 15.0
     target_rates: TargetRates = field(default_factory=TargetRates)
     write_ahead_topics: str | None = None
+    notice_topic: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,9 +60,11 @@ class DuePlan:
         return len(self._pending)
 
     def add(self, pending: Pending) -> None:
-        """Take a schedule read (one read again, after a rewind, stays where it is)."""
+        """Take a schedule read (one read again, after a rewind, stays where it is); a
+        short-notice one (:attr:`Pending.short`) has no in-flight offset to pass."""
         partition, offset = pending.partition, pending.offset
-        self.passed(partition, offset)
+        if pending.short is None:
+            self.passed(partition, offset)
         at = (partition, offset)
         if at in self._pending:
             return
@@ -276,10 +278,12 @@ class DuePlan:
 
     def offsets(self, partitions: Iterable[int] | None = None) -> dict[int, int]:
         """Per in-flight partition read (of ``partitions``, if given), the offset a
-        restart may resume from."""
+        restart may resume from (short-notice versions pending have none: their input
+        positions say where a restart reads them again)."""
         safe = dict(self._read_to)
-        for partition, offset in self._pending:
-            safe[partition] = min(safe.get(partition, offset), offset)
+        for (partition, offset), pending in self._pending.items():
+            if pending.short is None:
+                safe[partition] = min(safe.get(partition, offset), offset)
         if partitions is not None:
             wanted = set(partitions)
             safe = {p: o for p, o in safe.items() if p in wanted}

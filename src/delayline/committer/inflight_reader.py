@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from confluent_kafka import (
     Consumer,
@@ -36,7 +36,7 @@ from delayline.committer.ownership import Ownership
 from delayline.committer.pending import Pending
 from delayline.committer.read_progress import ReadProgress
 from delayline.core.clock import Clock
-from delayline.errors import CommitterNameTakenError
+from delayline.errors import CommitterNameTakenError, KafkaUnavailableError
 from delayline.fire.inflight import InflightRecordError, decode_inflight
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import message_headers
@@ -99,6 +99,10 @@ class InflightReader:
         """The partitions assigned to this committer."""
         self.rebalanced = False
         """Whether the group has assigned this committer its partitions (none, maybe)."""
+        self.metadata_of: Callable[[int], str | None] | None = None
+        """The metadata committed with an in-flight partition's offset (the short-notice
+        read positions: :mod:`delayline.committer.short_intake`; ``None`` for one: not
+        known yet, its offset is not committed); ``None``: none."""
         self._stop_ends: dict[int, int] | None = None
         self._dropped = 0
         self._consumer = Consumer(
@@ -199,12 +203,41 @@ class InflightReader:
 
     def offsets(self, partitions: set[int] | None = None) -> list[TopicPartition]:
         """The offsets a restart may resume from, as of now (see :meth:`commit`), of
-        ``partitions`` (default: those owned)."""
+        ``partitions`` (default: those owned), each with its :attr:`metadata_of` if
+        set (then every partition read from is named, its position where nothing of it
+        is pending: the metadata must go with it; one without is left out)."""
         chosen = self.owned if partitions is None else partitions
+        safe = self.plan.offsets(chosen)
+        describe = self.metadata_of
+        if describe is None:
+            return [TopicPartition(self.topic, p, offset) for p, offset in sorted(safe.items())]
+        missing = [TopicPartition(self.topic, p) for p in sorted(chosen) if p not in safe]
+        for tp in self._consumer.position(missing) if missing else ():
+            if tp.error is None and tp.offset >= 0:
+                safe[tp.partition] = tp.offset
+        described = ((p, offset, describe(p)) for p, offset in sorted(safe.items()))
         return [
-            TopicPartition(self.topic, partition, offset)
-            for partition, offset in sorted(self.plan.offsets(chosen).items())
+            TopicPartition(self.topic, p, offset, metadata=metadata)
+            for p, offset, metadata in described
+            if metadata is not None
         ]
+
+    def committed_metadata(
+        self, partitions: Iterable[int], timeout_s: float = 10.0
+    ) -> dict[int, str]:
+        """The metadata committed with each of ``partitions``' offsets (none: left out).
+
+        Raises:
+            KafkaUnavailableError: Kafka did not answer in time.
+        """
+        asked = [TopicPartition(self.topic, p) for p in sorted(partitions)]
+        if not asked:
+            return {}
+        try:
+            found = self._consumer.committed(asked, timeout=timeout_s)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(f"committed offsets of {self.topic}: {exc}") from exc
+        return {tp.partition: tp.metadata for tp in found if tp.error is None and tp.metadata}
 
     def commit(self, positions: list[TopicPartition], *, wait: bool = False) -> None:
         """Commit ``positions`` (from :meth:`offsets`), without waiting unless ``wait``.

@@ -4,18 +4,27 @@ one transaction."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from delayline.core.model import Schedule
+from delayline.fire.inflight import inflight_key
+
+if TYPE_CHECKING:
+    from delayline.committer.short_notice import Short
 
 
 @dataclass(slots=True, eq=False)
 class Pending:
-    """A handed-off schedule read from the in-flight topic.
+    """A schedule the committer delivers: handed over and read from the in-flight
+    topic, or a short-notice version it read from the input itself (:attr:`short`).
 
     Attributes:
-        partition: Its in-flight record's partition.
-        offset: Its in-flight record's offset.
-        key: Its in-flight record's key (its tombstone's).
+        partition: Its in-flight record's partition (a short one's: the partition whose
+            owner delivers it).
+        offset: Its in-flight record's offset; a short one has none: a negative number,
+            unique in the committer's session.
+        key: Its in-flight record's key (its tombstone's); a short one's is made from
+            its place in the input (:func:`short_key`), unlike any in-flight key.
         schedule: The schedule it carries.
         read_ms: When the committer read it (host clock).
         batch: The Spark batch that handed it over (when its record says).
@@ -28,6 +37,8 @@ class Pending:
         late_ms: Held back by a rate: how late it already was when the committer read it
             (an outage's lateness, which the rate's wait must not hide from
             ``--max-lateness``).
+        short: The short-notice version it is, if one: no in-flight record, and its
+            delivery writes delayline's own tombstone of it to its input partition.
     """
 
     partition: int
@@ -40,6 +51,7 @@ class Pending:
     handed_ms: int = 0
     paced_ms: int | None = None
     late_ms: int = 0
+    short: Short | None = None
 
     @property
     def due_ms(self) -> int:
@@ -70,3 +82,12 @@ class Group:
 def id_of(schedule: Schedule) -> tuple[str, str]:
     """(source topic, schedule id): what a later cancel or update names."""
     return schedule.require_source().topic, schedule.id
+
+
+def short_key(schedule: Schedule) -> bytes:
+    """The :attr:`Pending.key` of a short-notice version (``schedule``, with its place):
+    its place, as its in-flight record's key would be
+    (:func:`~delayline.fire.inflight.inflight_key`), after a zero byte: a version is
+    never both handed over and short, and the two stay apart even so."""
+    source = schedule.require_source()
+    return b"\x00" + inflight_key(source)

@@ -127,6 +127,19 @@ class Rereads:
                 forgotten[place] = min(low, forgotten[place])
 
 
+def widened(
+    todo: Mapping[Place, tuple[int, int]], more: Mapping[Place, tuple[int, int]]
+) -> dict[Place, tuple[int, int]]:
+    """The ranges (by place, from and to) of ``todo`` and ``more``: each place's from
+    the lowest, to the highest (an empty range of ``more`` adds nothing)."""
+    out = dict(todo)
+    for place, (low, high) in more.items():
+        if 0 <= low < high:
+            have = out.get(place, (low, high))
+            out[place] = (min(have[0], low), max(have[1], high))
+    return out
+
+
 def _take(
     msgs: list[Message],
     todo: dict[Place, tuple[int, int]],

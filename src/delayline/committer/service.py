@@ -61,6 +61,7 @@ class Committer:
             # Every lane of four partitions opened at once (a take-over's fence).
             fences=ThreadPoolExecutor(4 * config.lanes, thread_name_prefix="delayline-fence"),
             lookups=ThreadPoolExecutor(1, thread_name_prefix="delayline-lookups"),
+            notices=ThreadPoolExecutor(1, thread_name_prefix="delayline-notice"),
             arrivals=arrivals,
         )
         self._thread = threading.Thread(target=self._run, name="delayline-committer", daemon=True)
@@ -161,6 +162,7 @@ class Committer:
         if self._thread.is_alive():
             self._thread.join(drain_timeout_s + 30)
         self._kept.lookups.shutdown(wait=False)
+        self._kept.notices.shutdown(wait=False)
         self._kept.fences.shutdown(wait=False)
 
     def _run(self) -> None:

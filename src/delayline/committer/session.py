@@ -25,6 +25,7 @@ from delayline.committer.inflight_reader import InflightReader
 from delayline.committer.ownership import Slot, Slots
 from delayline.committer.pacing import Pacer
 from delayline.committer.reviews import ReviewCounts
+from delayline.committer.short_intake import ShortIntake
 from delayline.committer.tally import Tally
 from delayline.committer.turns import windowed
 from delayline.committer.warming import Warmer
@@ -33,6 +34,7 @@ from delayline.committer.withholding import Withholding
 from delayline.committer.writing import GroupWriter, may_write_ahead
 from delayline.core.identifiers import committer_group, committer_instance_id
 from delayline.fire.topic_catalog import AdminDescriber, TopicCatalog
+from delayline.kafka.notice_store import NoticeFollower
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,8 @@ class Kept:
     """Set once a session has read its partitions to their ends."""
     fences: ThreadPoolExecutor
     lookups: ThreadPoolExecutor
+    notices: ThreadPoolExecutor
+    """Asks the notice rules (:mod:`delayline.committer.short_intake`), one at a time."""
     arrivals: Arrivals | None = None
     """Told what the watch reads that the pipeline must read (the pipeline's waker asks)."""
     reviews: ReviewCounts = field(default_factory=ReviewCounts)
@@ -87,9 +91,13 @@ class Session:
         )
         self.slots = Slots(config, topics, kept.fences)
         stopping = kept.stopping
+        shorts = None
+        if config.notice_topic is not None and config.topology is not None:
+            notice = NoticeFollower(config.bootstrap_servers, config.notice_topic)
+            shorts = ShortIntake(notice, self.plan, kept.time.clock, kept.notices)
         self.withholding = Withholding(
             config, kept.time.clock, self.plan, self.slots, stopping.drained_out, kept.arrivals,
-            kept.reviews,
+            kept.reviews, shorts,
         )  # fmt: skip
         self._writer = GroupWriter(config, kept.time, kept.pacer, self.withholding)
         self._warmer = Warmer(kept.time, kept.lookups, topics)
@@ -230,6 +238,7 @@ class Session:
         reader.poll(self._wait_ms(deliverable) / 1000)
         self._take_fenced()
         self.withholding.gained(reader)
+        self.withholding.take_shorts(self.slots.partitions())
         self.withholding.check_new()
         self.withholding.follow_pipeline(reader)
         self.withholding.poll()
@@ -246,7 +255,7 @@ class Session:
         """How long to wait for in-flight records before the next step: until the next
         group's write time, at most :attr:`CommitterConfig.poll_ms`; :data:`POLL_MS` while
         a group waits in a lane for the watch to read the input, a burst may start ahead
-        of its time or a partition is being fenced."""
+        of its time, a partition is being fenced or the notice rules were asked."""
         time_, config = self._time, self._config
         now = time_.clock.now_ms()
         due = self.plan.next_release_ms(deliverable)
@@ -254,10 +263,12 @@ class Session:
         if due is not None:
             wait_ms = time_.host_ms(due) - self._kept.tally.write_ahead_ms() - now
         writing = any(slot.in_lanes for slot in self.slots)
+        shorts = self.withholding.shorts
         if (
             (writing and self.withholding.watch is not None)
             or (due is not None and config.write_ahead_topics is not None)
             or self.slots.fencing()
+            or (shorts is not None and shorts.asking)
         ):
             wait_ms = min(wait_ms, POLL_MS)
         return min(max(wait_ms, 0), config.poll_ms)

@@ -85,7 +85,9 @@ def take_turns(
         if refusal is not None:
             _log_refused(p, refusal)
             # A recurring one ends: the fire stage wrote no tombstone for it.
-            others.extend(firing(p)._replace(forget=recurs(topology, p.schedule)).refused(refusal))
+            # A short one too: its own tombstone shows it done to a re-read.
+            forget = recurs(topology, p.schedule) or p.short is not None
+            others.extend(firing(p)._replace(forget=forget).refused(refusal))
             continue
         if not recurs(topology, p.schedule):
             turns.delivering.append(p)

@@ -55,19 +55,20 @@ from confluent_kafka.admin import AdminClient
 
 from delayline.committer.arrivals import Arrivals
 from delayline.committer.later import HOT_RECORDS, MEMORY_MS, Later, LaterRecords, later_from
-from delayline.committer.rereads import Rereads
+from delayline.committer.rereads import Place, Rereads, widened
 from delayline.committer.reviews import KafkaReviewWriter, ReviewCounts, Reviews
+from delayline.committer.short_notice import ShortVersions, short_candidate
 from delayline.contract.checks import ScheduleFields
 from delayline.contract.contracts import InputParser
 from delayline.contract.records import own_tombstone_of, skippable_tombstone
-from delayline.core.model import Cancel, Schedule
+from delayline.core.model import Cancel, Headers, Schedule
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import (
     acknowledged_ends,
     message_headers,
-    offsets_at_times,
     private_consumer,
     stable_ends,
+    starts_at,
     to_consumed_record,
 )
 
@@ -132,28 +133,32 @@ class InputWatch:
             overrides={"enable.partition.eof": True, "fetch.wait.max.ms": FETCH_WAIT_MS},
         )
         self._admin = AdminClient(kafka_client_config(bootstrap_servers))
-        self.positions: dict[tuple[str, int], int] = {}
+        self.positions: dict[Place, int] = {}
         """Per input partition, the offset up to which everything was read (the next
         to read): moved on by each record, each end of partition seen and the consumer's
         own position (past transaction markers and aborted records)."""
-        self.started: dict[tuple[str, int], int] = {}
+        self.started: dict[Place, int] = {}
         """Where :meth:`start` began reading each input partition."""
         self._rereads = Rereads(bootstrap_servers, self.later, BATCH, now_ms)
         self.reviews = Reviews(
             self.later, KafkaReviewWriter(bootstrap_servers), self._unseen, review_counts
         )
         """Own tombstones the hold must read after all (:mod:`delayline.committer.reviews`)."""
-        self.taken: dict[tuple[str, int], int] | None = None
+        self.taken: dict[Place, int] | None = None
         """The pipeline's progress, as :meth:`LaterRecords.expire` takes it (set by the
         committer: empty, nothing forgotten, until it has seen a logged batch); ``None``:
         not followed, the time alone decides."""
-        self._assigned: list[tuple[str, int]] = []
+        self._assigned: list[Place] = []
+        self.shorts: ShortVersions | None = None
+        """Told each version it reads that may be of short notice, and each of
+        delayline's own tombstones (:mod:`delayline.committer.short_notice`); ``None``:
+        the committer delivers none itself."""
 
     def start(
         self,
         since_ms: int,
         give_up: Callable[[], bool],
-        positions: Mapping[tuple[str, int], int] | None = None,
+        positions: Mapping[Place, int] | None = None,
     ) -> bool:
         """Read the input topics to their end offsets as of now, from ``since_ms`` (record
         time) or, where earlier, from ``positions`` (offset by topic and partition); False
@@ -176,6 +181,8 @@ class InputWatch:
         # Read from there: what comes before is not the watch's (a re-read reaches back).
         self.positions = {(tp.topic, tp.partition): tp.offset for tp in assigned}
         self.started = dict(self.positions)
+        if self.shorts is not None:
+            self.shorts.begin(self.started)
         self._assigned = [(tp.topic, tp.partition) for tp in starts]
         # Each partition's end for this read_committed reader (its last stable offset),
         # asked through the admin client too: behind the consumer's held fetch, each
@@ -189,6 +196,7 @@ class InputWatch:
             for place in [place for place, end in ends.items() if self.positions[place] >= end]:
                 del ends[place]
         self._report_arrived(self.now_ms())
+        self._tell_shorts()
         if not ends:
             log.info(
                 "committer watch: read %d input record(s) since %d, %d remembered",
@@ -201,35 +209,41 @@ class InputWatch:
     def reread(
         self,
         since_ms: int,
-        positions: Mapping[tuple[str, int], int] | None,
+        positions: Mapping[Place, int] | None,
         give_up: Callable[[], bool],
         between: Callable[[], None],
         timeout_s: float = 30.0,
+        also: tuple[Mapping[Place, tuple[int, int]], Callable[[Message, int], None]] | None = None,
     ) -> list[tuple[str, str]] | None:
         """Read again, with a consumer of its own, each input partition from
         ``since_ms`` (record time) or, where earlier, from ``positions``, up to where
         this watch may not remember a record (:meth:`Rereads.remembered_from`): what was
         forgotten there, or never read, is remembered again (as read now, for
         :attr:`LaterRecords.memory_ms` at least; what is still remembered stays as first
-        read). ``between()`` is called after each slice read (the committer keeps the
-        watch itself polled meanwhile). Returns the (topic, schedule id) of each record
-        noted, as :meth:`poll` does; ``None`` if ``give_up()`` cut it short.
+        read). ``also``: more ranges (by place, from and to) read again, and a call
+        given each record read again. ``between()`` is called after each slice read
+        (the committer keeps the watch itself polled meanwhile). Returns the (topic,
+        schedule id) of each record noted, as :meth:`poll` does; ``None`` if
+        ``give_up()`` cut it short.
 
         Raises:
             KafkaUnavailableError: nothing more was read for ``timeout_s``.
         """
         rereads = self._rereads
-        todo: dict[tuple[str, int], tuple[int, int]] = {}
+        todo: dict[Place, tuple[int, int]] = {}
         for tp in self._starts(since_ms, positions):
             place = (tp.topic, tp.partition)
             end = rereads.remembered_from(place, self.positions, self.started)
             if 0 <= tp.offset < end:
                 todo[place] = (tp.offset, end)
-        return rereads.read(todo, self._reread_record, give_up, between, timeout_s)
+        ranges, told = also or ({}, None)
 
-    def _reread_record(self, msg: Message, now_ms: int) -> tuple[str, str, Later] | None:
-        """What ``msg``, read again at ``now_ms``, ends (not counted among the arrivals)."""
-        return self._later_of(msg, now_ms, arrived=False)
+        def reread_record(msg: Message, now_ms: int) -> tuple[str, str, Later] | None:
+            if told is not None:
+                told(msg, now_ms)
+            return self._later_of(msg, now_ms, arrived=False)  # not counted as arrived
+
+        return rereads.read(widened(todo, ranges), reread_record, give_up, between, timeout_s)
 
     def poll(self) -> list[tuple[str, str]]:
         """Read what arrived since the last call: the (topic, schedule id) of each."""
@@ -240,9 +254,12 @@ class InputWatch:
             if len(msgs) < BATCH:
                 break
         self._take_positions()
+        self._tell_shorts()
         now = self.now_ms()
         self._report_arrived(now)
-        self.later.expire(now, self.taken)
+        # Nothing read after a version that waits to be judged is forgotten meanwhile.
+        oldest = None if self.shorts is None else self.shorts.oldest_ms()
+        self.later.expire(now if oldest is None else min(now, oldest), self.taken)
         return out
 
     def take_batch(
@@ -272,7 +289,7 @@ class InputWatch:
         if self.reviews.waiting:
             self.reviews.look()
 
-    def acknowledged_ends(self, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+    def acknowledged_ends(self, timeout_s: float = 10.0) -> dict[Place, int]:
         """The end of each input partition read, open transactions included, now: every
         record acknowledged by now is before it, and the watch (``read_committed``)
         reaches it once each transaction open now has ended. Thread-safe (its own
@@ -283,9 +300,7 @@ class InputWatch:
         """
         return acknowledged_ends(self._admin, self._assigned, timeout_s)
 
-    def stable_ends(
-        self, places: Iterable[tuple[str, int]], timeout_s: float = 10.0
-    ) -> dict[tuple[str, int], int]:
+    def stable_ends(self, places: Iterable[Place], timeout_s: float = 10.0) -> dict[Place, int]:
         """The end of each of ``places`` (input partitions) for a ``read_committed``
         reader, now: a transaction open now ends it. Thread-safe (its own client).
 
@@ -301,27 +316,11 @@ class InputWatch:
         self.reviews.close()
         self._consumer.close()
 
-    def _starts(
-        self, since_ms: int, positions: Mapping[tuple[str, int], int] | None
-    ) -> list[TopicPartition]:
-        """Each input partition's first offset at or after ``since_ms``, or its offset
-        in ``positions`` where earlier (-1: no record that recent, no position)."""
-        # Asked through the admin client: the watch's consumer holds a fetch open on its
-        # connection (FETCH_WAIT_MS), which a request behind it waits for.
-        metadata = self._admin.list_topics(timeout=30)
-        wanted = {
-            (topic, p): since_ms
-            for topic in self.parse.topology.input_topics
-            if (found := metadata.topics.get(topic)) is not None and found.error is None
-            for p in sorted(found.partitions)
-        }
-        found_at = offsets_at_times(self._admin, wanted, 30)
-        return [
-            _earliest(
-                TopicPartition(topic, p, found_at[(topic, p)]), (positions or {}).get((topic, p))
-            )
-            for topic, p in wanted
-        ]
+    def _starts(self, since_ms: int, positions: Mapping[Place, int] | None) -> list[TopicPartition]:
+        """Where to read each input partition from (:func:`starts_at`), asked through
+        the admin client: the watch's consumer holds a fetch open on its connection
+        (:data:`FETCH_WAIT_MS`), which a request behind it waits for."""
+        return starts_at(self._admin, self.parse.topology.input_topics, since_ms, positions, 30)
 
     def _take_positions(self) -> None:
         """Move each partition's position to the consumer's, which is past what was
@@ -344,13 +343,15 @@ class InputWatch:
             headers = message_headers(msg)
             own = own_tombstone_of(msg.key(), headers)
             if own is not None:
-                # One follows each hand-over: it ends nothing, and is not parsed.
-                if arrived and skippable_tombstone(headers):
-                    place = (msg.topic() or "", msg.partition() or 0, msg.offset() or 0)
-                    self.reviews.read(*place, msg.key() or b"", headers, *own)
+                if arrived:
+                    self._read_own_tombstone(msg, headers, own, now_ms)
                 return None
         record = to_consumed_record(msg)
         parsed = self.parse.classify(record)
+        if arrived and self.shorts is not None:
+            version = short_candidate(record, parsed, self.parse)
+            if version is not None:
+                self.shorts.read_version(version, now_ms)
         if arrived and (not isinstance(parsed, Cancel) or parsed.fired_offset is None):
             self._arrived += 1  # and the earliest due time among them
             due = parsed.due_ms if isinstance(parsed, ScheduleFields | Schedule) else None
@@ -362,7 +363,23 @@ class InputWatch:
             return None
         return record.topic, *found
 
-    def _unseen(self) -> dict[tuple[str, int], int]:
+    def _read_own_tombstone(self, msg: Message, headers: Headers, own: Place, now_ms: int) -> None:
+        """Delayline's own tombstone ``msg`` arrived at ``now_ms`` (``own``: the id and
+        offset it names).
+        One follows each hand-over: it ends nothing, and is not parsed; the hold may have
+        to read it after all (a review), and it may show a short version delivered."""
+        topic, partition = msg.topic() or "", msg.partition() or 0
+        if skippable_tombstone(headers):
+            self.reviews.read(topic, partition, msg.offset() or 0, msg.key() or b"", headers, *own)
+        if self.shorts is not None:
+            self.shorts.read_own_tombstone((topic, partition), *own, now_ms)
+
+    def _tell_shorts(self) -> None:
+        """Tell :attr:`shorts` where each input partition was read to."""
+        if self.shorts is not None:
+            self.shorts.read_to(self.positions)
+
+    def _unseen(self) -> dict[Place, int]:
         """Where the watch began reading each input partition that the pipeline still
         reads before (by its checkpoint, :attr:`taken`; all of them without one): what
         the pipeline hands over from there, the watch cannot tell what followed."""
@@ -379,11 +396,3 @@ class InputWatch:
         if self.arrivals is not None:
             self.arrivals.add(self._arrived, self._earliest_due_ms, now_ms)
         self._arrived, self._earliest_due_ms = 0, None
-
-
-def _earliest(found: TopicPartition, position: int | None) -> TopicPartition:
-    """The earlier of the offset found for a time (-1: none that recent) and
-    ``position``."""
-    if position is None or 0 <= found.offset <= position:
-        return found
-    return TopicPartition(found.topic, found.partition, position)

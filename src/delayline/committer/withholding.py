@@ -28,6 +28,8 @@ from delayline.committer.pending import Pending
 from delayline.committer.read_barrier import ReadBarrier, has_read
 from delayline.committer.rearms import RangeReader, rearm_ranges
 from delayline.committer.reviews import ReviewCounts
+from delayline.committer.short_intake import ShortIntake
+from delayline.committer.short_notice import Short
 from delayline.committer.turns import Rearmed
 from delayline.committer.watch import InputWatch
 from delayline.contract.contracts import InputParser
@@ -37,6 +39,9 @@ from delayline.fire.write_attempt import Placed
 
 log = logging.getLogger(__name__)
 
+DELIVERED = "delivered"
+"""Why a short-notice version is withheld when delayline's own tombstone of it, read
+after it was planned, shows it delivered already (read again after a restart)."""
 RESTART_MEMORY_MS = 90_000
 """After a restart, what the watch read of the input since the checkpoint is kept this
 long at most, until the replayed batch hands over again (a Spark start and a batch:
@@ -59,6 +64,8 @@ class Withholding:
         drained_out: Whether the committer is stopped and its drain time is up.
         arrivals: See :class:`~delayline.committer.watch.InputWatch`.
         review_counts: See :class:`~delayline.committer.watch.InputWatch`.
+        shorts: Plans the short-notice versions the watch reads
+            (:attr:`CommitterConfig.notice_topic`); ``None``: the committer takes none.
     """
 
     def __init__(
@@ -70,8 +77,10 @@ class Withholding:
         drained_out: Callable[[], bool],
         arrivals: Arrivals | None = None,
         review_counts: ReviewCounts | None = None,
+        shorts: ShortIntake | None = None,
     ) -> None:
         self._config = config
+        self.shorts = shorts
         self._arrivals = arrivals
         self._review_counts = review_counts
         self._clock = clock
@@ -110,6 +119,23 @@ class Withholding:
     def forget(self, pending: Pending) -> None:
         """``pending`` was written off (delivered or not): forget it."""
         self._withheld.pop(pending.key, None)
+        if self.shorts is not None:
+            self.shorts.done(pending)
+
+    def _positions_of(self, partition: int) -> str | None:
+        """The short-notice read positions committed with ``partition``'s offset; ``None``
+        until the input was read again for it (a partition taken over)."""
+        if self.shorts is None or partition not in self._read_for:
+            return None
+        return self.shorts.metadata(partition)
+
+    def take_shorts(self, owned: Collection[int]) -> None:
+        """Plan the short-notice versions of the in-flight partitions ``owned`` (fenced:
+        delivered once caught up and read for) that the rules asked last give
+        (:meth:`ShortIntake.step`); :meth:`check_new` then withholds what a remembered
+        record ends among them."""
+        if self.shorts is not None and self.watch is not None:
+            self.shorts.step(owned)
 
     def read_for(self, partition: int) -> bool:
         """Whether the watch has read the input for ``partition``'s pending schedules
@@ -147,12 +173,20 @@ class Withholding:
             self._replayed = latest_logged_batch(config.checkpoint_dir)
         since, positions = self._watch_from(now, self._replayed, None)
         self._read_for = {p for p in self._slots.partitions() if reader.caught_up(p)}
+        if self.shorts is not None:
+            # Their short versions not delivered by the last owner are read again.
+            found = reader.committed_metadata(self._read_for)
+            for place, offset in self.shorts.starts(found, self._read_for).items():
+                positions[place] = min(positions.get(place, offset), offset)
+            reader.metadata_of = self._positions_of
         if self._replayed is not None:  # a restart: the replay may hand over again
             watch.later.keep_until = now + RESTART_MEMORY_MS
         if config.checkpoint_dir is not None:
             # Until a logged batch is seen and checked, the pipeline has read nothing the
             # watch may forget: a first batch can take longer than the memory.
             watch.taken = {}
+        if self.shorts is not None:
+            watch.shorts = self.shorts.versions
         if not watch.start(since, self._drained_out, positions):
             return False
         self.check_new()
@@ -160,7 +194,9 @@ class Withholding:
         return True
 
     def close(self) -> None:
-        """Release the watch's consumers."""
+        """Release the watch's consumers (and the notice rules' follower)."""
+        if self.shorts is not None:
+            self.shorts.close()
         if self.watch is not None:
             self.watch.close()
             self.watch = None
@@ -199,15 +235,23 @@ class Withholding:
         if not gained:
             return
         pending = sum(self._plan.pending_in(p) for p in gained)
-        if not pending:
+        if not pending and self.shorts is None:
             read_for.update(gained)
             return
         since, positions = self._watch_from(self._clock.now_ms(), None, gained)
         began = time.monotonic()
         read = self.watch.read
-        noted = self.watch.reread(since, positions, self._drained_out, self.poll)
+        shorts = None
+        if self.shorts is not None:  # and their short versions not delivered yet
+            metadata = reader.committed_metadata(gained)
+            watch = self.watch
+            shorts = self.shorts.reread(metadata, gained, watch.positions, watch.parse)
+        also = None if shorts is None else (shorts.ranges, shorts.record)
+        noted = self.watch.reread(since, positions, self._drained_out, self.poll, also=also)
         if noted is None:
             return  # stopped meanwhile: not deliverable
+        if shorts is not None:
+            shorts.done()
         self._withhold_ended(set(noted))
         read_for.update(gained)
         log.info(
@@ -250,6 +294,8 @@ class Withholding:
         if self.watch is None:
             return
         self._withhold_ended(set(self.watch.poll()))
+        if self.shorts is not None:
+            self._withhold_delivered(self.shorts.delivered())
         self._publish_read()
 
     def read_to_now(self) -> None:
@@ -299,18 +345,24 @@ class Withholding:
         written."""
         if self.watch is None or not arrived:
             return
-        candidates = [
-            p
-            for topic, sid in arrived
-            for p in (
-                *self._plan.pending_of(topic, sid),
-                *(p for slot in self._slots for p in slot.in_lanes.of(topic, sid)),
-            )
-        ]
+        candidates = [p for topic, sid in arrived for p in self._versions_of(topic, sid)]
         kinds = self.watch.later.ends_each([p.schedule for p in candidates])
         for p, kind in zip(candidates, kinds, strict=True):
             if kind is not None:
                 self._withhold(p, kind)
+
+    def _withhold_delivered(self, shorts: list[Short]) -> None:
+        """Withhold the short versions that delayline's own tombstone showed delivered,
+        pending or being written."""
+        for short in shorts:
+            for p in self._versions_of(short.place[0], short.schedule.id):
+                if p.short is short:
+                    self._withhold(p, DELIVERED)
+
+    def _versions_of(self, topic: str, schedule_id: str) -> list[Pending]:
+        """The versions of ``schedule_id`` read from ``topic``, pending or being written."""
+        in_lanes = (p for slot in self._slots for p in slot.in_lanes.of(topic, schedule_id))
+        return [*self._plan.pending_of(topic, schedule_id), *in_lanes]
 
     def _watch_read(self, ends: Mapping[tuple[str, int], int], timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` until the watch's published positions reach ``ends``."""

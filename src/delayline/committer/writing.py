@@ -90,12 +90,13 @@ class GroupWriter:
 
     def writes_input(self, group: Group) -> bool:
         """Whether ``group``'s transaction writes to an input topic (which the watch of
-        every group waits to have read): a recurring schedule's re-arm or end, or a
-        delivery to an input topic."""
+        every group waits to have read): a recurring schedule's re-arm or end, a short
+        one's own tombstone, or a delivery to an input topic."""
         topology = self._config.topology
         inputs = () if topology is None else topology.input_topics
         return any(
-            recurs(topology, p.schedule) or p.schedule.target_topic in inputs for p in group.items
+            p.short is not None or recurs(topology, p.schedule) or p.schedule.target_topic in inputs
+            for p in group.items
         )
 
     def _write(
@@ -118,12 +119,15 @@ class GroupWriter:
         live, expired, withheld = self._split(group, now)
 
         def firing(p: Pending) -> Firing:
+            # A handed-over one was forgotten by its hand-over; a short one is now (a
+            # recurring one's turn writes its re-arm or end instead).
+            forget = p.short is not None and not recurs(config.topology, p.schedule)
             return Firing(
                 p.schedule,
                 config.dead_letter_topic,
                 config.history_topic,
                 timestamp_ms=max(p.due_ms, now),
-                forget=False,
+                forget=forget,
             )
 
         turns = take_turns(live, firing, self._time.broker_ms(now), config.topology)
@@ -153,12 +157,16 @@ class GroupWriter:
 
         records = turns.records
         inflight = config.inflight_topic
-        for p in expired:  # a recurring one ends: the fire stage wrote no tombstone for it
-            forget = recurs(config.topology, p.schedule)
+        for p in expired:  # a recurring one ends (no tombstone yet), a short one is done
+            forget = recurs(config.topology, p.schedule) or p.short is not None
             records.extend(firing(p)._replace(forget=forget).refused(EXPIRED))
         refused = firer.deliver(
             records,
-            extra=[render_inflight_tombstone(inflight, p.key, p.partition) for p in group.items],
+            extra=[
+                render_inflight_tombstone(inflight, p.key, p.partition)
+                for p in group.items
+                if p.short is None  # a short one has no in-flight record
+            ],
             label=f"committer group of {len(group.items)} due at {group.commit_ms}",
             before_commit=written,
             track=[record for _, record in turns.rearms],

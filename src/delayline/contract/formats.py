@@ -81,6 +81,9 @@ BUCKET_COPY = Format("bucket copy", current=1, oldest=1)
 CATALOG = Format("API catalog", current=3, oldest=1)
 NOTICE_RULES = Format("short-notice rules", current=1, oldest=1)
 """The rules of :mod:`delayline.contract.notice`, in the pipeline's notice topic."""
+SHORT_POSITIONS = Format("short-notice read positions", current=1, oldest=1)
+"""Where a committer's next owner of an in-flight partition reads the input again from
+(:mod:`delayline.committer.short_notice`), in the metadata of its committed offset."""
 
 FORMATS = (
     CHECKPOINT,
@@ -91,5 +94,6 @@ FORMATS = (
     BUCKET_COPY,
     CATALOG,
     NOTICE_RULES,
+    SHORT_POSITIONS,
 )
 """Every versioned format, as ``docs/operations.md`` lists them."""

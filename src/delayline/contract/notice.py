@@ -32,6 +32,12 @@ from typing import Any
 from delayline.contract.formats import NOTICE_RULES
 from delayline.errors import ConfigError, RecordFormatError
 
+MAX_NOTICE_MS = 60_000
+"""The longest notice any epoch may have (the longest lead): a version due later than
+this after its record's timestamp is short under no rules, so a committer's watch reads
+only those due sooner as schedules it may have to deliver itself, whatever rules it
+learns of later."""
+
 
 @dataclass(frozen=True, slots=True)
 class Epoch:
@@ -52,10 +58,10 @@ class Epoch:
     starts: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.notice_ms < 0 or self.inflight_partitions < 1:
+        if not 0 <= self.notice_ms <= MAX_NOTICE_MS or self.inflight_partitions < 1:
             raise ConfigError(
-                f"a notice epoch needs notice_ms >= 0 and inflight_partitions >= 1, "
-                f"not {self.notice_ms} and {self.inflight_partitions}"
+                f"a notice epoch needs notice_ms in 0..{MAX_NOTICE_MS} and "
+                f"inflight_partitions >= 1, not {self.notice_ms} and {self.inflight_partitions}"
             )
 
     def start(self, topic: str, partition: int) -> int:
@@ -175,7 +181,7 @@ class NoticeRules:
             NOTICE_RULES.check(int(value["format"]), where)
             epochs = tuple(_epoch(e) for e in value["epochs"])
             return cls(epochs, bool(value["pending"]))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # ConfigError too
             raise RecordFormatError(f"{where}: not notice rules ({exc})") from exc
 
 

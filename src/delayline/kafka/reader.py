@@ -210,6 +210,41 @@ def earliest_offsets(
     return _ends(admin, partitions, timeout_s, IsolationLevel.READ_UNCOMMITTED, earliest)
 
 
+def starts_at(
+    admin: AdminClient,
+    topics: Iterable[str],
+    since_ms: int,
+    positions: Mapping[tuple[str, int], int] | None,
+    timeout_s: float,
+) -> list[TopicPartition]:
+    """Where to read each partition of ``topics`` from: its first offset whose record
+    timestamp is at or after ``since_ms``, or its offset in ``positions`` where earlier
+    (-1: no record that recent and no position). Topics not found are left out.
+
+    Raises:
+        KafkaUnavailableError: Kafka did not answer in time.
+    """
+    try:
+        metadata = admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise KafkaUnavailableError(f"Kafka did not answer: {exc}") from exc
+    wanted = {
+        (topic, p): since_ms
+        for topic in topics
+        if (found := metadata.topics.get(topic)) is not None and found.error is None
+        for p in sorted(found.partitions)
+    }
+    found_at = offsets_at_times(admin, wanted, timeout_s)
+    known = positions or {}
+    out = []
+    for topic, p in wanted:
+        at_time, position = found_at[(topic, p)], known.get((topic, p))
+        if position is not None and not 0 <= at_time <= position:
+            at_time = position  # earlier than the time's offset, or the time found none
+        out.append(TopicPartition(topic, p, at_time))
+    return out
+
+
 def offsets_at_times(
     admin: AdminClient, times: Mapping[tuple[str, int], int], timeout_s: float
 ) -> dict[tuple[str, int], int]:

@@ -147,6 +147,21 @@ def test_a_partition_no_longer_owned_is_released() -> None:
     assert intake.versions.owned == set()
 
 
+def test_pending_rules_are_asked_again_a_while_later() -> None:
+    intake, plan, worker, clock = _intake()
+    intake.versions.read_version(_version("a", 10), 0)
+    intake.versions.read_to({(TOPIC, 0): 11})
+    intake.step({0})
+    worker.futures[0].set_result(replace(RULES, pending=True))
+    assert intake.step({0}) == []
+    assert len(worker.futures) == 1, "not asked again at once"
+    clock.advance(RETRY_MS)
+    intake.step({0})
+    worker.futures[1].set_result(RULES)
+    assert [p.schedule.id for p in intake.step({0})] == ["a"]
+    assert len(plan) == 1
+
+
 def test_kafka_not_answering_is_asked_again_later_and_other_errors_raise() -> None:
     intake, _, worker, clock = _intake()
     intake.versions.read_version(_version("a", 10), 0)
@@ -248,7 +263,8 @@ def test_a_start_reads_again_from_the_earliest_committed_positions() -> None:
         )
     )
     source = Rules(rules)
-    intake = ShortIntake(source, DuePlan(), ManualClock(), Worker())  # type: ignore[arg-type]
+    pool = ThreadPoolExecutor(1)  # the rules are asked there, never beside a request
+    intake = ShortIntake(source, DuePlan(), ManualClock(), pool)
     mine = {0: encode_positions({(TOPIC, 0): 70, (TOPIC, 1): 20})}
     theirs = {1: encode_positions({(TOPIC, 0): 60, (TOPIC, 1): 30})}
     assert intake.starts({**mine, **theirs}, [0, 1]) == {(TOPIC, 0): 60, (TOPIC, 1): 20}
@@ -257,6 +273,7 @@ def test_a_start_reads_again_from_the_earliest_committed_positions() -> None:
     assert source.asked == 1
     source.answer = NoticeRules((Epoch(0, 2, {TOPIC: {0: 5}}),))
     assert intake.starts({}, [0]) == {}, "never a notice: nothing to read again"
+    pool.shutdown()
 
 
 def test_a_committed_offset_carries_the_partitions_positions() -> None:

@@ -201,11 +201,53 @@ def test_what_is_read_again_is_judged_where_the_watch_was() -> None:
     a, b = _id_in(0), _id_in(0, 1)
     shorts = ShortVersions(owned={0})
     shorts.read_version(_version(b, 40, due_in_ms=100), 1)
-    at = shorts.told
+    at = shorts.reading_again()
     old = _version(a, 30, due_in_ms=100)
     shorts.read_own_tombstone((TOPIC, 0), a, 30, 2)  # read since: delivered by the last owner
     shorts.read_again(at, [(old, 3)])
     assert [s.schedule.id for s in shorts.judge(RULES)] == [b]
     assert shorts.take_delivered() == []
-    shorts.read_again(shorts.told, [(_version(a, 31, due_in_ms=100), 4)])
+    shorts.read_again(shorts.reading_again(), [(_version(a, 31, due_in_ms=100), 4)])
     assert [s.offset for s in shorts.judge(RULES)] == [31], "one not delivered is taken"
+
+
+def test_a_version_read_again_is_given_only_if_never_given_nor_settled() -> None:
+    """A partition taken over while an id has two short versions: read again, the older
+    one is given (the watch withholds it: the newer ends it) and the newer one, given
+    live already, is not given twice. One given live and shown delivered by its own
+    tombstone while the re-read ran is not given again either."""
+    sid = _id_in(0)
+    shorts = ShortVersions(owned={0})
+    older, newer = _version(sid, 10, due_in_ms=100), _version(sid, 15, due_in_ms=100)
+    shorts.read_version(newer, 1)
+    assert [s.schedule for s in shorts.judge(RULES)] == [newer]
+    shorts.read_again(shorts.reading_again(), [(older, 2), (newer, 2)])
+    assert [s.schedule for s in shorts.judge(RULES)] == [older]
+    assert {s.offset for s in shorts.open()} == {10, 15}
+
+    other = _id_in(0, 1)
+    live = _version(other, 30, due_in_ms=100)
+    shorts.read_version(live, 3)
+    (given,) = shorts.judge(RULES)
+    at = shorts.reading_again()
+    shorts.read_own_tombstone((TOPIC, 0), other, 30, 4)  # read live during the re-read
+    assert shorts.take_delivered() == [given]
+    shorts.read_again(at, [(live, 4)])
+    assert shorts.judge(RULES) == [], "settled meanwhile: not given again"
+    shorts.read_again(shorts.reading_again(), [(live, 5)])
+    assert [s.offset for s in shorts.judge(RULES)] == [30], "a later re-read forgets"
+
+
+def test_positions_never_pass_a_version_read_again_and_not_judged() -> None:
+    sid = _id_in(0)
+    shorts = ShortVersions(owned={0})
+    shorts.begin({(TOPIC, 0): 50})
+    shorts.read_to({(TOPIC, 0): 60})
+    assert shorts.judge(RULES) == []
+    assert shorts.positions(0) == {(TOPIC, 0): 60}
+    shorts.read_again(shorts.reading_again(), [(_version(sid, 40, due_in_ms=100), 1)])
+    assert shorts.positions(0) == {(TOPIC, 0): 40}, "not judged yet: read again from it"
+    assert shorts.positions(1) == {(TOPIC, 0): 40}, "its in-flight partition is not known"
+    shorts.judge(RULES)
+    assert shorts.positions(0) == {(TOPIC, 0): 40}, "given: open"
+    assert shorts.positions(1) == {(TOPIC, 0): 60}

@@ -101,16 +101,20 @@ class Session:
         )  # fmt: skip
         self._writer = GroupWriter(config, kept.time, kept.pacer, self.withholding)
         self._warmer = Warmer(kept.time, kept.lookups, topics)
-        self._reader = InflightReader(
-            config.bootstrap_servers,
-            config.inflight_topic,
-            committer_group(config.transactional_id),
-            committer_instance_id(config.transactional_id, config.name),
-            config.session_timeout_ms,
-            self.plan,
-            kept.time.clock,
-            self,
-        )
+        try:
+            self._reader = InflightReader(
+                config.bootstrap_servers,
+                config.inflight_topic,
+                committer_group(config.transactional_id),
+                committer_instance_id(config.transactional_id, config.name),
+                config.session_timeout_ms,
+                self.plan,
+                kept.time.clock,
+                self,
+            )
+        except Exception:
+            self.withholding.close()  # the notice follower's consumer
+            raise
 
     def run(self) -> None:
         """Deliver until stopped (raises what failed: the committer starts afresh)."""

@@ -34,7 +34,7 @@ from delayline.committer.short_notice import (
 )
 from delayline.contract.contracts import InputParser
 from delayline.contract.notice import NoticeRules
-from delayline.contract.records import own_tombstone_of
+from delayline.contract.records import handed_over, own_tombstone_of
 from delayline.core.clock import Clock
 from delayline.errors import KafkaUnavailableError
 from delayline.kafka.reader import message_headers, to_consumed_record
@@ -42,7 +42,8 @@ from delayline.kafka.reader import message_headers, to_consumed_record
 log = logging.getLogger(__name__)
 
 RETRY_MS = 1_000
-"""How long after Kafka did not answer a request for the rules the next is made."""
+"""How long after Kafka did not answer a request for the rules, or answered that they
+are pending, the next is made."""
 
 
 class NoticeSource(Protocol):
@@ -181,8 +182,11 @@ class ShortIntake:
         return ShortReread(ranges, self.versions, parse)
 
     def _first_starts(self) -> dict[Place, int]:
-        """Where the first epoch with a notice starts (none: no version was ever short)."""
-        for epoch in self._source.rules().epochs:
+        """Where the first epoch with a notice starts (none: no version was ever short),
+        asked on the worker (never beside a request in flight there); a pending epoch
+        starts later than anything read by now."""
+        rules = self._worker.submit(self._source.rules).result()
+        for epoch in rules.epochs:
             if epoch.notice_ms > 0:
                 return {(t, p): o for t, parts in epoch.starts.items() for p, o in parts.items()}
         return {}
@@ -203,6 +207,9 @@ class ShortIntake:
             rules = answer.result()
         except KafkaUnavailableError as exc:
             log.warning("committer: notice rules not read (%s); asking again", exc)
+            self._retry_at_ms = self._clock.now_ms() + RETRY_MS
+            return []
+        if rules.pending:  # a pipeline is settling them (or stopped while it did)
             self._retry_at_ms = self._clock.now_ms() + RETRY_MS
             return []
         now = self._clock.now_ms()
@@ -249,7 +256,7 @@ class ShortReread:
         self.ranges = dict(ranges)
         self._versions = versions
         self._parse = parse
-        self._at = versions.told
+        self._at = versions.reading_again()
         self._items: list[tuple[Told, int]] = []
 
     def record(self, msg: Message, now_ms: int) -> None:
@@ -259,8 +266,9 @@ class ShortReread:
         if span is None or not span[0] <= offset < span[1]:
             return
         if msg.value() is None:
-            own = own_tombstone_of(msg.key(), message_headers(msg))
-            if own is not None:
+            headers = message_headers(msg)
+            own = own_tombstone_of(msg.key(), headers)
+            if own is not None and not handed_over(headers):
                 self._items.append(((place, *own), now_ms))
             return
         record = to_consumed_record(msg)

@@ -33,6 +33,8 @@ from delayline.core.model import Parsed, Schedule
 from delayline.errors import RecordFormatError
 from delayline.fire.inflight import inflight_partition
 
+Key = tuple[str, int, int]
+"""A version's place and offset: (topic, partition, offset)."""
 Told = Schedule | tuple[Place, str, int]
 """What the watch tells: a version, or an own tombstone ((place, id, fired offset))."""
 
@@ -59,6 +61,12 @@ class Short:
     def offset(self) -> int:
         """Its offset there."""
         return self.schedule.require_source().offset
+
+    @property
+    def key(self) -> Key:
+        """Its place and offset: what names it among the versions given."""
+        source = self.schedule.require_source()
+        return source.topic, source.partition, source.offset
 
 
 class Mark(NamedTuple):
@@ -107,10 +115,16 @@ class ShortVersions:
         """Per input partition, the watch's position when last told: the next offset."""
         self._judged_to: dict[Place, int] = {}
         """The same, as of the last judging."""
-        self._open: dict[tuple[str, str], Short] = {}
-        """Given and not done, by (topic, id) and at most one per version."""
+        self._open: dict[Key, Short] = {}
+        """Given and not done, by place and offset."""
         self._delivered: list[Short] = []
         """Given, then shown delivered by an own tombstone read since."""
+        self._reread_end: int | None = None
+        """While versions read again wait to be judged: the place (in :attr:`told`)
+        after the last of them."""
+        self._settled: set[Key] = set()
+        """Meanwhile, the versions given that were done or shown delivered: read again,
+        they are not given again."""
 
     def begin(self, positions: Mapping[Place, int]) -> None:
         """The watch begins to read each input partition at its offset in ``positions``
@@ -136,7 +150,7 @@ class ShortVersions:
         """When the earliest version or tombstone waiting to be judged was read: the
         watch forgets nothing read after it, less its memory (a cancel of a version
         judged late still withholds it)."""
-        return self._read_ms[0] if self._read_ms else None
+        return min(self._read_ms, default=None)
 
     def read_own_tombstone(
         self, place: Place, schedule_id: str, fired_offset: int, read_ms: int
@@ -144,10 +158,7 @@ class ShortVersions:
         """Delayline's own tombstone read in ``place`` at ``read_ms``: the version of
         ``schedule_id`` at ``fired_offset`` was handed over or, if short, delivered (an
         open one is so at once: :meth:`take_delivered`)."""
-        found = self._open.get((place[0], schedule_id))
-        if found is not None and found.offset == fired_offset and found.place == place:
-            del self._open[(place[0], schedule_id)]
-            self._delivered.append(found)
+        if self._delivered_now((place[0], place[1], fired_offset), schedule_id):
             return
         self._unjudged.append((place, schedule_id, fired_offset))
         self._read_ms.append(read_ms)
@@ -159,16 +170,24 @@ class ShortVersions:
         order read, for :meth:`read_again`)."""
         return self._told
 
+    def reading_again(self) -> int:
+        """A re-read begins (:meth:`read_again` gives what it read): what this committer
+        settles from now on is not given again by it. Returns where (in :attr:`told`)
+        its versions are judged."""
+        self._reread_end = max(self._reread_end or 0, self._told)
+        return self._told
+
     def read_again(self, at: int, items: list[tuple[Told, int]]) -> None:
-        """Versions and own tombstones ((place, id, fired offset)), each with its read
-        time, read again (a partition taken over: from its last owner's positions) up
-        to where the watch had read when :attr:`told` was ``at``: judged as if read
-        then, before what the watch read since. No rules may be asked between the two
-        (a mark would count the wrong items)."""
+        """Versions and own tombstones, each with its read time, read again (a partition
+        taken over: from its last owner's positions) up to where the watch had read when
+        :meth:`reading_again` returned ``at``: judged as if read then, before what the
+        watch read since, and none given that this committer gave and settled since.
+        No rules may be asked between the two (a mark would count the wrong items)."""
         start = max(0, at - (self._told - len(self._unjudged)))
         self._unjudged[start:start] = [item for item, _ in items]
         self._read_ms[start:start] = [read_ms for _, read_ms in items]
         self._told += len(items)
+        self._reread_end = max(self._reread_end or 0, at + len(items))
 
     def take_delivered(self) -> list[Short]:
         """The versions given that an own tombstone read since showed delivered (no
@@ -206,30 +225,34 @@ class ShortVersions:
         for item in self._unjudged[:count]:
             if isinstance(item, Schedule):
                 short = self._short(item, rules)
-                key = (item.require_source().topic, item.id)
-                if short is not None and not _same(self._open.get(key), short):
-                    self._open[key] = short
+                fresh = short is not None and short.key not in self._open
+                if short is not None and fresh and short.key not in self._settled:
+                    self._open[short.key] = short
                     given.append(short)
             else:
-                (topic, _), schedule_id, fired = item
-                found = self._open.get((topic, schedule_id))
-                if found is not None and found.offset == fired and found.place == item[0]:
-                    del self._open[(topic, schedule_id)]
-                    if found in given:
-                        given.remove(found)
-                    else:
-                        self._delivered.append(found)
+                (topic, partition), schedule_id, fired = item
+                key = (topic, partition, fired)
+                found = self._open.get(key)
+                if found is not None and found in given and found.schedule.id == schedule_id:
+                    del self._open[key]  # given in this judging: not planned at all
+                    self._settle(key)
+                    given.remove(found)
+                else:
+                    self._delivered_now(key, schedule_id)
         del self._unjudged[:count]
         del self._read_ms[:count]
         self._judged_to = dict(read_to)
+        if self._reread_end is not None and self._told - len(self._unjudged) >= self._reread_end:
+            self._reread_end = None  # all read again is judged
+            self._settled.clear()
         return given
 
     def done(self, short: Short) -> None:
         """``short`` was delivered (its transaction committed) or withheld (a later
         record of its id ended it)."""
-        key = (short.place[0], short.schedule.id)
-        if self._open.get(key) is short:
-            del self._open[key]
+        if self._open.get(short.key) is short:
+            del self._open[short.key]
+            self._settle(short.key)
 
     def release(self, partitions: Iterable[int]) -> dict[int, dict[Place, int]]:
         """The in-flight ``partitions`` are no longer owned: what was open there is
@@ -243,19 +266,44 @@ class ShortVersions:
         before = {p: self.positions(p) for p in gone}
         self.owned -= gone
         for s in [s for s in self._open.values() if s.inflight_partition in gone]:
-            del self._open[(s.place[0], s.schedule.id)]
+            del self._open[s.key]
         return before
 
     def positions(self, inflight_partition: int) -> dict[Place, int]:
         """Per input partition, where a new owner of ``inflight_partition`` must read
-        again from: its earliest open version, else where the last judging had read to."""
+        again from: its earliest open version, else the earliest version not judged yet
+        (whose in-flight partition the rules will tell), else where the last judging had
+        read to."""
         out = dict(self._judged_to)
+
+        def lower(place: Place, offset: int) -> None:
+            if offset < out.get(place, offset + 1):
+                out[place] = offset
+
         for s in self._open.values():
-            if s.inflight_partition == inflight_partition and s.offset < out.get(
-                s.place, s.offset + 1
-            ):
-                out[s.place] = s.offset
+            if s.inflight_partition == inflight_partition:
+                lower(s.place, s.offset)
+        for item in self._unjudged:
+            if isinstance(item, Schedule):
+                source = item.require_source()
+                lower((source.topic, source.partition), source.offset)
         return out
+
+    def _delivered_now(self, key: Key, schedule_id: str) -> bool:
+        """Whether an open version (``key``, of ``schedule_id``) is shown delivered by
+        its own tombstone read now; if so it is no longer open (:meth:`take_delivered`)."""
+        found = self._open.get(key)
+        if found is None or found.schedule.id != schedule_id:
+            return False
+        del self._open[key]
+        self._settle(key)
+        self._delivered.append(found)
+        return True
+
+    def _settle(self, key: Key) -> None:
+        """Note a given version settled while versions read again wait to be judged."""
+        if self._reread_end is not None:
+            self._settled.add(key)
 
     def open(self) -> list[Short]:
         """The versions given and not done, in no particular order."""
@@ -331,8 +379,3 @@ def decode_positions(text: str, where: str) -> dict[Place, int] | None:
         }
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise RecordFormatError(f"{where}: not short-notice read positions ({exc})") from exc
-
-
-def _same(given: Short | None, short: Short) -> bool:
-    """Whether ``given`` is ``short``'s version (read again: given once already)."""
-    return given is not None and given.place == short.place and given.offset == short.offset

@@ -60,7 +60,7 @@ from delayline.committer.reviews import KafkaReviewWriter, ReviewCounts, Reviews
 from delayline.committer.short_notice import ShortVersions, short_candidate
 from delayline.contract.checks import ScheduleFields
 from delayline.contract.contracts import InputParser
-from delayline.contract.records import own_tombstone_of, skippable_tombstone
+from delayline.contract.records import handed_over, own_tombstone_of, skippable_tombstone
 from delayline.core.model import Cancel, Headers, Schedule
 from delayline.kafka.config import kafka_client_config
 from delayline.kafka.reader import (
@@ -371,7 +371,7 @@ class InputWatch:
         topic, partition = msg.topic() or "", msg.partition() or 0
         if skippable_tombstone(headers):
             self.reviews.read(topic, partition, msg.offset() or 0, msg.key() or b"", headers, *own)
-        if self.shorts is not None:
+        if self.shorts is not None and not handed_over(headers):
             self.shorts.read_own_tombstone((topic, partition), *own, now_ms)
 
     def _tell_shorts(self) -> None:

@@ -98,6 +98,9 @@ class Withholding:
         self._read_to: dict[tuple[str, int], int] = {}
         """The watch's positions, published (under :attr:`_watched`) once what they read
         is noted and has withheld what it ends."""
+        self._positioned: set[int] = set()
+        """The in-flight partitions whose short-notice read positions are known: read for
+        (at the start or by a take-over's re-read) and not taken over again since."""
         self._read_for: set[int] = set()
         """The in-flight partitions whose pending schedules the watch has read the input
         for: those caught up when it started, and each taken over since (:meth:`gained`)."""
@@ -124,8 +127,9 @@ class Withholding:
 
     def _positions_of(self, partition: int) -> str | None:
         """The short-notice read positions committed with ``partition``'s offset; ``None``
-        until the input was read again for it (a partition taken over)."""
-        if self.shorts is None or partition not in self._read_for:
+        until the input was read again for it (a partition taken over), and again at
+        its release (:meth:`given_up` comes before the last commit)."""
+        if self.shorts is None or partition not in self._positioned:
             return None
         return self.shorts.metadata(partition)
 
@@ -179,6 +183,7 @@ class Withholding:
             for place, offset in self.shorts.starts(found, self._read_for).items():
                 positions[place] = min(positions.get(place, offset), offset)
             reader.metadata_of = self._positions_of
+            self._positioned = set(self._read_for)
         if self._replayed is not None:  # a restart: the replay may hand over again
             watch.later.keep_until = now + RESTART_MEMORY_MS
         if config.checkpoint_dir is not None:
@@ -243,6 +248,7 @@ class Withholding:
         read = self.watch.read
         shorts = None
         if self.shorts is not None:  # and their short versions not delivered yet
+            self._positioned.difference_update(gained)
             metadata = reader.committed_metadata(gained)
             watch = self.watch
             shorts = self.shorts.reread(metadata, gained, watch.positions, watch.parse)
@@ -252,6 +258,7 @@ class Withholding:
             return  # stopped meanwhile: not deliverable
         if shorts is not None:
             shorts.done()
+            self._positioned.update(gained)
         self._withhold_ended(set(noted))
         read_for.update(gained)
         log.info(

@@ -196,6 +196,13 @@ def skippable_tombstone(headers: Headers) -> bool:
     return marked
 
 
+def handed_over(headers: Headers) -> bool:
+    """Whether delayline's own tombstone with ``headers`` was written by a hand-over
+    (marked by its start, :data:`~delayline.contract.headers.PLAN`): never the delivery
+    of a short-notice version, which the committer writes unmarked."""
+    return any(name == h.PLAN for name, _ in headers)
+
+
 def build_schedule(
     schedule_id: str,
     payload: bytes,

@@ -11,13 +11,13 @@ import pytest
 
 from delayline.committer.due_plan import DuePlan
 from delayline.committer.pending import Pending, short_key
-from delayline.committer.short_intake import RETRY_MS, ShortIntake
-from delayline.committer.short_notice import (
-    Short,
+from delayline.committer.short_intake import (
+    RETRY_MS,
+    ShortIntake,
     decode_positions,
     encode_positions,
-    short_candidate,
 )
+from delayline.committer.short_notice import Short, short_candidate
 from delayline.committer.turns import take_turns
 from delayline.contract import ConsumedRecord, OutgoingRecord
 from delayline.contract.contracts import InputParser

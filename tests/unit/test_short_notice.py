@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from delayline.committer.short_notice import ShortVersions, decode_positions, encode_positions
+from delayline.committer.short_intake import decode_positions, encode_positions
+from delayline.committer.short_notice import ShortVersions
 from delayline.contract.notice import Epoch, NoticeRules
 from delayline.contract.records import build_schedule
 from delayline.core.model import Schedule, SourceRef

@@ -148,13 +148,16 @@ class Session:
         finally:
             self._kept.ready.clear()  # not delivering any more (closing may take seconds)
             self._close_slots(report=False)
-            reader.close()
-            self.withholding.close()
+            try:
+                reader.close()
+            finally:
+                self.withholding.close()
 
     def assigned(self, partitions: list[int]) -> None:
         """Start opening the producers of ``partitions`` in the background (which fences
         those of their earlier owner, aborting its open transactions); the partitions
         already owned keep being delivered meanwhile (:meth:`_take_fenced`)."""
+        self.withholding.assigned(partitions)
         self.slots.assign(partitions)
 
     def revoked(self, partitions: list[int], *, lost: bool) -> bool:

@@ -13,6 +13,7 @@ Rules are asked only while something read waits to be judged.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import Executor, Future
@@ -28,15 +29,14 @@ from delayline.committer.short_notice import (
     Short,
     ShortVersions,
     Told,
-    decode_positions,
-    encode_positions,
     short_candidate,
 )
 from delayline.contract.contracts import InputParser
+from delayline.contract.formats import SHORT_POSITIONS
 from delayline.contract.notice import NoticeRules
 from delayline.contract.records import handed_over, own_tombstone_of
 from delayline.core.clock import Clock
-from delayline.errors import KafkaUnavailableError
+from delayline.errors import KafkaUnavailableError, RecordFormatError
 from delayline.kafka.reader import message_headers, to_consumed_record
 
 log = logging.getLogger(__name__)
@@ -63,9 +63,10 @@ class NoticeSource(Protocol):
 class ShortIntake:
     """Plans the short-notice versions a committer's watch reads that are its own.
 
-    Guarantees (with :class:`ShortVersions`'): a version is planned at most once per
-    session, and only when judged by rules asked after it was read; a version shown
-    delivered after it was planned is returned by :meth:`delivered` to withhold. Not
+    Guarantees (with :class:`ShortVersions`'): a version is planned only when judged
+    by rules asked after it was read, and planned again only after a re-read, with the
+    record that settled it (withheld then); a version shown delivered after it was
+    planned is returned by :meth:`delivered` to withhold. Not
     thread-safe (the committer's thread); the rules are asked on ``worker``.
 
     Args:
@@ -280,3 +281,36 @@ class ShortReread:
         """The re-read ran to its end: give what it read."""
         self._versions.read_again(self._at, self._items)
         self._items = []
+
+
+def encode_positions(positions: Mapping[Place, int]) -> str:
+    """``positions`` (:meth:`ShortVersions.positions`) as the metadata of an in-flight
+    partition's committed offset (JSON, in the current
+    :data:`~delayline.contract.formats.SHORT_POSITIONS` format). A broker keeps 4,096
+    bytes of it by default (``offset.metadata.max.bytes``): about 150 input partitions."""
+    read: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(positions.items()):
+        read.setdefault(topic, {})[str(partition)] = offset
+    return json.dumps({"format": SHORT_POSITIONS.current, "read": read}, separators=(",", ":"))
+
+
+def decode_positions(text: str, where: str) -> dict[Place, int] | None:
+    """What :func:`encode_positions` wrote; ``None`` for no metadata (an offset committed
+    by a release or a committer that took no short versions).
+
+    Raises:
+        FormatVersionError: written in a newer format than this release reads.
+        RecordFormatError: other metadata.
+    """
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+        SHORT_POSITIONS.check(int(value["format"]), where)
+        return {
+            (str(topic), int(p)): int(offset)
+            for topic, parts in value["read"].items()
+            for p, offset in parts.items()
+        }
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise RecordFormatError(f"{where}: not short-notice read positions ({exc})") from exc

@@ -19,7 +19,6 @@ while they were pending waits for a later call.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import NamedTuple
@@ -27,10 +26,8 @@ from typing import NamedTuple
 from delayline.committer.rereads import Place
 from delayline.contract import ConsumedRecord
 from delayline.contract.checks import ScheduleFields
-from delayline.contract.formats import SHORT_POSITIONS
 from delayline.contract.notice import MAX_NOTICE_MS, NoticeRules
 from delayline.core.model import Parsed, Schedule
-from delayline.errors import RecordFormatError
 from delayline.fire.inflight import inflight_partition
 
 Key = tuple[str, int, int]
@@ -88,10 +85,14 @@ class ShortVersions:
 
     Guarantees:
         * every version read that is short under the rules governing its offset, and
-          whose in-flight partition is owned, is given by :meth:`judge` once, unless
+          whose in-flight partition is owned, is given by :meth:`judge`, unless
           delayline's own tombstone of it (its delivery) was read first; one whose
           tombstone is read after it was given is returned by :meth:`take_delivered`
           (the caller withholds it: delivered already);
+        * a version is given again only when read again (:meth:`read_again`) after it
+          was settled (:meth:`done`, or shown delivered) before the re-read began: the
+          record that settled it (its own tombstone, a cancel, a newer version) lies
+          after it and is read again too, so the caller withholds it;
         * :meth:`positions` never passes a version of an in-flight partition that is
           open (given and neither :meth:`done` nor seen delivered) or not judged yet:
           read again from there, nothing of it is missed.
@@ -109,6 +110,8 @@ class ShortVersions:
         last judging, in the order read."""
         self._read_ms: list[int] = []
         """When each of those was read (host clock)."""
+        self._oldest_ms: int | None = None
+        """The earliest of those."""
         self._told = 0
         """How many were told since the start (the judged ones included)."""
         self._read_to: dict[Place, int] = {}
@@ -119,6 +122,8 @@ class ShortVersions:
         """Given and not done, by place and offset."""
         self._delivered: list[Short] = []
         """Given, then shown delivered by an own tombstone read since."""
+        self._reading = False
+        """Whether a re-read began and has not given what it read yet."""
         self._reread_end: int | None = None
         """While versions read again wait to be judged: the place (in :attr:`told`)
         after the last of them."""
@@ -142,15 +147,13 @@ class ShortVersions:
     def read_version(self, schedule: Schedule, read_ms: int) -> None:
         """A valid schedule version the watch read at ``read_ms`` (its source is its
         place)."""
-        self._unjudged.append(schedule)
-        self._read_ms.append(read_ms)
-        self._told += 1
+        self._told_now(schedule, read_ms)
 
     def oldest_ms(self) -> int | None:
         """When the earliest version or tombstone waiting to be judged was read: the
         watch forgets nothing read after it, less its memory (a cancel of a version
         judged late still withholds it)."""
-        return min(self._read_ms, default=None)
+        return self._oldest_ms
 
     def read_own_tombstone(
         self, place: Place, schedule_id: str, fired_offset: int, read_ms: int
@@ -160,9 +163,7 @@ class ShortVersions:
         open one is so at once: :meth:`take_delivered`)."""
         if self._delivered_now((place[0], place[1], fired_offset), schedule_id):
             return
-        self._unjudged.append((place, schedule_id, fired_offset))
-        self._read_ms.append(read_ms)
-        self._told += 1
+        self._told_now((place, schedule_id, fired_offset), read_ms)
 
     @property
     def told(self) -> int:
@@ -174,7 +175,7 @@ class ShortVersions:
         """A re-read begins (:meth:`read_again` gives what it read): what this committer
         settles from now on is not given again by it. Returns where (in :attr:`told`)
         its versions are judged."""
-        self._reread_end = max(self._reread_end or 0, self._told)
+        self._reading = True
         return self._told
 
     def read_again(self, at: int, items: list[tuple[Told, int]]) -> None:
@@ -187,7 +188,9 @@ class ShortVersions:
         self._unjudged[start:start] = [item for item, _ in items]
         self._read_ms[start:start] = [read_ms for _, read_ms in items]
         self._told += len(items)
+        self._reading = False
         self._reread_end = max(self._reread_end or 0, at + len(items))
+        self._oldest_ms = min(self._read_ms, default=None)
 
     def take_delivered(self) -> list[Short]:
         """The versions given that an own tombstone read since showed delivered (no
@@ -241,10 +244,9 @@ class ShortVersions:
                     self._delivered_now(key, schedule_id)
         del self._unjudged[:count]
         del self._read_ms[:count]
+        self._oldest_ms = min(self._read_ms, default=None)
         self._judged_to = dict(read_to)
-        if self._reread_end is not None and self._told - len(self._unjudged) >= self._reread_end:
-            self._reread_end = None  # all read again is judged
-            self._settled.clear()
+        self._reread_over()
         return given
 
     def done(self, short: Short) -> None:
@@ -302,8 +304,24 @@ class ShortVersions:
 
     def _settle(self, key: Key) -> None:
         """Note a given version settled while versions read again wait to be judged."""
-        if self._reread_end is not None:
+        self._reread_over()
+        if self._reading or self._reread_end is not None:
             self._settled.add(key)
+
+    def _reread_over(self) -> None:
+        """Forget what was settled once everything read again is judged."""
+        end = self._reread_end
+        if end is not None and self._told - len(self._unjudged) >= end and not self._reading:
+            self._reread_end = None
+            self._settled.clear()
+
+    def _told_now(self, item: Told, read_ms: int) -> None:
+        """``item`` read at ``read_ms``, to be judged after what was told before."""
+        self._unjudged.append(item)
+        self._read_ms.append(read_ms)
+        self._told += 1
+        if self._oldest_ms is None or read_ms < self._oldest_ms:
+            self._oldest_ms = read_ms
 
     def open(self) -> list[Short]:
         """The versions given and not done, in no particular order."""
@@ -346,36 +364,3 @@ def short_candidate(
     if source.offset != record.offset:
         return None
     return parsed if parsed.source is not None else replace(parsed, source=source)
-
-
-def encode_positions(positions: Mapping[Place, int]) -> str:
-    """``positions`` (:meth:`ShortVersions.positions`) as the metadata of an in-flight
-    partition's committed offset (JSON, in the current
-    :data:`~delayline.contract.formats.SHORT_POSITIONS` format). A broker keeps 4,096
-    bytes of it by default (``offset.metadata.max.bytes``): about 150 input partitions."""
-    read: dict[str, dict[str, int]] = {}
-    for (topic, partition), offset in sorted(positions.items()):
-        read.setdefault(topic, {})[str(partition)] = offset
-    return json.dumps({"format": SHORT_POSITIONS.current, "read": read}, separators=(",", ":"))
-
-
-def decode_positions(text: str, where: str) -> dict[Place, int] | None:
-    """What :func:`encode_positions` wrote; ``None`` for no metadata (an offset committed
-    by a release or a committer that took no short versions).
-
-    Raises:
-        FormatVersionError: written in a newer format than this release reads.
-        RecordFormatError: other metadata.
-    """
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-        SHORT_POSITIONS.check(int(value["format"]), where)
-        return {
-            (str(topic), int(p)): int(offset)
-            for topic, parts in value["read"].items()
-            for p, offset in parts.items()
-        }
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise RecordFormatError(f"{where}: not short-notice read positions ({exc})") from exc

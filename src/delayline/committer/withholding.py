@@ -100,7 +100,7 @@ class Withholding:
         is noted and has withheld what it ends."""
         self._positioned: set[int] = set()
         """The in-flight partitions whose short-notice read positions are known: read for
-        (at the start or by a take-over's re-read) and not taken over again since."""
+        (at the start or by a take-over's re-read) and not assigned again since."""
         self._read_for: set[int] = set()
         """The in-flight partitions whose pending schedules the watch has read the input
         for: those caught up when it started, and each taken over since (:meth:`gained`)."""
@@ -145,6 +145,11 @@ class Withholding:
         """Whether the watch has read the input for ``partition``'s pending schedules
         (always, without a watch)."""
         return self.watch is None or partition in self._read_for
+
+    def assigned(self, partitions: list[int]) -> None:
+        """``partitions`` are this committer's again: their short-notice read positions
+        are another owner's until the input is read again for them (:meth:`gained`)."""
+        self._positioned.difference_update(partitions)
 
     def given_up(self, partition: int) -> None:
         """``partition`` is no longer owned."""
@@ -248,7 +253,6 @@ class Withholding:
         read = self.watch.read
         shorts = None
         if self.shorts is not None:  # and their short versions not delivered yet
-            self._positioned.difference_update(gained)
             metadata = reader.committed_metadata(gained)
             watch = self.watch
             shorts = self.shorts.reread(metadata, gained, watch.positions, watch.parse)

@@ -83,7 +83,7 @@ NOTICE_RULES = Format("short-notice rules", current=1, oldest=1)
 """The rules of :mod:`delayline.contract.notice`, in the pipeline's notice topic."""
 SHORT_POSITIONS = Format("short-notice read positions", current=1, oldest=1)
 """Where a committer's next owner of an in-flight partition reads the input again from
-(:mod:`delayline.committer.short_notice`), in the metadata of its committed offset."""
+(:mod:`delayline.committer.short_intake`), in the metadata of its committed offset."""
 
 FORMATS = (
     CHECKPOINT,

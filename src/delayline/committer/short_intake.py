@@ -66,15 +66,14 @@ class ShortIntake:
     Guarantees (with :class:`ShortVersions`'): a version is planned only when judged
     by rules asked after it was read, and planned again only after a re-read, with the
     record that settled it (withheld then); a version shown delivered after it was
-    planned is returned by :meth:`delivered` to withhold. Not
-    thread-safe (the committer's thread); the rules are asked on ``worker``.
+    planned is returned by :meth:`delivered` to withhold. Not thread-safe (the
+    committer's thread); the rules are asked on ``worker``.
 
     Args:
         source: Where the rules are asked.
         plan: The session's plan.
         clock: The host's time.
         worker: Runs the requests for the rules.
-        parse: The input topics' parser (for what is read again).
     """
 
     def __init__(self, source: NoticeSource, plan: DuePlan, clock: Clock, worker: Executor) -> None:

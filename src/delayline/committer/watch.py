@@ -363,11 +363,12 @@ class InputWatch:
             return None
         return record.topic, *found
 
-    def _read_own_tombstone(self, msg: Message, headers: Headers, own: Place, now_ms: int) -> None:
-        """Delayline's own tombstone ``msg`` arrived at ``now_ms`` (``own``: the id and
-        offset it names).
-        One follows each hand-over: it ends nothing, and is not parsed; the hold may have
-        to read it after all (a review), and it may show a short version delivered."""
+    def _read_own_tombstone(
+        self, msg: Message, headers: Headers, own: tuple[str, int], now_ms: int
+    ) -> None:
+        """delayline's own tombstone ``msg`` read at ``now_ms`` (``own``: the id and offset
+        it names): it ends nothing and is not parsed; the hold may have to read it after
+        all (a review), and it may show a short version delivered."""
         topic, partition = msg.topic() or "", msg.partition() or 0
         if skippable_tombstone(headers):
             self.reviews.read(topic, partition, msg.offset() or 0, msg.key() or b"", headers, *own)
